@@ -1,0 +1,454 @@
+package linkemu
+
+// Root-only tests: two network namespaces joined by the emulator, measured
+// with real sockets: RTT, rate, loss, outages, unthrottled throughput, the
+// command itself and device removal. They skip without root, except under
+// CI=true where a skip would hide a broken set-up, so they fail instead.
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("this test needs root; CI=true forbids skipping it")
+	}
+	t.Skip("needs root (network namespaces and TUN devices)")
+}
+
+var nsSeq atomic.Uint64
+
+// newNamespace creates a named network namespace removed at cleanup.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	name := fmt.Sprintf("lemutest-%d-%d", os.Getpid(), nsSeq.Add(1))
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		defer orig.Close()
+		h, err := netns.NewNamed(name) // switches this thread into it
+		if err == nil {
+			h.Close()
+		}
+		if serr := netns.Set(orig); serr != nil {
+			errc <- errors.Join(err, serr) // the thread stays locked and dies
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- err
+	}()
+	if err := <-errc; err != nil {
+		t.Fatalf("creating namespace %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if err := netns.DeleteNamed(name); err != nil {
+			t.Errorf("deleting namespace %s: %v", name, err)
+		}
+	})
+	return name
+}
+
+var (
+	addrA = netip.MustParsePrefix("10.200.0.1/24")
+	addrB = netip.MustParsePrefix("10.200.0.2/24")
+)
+
+// link builds two namespaces joined by an emulator with opts' models.
+func link(t *testing.T, opts Options) (*Emulator, Options) {
+	t.Helper()
+	requireRoot(t)
+	opts.NSA, opts.NSB = newNamespace(t), newNamespace(t)
+	opts.DevA, opts.DevB = "emua", "emub"
+	opts.AddrA = []netip.Prefix{addrA, netip.MustParsePrefix("fd00:200::1/64")}
+	opts.AddrB = []netip.Prefix{addrB, netip.MustParsePrefix("fd00:200::2/64")}
+	e, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Start()
+	t.Cleanup(func() {
+		c, err := e.Stop()
+		if err != nil {
+			t.Errorf("stop: %v", err)
+		}
+		t.Logf("counters: fwd %+v ret %+v", c.Fwd, c.Ret)
+	})
+	return e, opts
+}
+
+func udpIn(t *testing.T, ns, laddr, raddr string) *net.UDPConn {
+	t.Helper()
+	var c *net.UDPConn
+	err := inNamespace(ns, func() error {
+		la, err := net.ResolveUDPAddr("udp", laddr)
+		if err != nil {
+			return err
+		}
+		if raddr == "" {
+			c, err = net.ListenUDP("udp", la)
+			return err
+		}
+		ra, err := net.ResolveUDPAddr("udp", raddr)
+		if err != nil {
+			return err
+		}
+		c, err = net.DialUDP("udp", la, ra)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// echo answers every datagram on c until c is closed.
+func echo(c *net.UDPConn) {
+	buf := make([]byte, 2048)
+	for {
+		n, from, err := c.ReadFromUDP(buf)
+		if err != nil {
+			return
+		}
+		c.WriteToUDP(buf[:n], from)
+	}
+}
+
+// measureRTT sends n probes spaced by gap and returns the sorted RTTs.
+func measureRTT(t *testing.T, opts Options, n int, gap time.Duration) []time.Duration {
+	t.Helper()
+	srv := udpIn(t, opts.NSB, "10.200.0.2:7000", "")
+	go echo(srv)
+	cli := udpIn(t, opts.NSA, "10.200.0.1:0", "10.200.0.2:7000")
+	base := time.Now()
+	var rtts []time.Duration
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 64)
+		for len(rtts) < n {
+			cli.SetReadDeadline(time.Now().Add(3 * time.Second))
+			m, err := cli.Read(buf)
+			if err != nil || m < 8 {
+				return
+			}
+			rtts = append(rtts, time.Since(base)-time.Duration(binary.BigEndian.Uint64(buf)))
+		}
+	}()
+	msg := make([]byte, 64)
+	for range n {
+		binary.BigEndian.PutUint64(msg, uint64(time.Since(base)))
+		if _, err := cli.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(gap)
+	}
+	<-done
+	if len(rtts) != n {
+		t.Fatalf("got %d of %d echoes", len(rtts), n)
+	}
+	slices.Sort(rtts)
+	return rtts
+}
+
+func TestNetnsRTT(t *testing.T) {
+	for _, c := range []struct{ fwd, ret time.Duration }{
+		{25 * time.Millisecond, 25 * time.Millisecond},
+		{100 * time.Millisecond, 200 * time.Millisecond}, // asymmetric, 300 ms round trip
+	} {
+		t.Run(fmt.Sprint(c.fwd+c.ret), func(t *testing.T) {
+			_, opts := link(t, Options{Fwd: Dir{Delay: c.fwd}, Ret: Dir{Delay: c.ret}})
+			rtts := measureRTT(t, opts, 30, 20*time.Millisecond)
+			want := c.fwd + c.ret
+			median := rtts[len(rtts)/2]
+			t.Logf("configured %v: min %v median %v max %v", want, rtts[0], median, rtts[len(rtts)-1])
+			if rtts[0] < want {
+				t.Errorf("an echo came back in %v, faster than the configured %v", rtts[0], want)
+			}
+			if median > want+2*time.Millisecond {
+				t.Errorf("median RTT %v, want within 2ms of %v", median, want)
+			}
+		})
+	}
+}
+
+func TestNetnsRate(t *testing.T) {
+	const rate = 10_000_000
+	_, opts := link(t, Options{Fwd: Dir{Rate: rate, Delay: 10 * time.Millisecond}})
+	srv := udpIn(t, opts.NSB, "10.200.0.2:7001", "")
+	cli := udpIn(t, opts.NSA, "10.200.0.1:0", "10.200.0.2:7001")
+	const payload = 1372 // 1400-byte IP packets
+	const ipSize = payload + 28
+	const dur = 2 * time.Second
+
+	type arrival struct{ at time.Time }
+	var arrivals []arrival
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 2048)
+		for {
+			srv.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+			if _, _, err := srv.ReadFromUDP(buf); err != nil {
+				return
+			}
+			arrivals = append(arrivals, arrival{time.Now()})
+		}
+	}()
+	// Offer 12 Mbit/s in 5 ms bursts so the link is always busy.
+	msg := make([]byte, payload)
+	start := time.Now()
+	sent := 0
+	for time.Since(start) < dur {
+		due := int(time.Since(start).Seconds() * 12e6 / 8 / ipSize)
+		for ; sent < due; sent++ {
+			cli.Write(msg)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	<-done
+	if len(arrivals) < 100 {
+		t.Fatalf("only %d packets arrived", len(arrivals))
+	}
+	// Skip the first 10% (queue filling) and measure over the rest.
+	first := len(arrivals) / 10
+	span := arrivals[len(arrivals)-1].at.Sub(arrivals[first].at)
+	got := float64((len(arrivals)-1-first)*ipSize*8) / span.Seconds()
+	t.Logf("offered %d packets, %d arrived, measured %.3f Mbit/s (configured %.3f)", sent, len(arrivals), got/1e6, rate/1e6)
+	if d := (got - rate) / rate; d < -0.02 || d > 0.02 {
+		t.Errorf("measured rate %.3f Mbit/s is %.1f%% off the configured %.3f", got/1e6, 100*d, rate/1e6)
+	}
+}
+
+func TestNetnsLoss(t *testing.T) {
+	e, opts := link(t, Options{Fwd: Dir{Loss: 0.10}, Seed: 1234})
+	srv := udpIn(t, opts.NSB, "10.200.0.2:7002", "")
+	srv.SetReadBuffer(4 << 20)
+	cli := udpIn(t, opts.NSA, "10.200.0.1:0", "10.200.0.2:7002")
+	const n = 3000
+	received := 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 2048)
+		for {
+			srv.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+			if _, _, err := srv.ReadFromUDP(buf); err != nil {
+				return
+			}
+			received++
+		}
+	}()
+	msg := make([]byte, 200)
+	for i := range n {
+		cli.Write(msg)
+		if i%10 == 0 {
+			time.Sleep(time.Millisecond) // gentle: host drops would blur the figure
+		}
+	}
+	<-done
+	c := e.Counters().Fwd
+	loss := 1 - float64(received)/n
+	t.Logf("sent %d, received %d (loss %.2f%%); emulator: in %d, lost %d, delivered %d", n, received, 100*loss, c.InPackets, c.DropLoss, c.Packets)
+	if c.InPackets < n || uint64(received) < c.Packets-(c.InPackets-n) {
+		t.Skipf("the host dropped packets outside the emulator (busy machine): in %d of %d, received %d of %d delivered",
+			c.InPackets, n, received, c.Packets)
+	}
+	// sigma = sqrt(0.1*0.9/3000) = 0.55%: allow 4 sigma.
+	if loss < 0.078 || loss > 0.122 {
+		t.Errorf("loss %.2f%%, want about 10%%", 100*loss)
+	}
+	if c.DropLoss+uint64(received) < n || c.DropQueue != 0 || c.DropOutage != 0 {
+		t.Errorf("counters do not add up: %+v, received %d of %d", c, received, n)
+	}
+}
+
+func TestNetnsOutage(t *testing.T) {
+	const delay = 10 * time.Millisecond
+	window := Outage{Start: 400 * time.Millisecond, Duration: 300 * time.Millisecond}
+	e, opts := link(t, Options{Fwd: Dir{Delay: delay}, Ret: Dir{Delay: delay}, Outages: []Outage{window}})
+	srv := udpIn(t, opts.NSB, "10.200.0.2:7003", "")
+	cli := udpIn(t, opts.NSA, "10.200.0.1:0", "10.200.0.2:7003")
+	type rx struct{ sent, at time.Duration }
+	var got []rx
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 64)
+		for {
+			srv.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+			n, _, err := srv.ReadFromUDP(buf)
+			if err != nil || n < 8 {
+				return
+			}
+			got = append(got, rx{time.Duration(binary.BigEndian.Uint64(buf)), e.Elapsed()})
+		}
+	}()
+	msg := make([]byte, 64)
+	var sent []time.Duration
+	for e.Elapsed() < 1100*time.Millisecond {
+		now := e.Elapsed()
+		binary.BigEndian.PutUint64(msg, uint64(now))
+		cli.Write(msg)
+		sent = append(sent, now)
+		time.Sleep(2 * time.Millisecond)
+	}
+	<-done
+	end := window.Start + window.Duration
+	arrived := map[time.Duration]bool{}
+	for _, r := range got {
+		arrived[r.sent] = true
+		if r.at >= window.Start && r.at < end {
+			t.Errorf("a packet arrived at %v, inside the outage", r.at)
+		}
+		if r.sent >= window.Start && r.sent < end {
+			t.Errorf("a packet sent at %v, inside the outage, arrived", r.sent)
+		}
+	}
+	// Away from the edges (a packet reaches the emulator a little after
+	// it is stamped, and needs delay to cross) everything else arrives.
+	margin := delay + 3*time.Millisecond
+	for _, s := range sent {
+		if (s < window.Start-margin || s > end+margin) && !arrived[s] {
+			t.Errorf("the packet sent at %v, outside the outage, was lost", s)
+		}
+	}
+	c := e.Counters().Fwd
+	t.Logf("sent %d, arrived %d, outage drops %d", len(sent), len(got), c.DropOutage)
+	if c.DropOutage < uint64(window.Duration/(3*time.Millisecond)) {
+		t.Errorf("only %d outage drops", c.DropOutage)
+	}
+}
+
+// TestNetnsThroughput measures kernel TCP through the unthrottled
+// emulator: it must never be the bottleneck of a benchmark.
+func TestNetnsThroughput(t *testing.T) {
+	if testing.Short() {
+		t.Skip("5 s of bulk TCP")
+	}
+	_, opts := link(t, Options{})
+	var ln net.Listener
+	if err := inNamespace(opts.NSB, func() (err error) { ln, err = net.Listen("tcp", "10.200.0.2:7004"); return }); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var total atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		n, _ := io.Copy(io.Discard, c)
+		total.Store(n)
+	}()
+	var conn net.Conn
+	if err := inNamespace(opts.NSA, func() (err error) { conn, err = net.Dial("tcp", "10.200.0.2:7004"); return }); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 256<<10)
+	const dur = 5 * time.Second
+	start := time.Now()
+	for time.Since(start) < dur {
+		if _, err := conn.Write(buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn.Close()
+	wg.Wait()
+	elapsed := time.Since(start)
+	mbps := float64(total.Load()) * 8 / elapsed.Seconds() / 1e6
+	t.Logf("unthrottled TCP through the emulator: %.0f Mbit/s (%d MB in %v)", mbps, total.Load()>>20, elapsed.Round(time.Millisecond))
+	if mbps < 500 {
+		t.Errorf("only %.0f Mbit/s unthrottled; the emulator must carry at least 500", mbps)
+	}
+}
+
+func TestNetnsCommand(t *testing.T) {
+	requireRoot(t)
+	nsA, nsB := newNamespace(t), newNamespace(t)
+	app := &cli.App{Name: "scpsvpn", Commands: []*cli.Command{Command()}}
+	var out strings.Builder
+	app.Writer = &out
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		errc <- app.RunContext(ctx, []string{"scpsvpn", "linkemu", "--ns-a", nsA, "--ns-b", nsB,
+			"--dev-a", "cmda", "--dev-b", "cmdb", "--addr-a", "10.200.0.1/24", "--addr-b", "10.200.0.2/24",
+			"--rate", "2Mbit", "--fwd-delay", "20ms", "--ret-delay", "30ms", "--ret-loss", "1%",
+			"--burst", "p=1%,r=50%", "--queue", "128KiB", "--outage", "10s:1s", "--outage-every", "20s:50ms", "--seed", "7"})
+	}()
+	// Wait until both devices exist, up and addressed, in their namespaces.
+	for _, side := range []struct{ ns, dev, addr string }{{nsA, "cmda", "10.200.0.1"}, {nsB, "cmdb", "10.200.0.2"}} {
+		h, err := netlinkAt(side.ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close()
+		var link netlink.Link
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if link, err = h.LinkByName(side.dev); err == nil && link.Attrs().Flags&net.FlagUp != 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s did not come up in %s: %v", side.dev, side.ns, err)
+			}
+		}
+		addrs, err := h.AddrList(link, netlink.FAMILY_V4)
+		if err != nil || len(addrs) != 1 || addrs[0].IP.String() != side.addr {
+			t.Fatalf("%s addresses %v, %v", side.dev, addrs, err)
+		}
+	}
+	opts := Options{NSA: nsA, NSB: nsB}
+	rtts := measureRTT(t, opts, 5, 10*time.Millisecond)
+	if rtts[0] < 50*time.Millisecond {
+		t.Errorf("RTT %v below the configured 20ms+30ms", rtts[0])
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatalf("linkemu: %v", err)
+	}
+	for _, want := range []string{"seed 7", "forward (A->B): in ", "return  (B->A): in ", "drops: loss"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	for _, side := range []struct{ ns, dev string }{{nsA, "cmda"}, {nsB, "cmdb"}} {
+		h, _ := netlinkAt(side.ns)
+		if _, err := h.LinkByName(side.dev); err == nil {
+			t.Errorf("%s still exists in %s after exit", side.dev, side.ns)
+		}
+		h.Close()
+	}
+}

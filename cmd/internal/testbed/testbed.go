@@ -1,0 +1,462 @@
+// Package testbed builds the two-site topology of scpsvpn's end-to-end
+// tests, demo and benchmark: two network namespaces joined by an underlay
+// (a veth pair, or the link emulator run in-process), keys and endpoint
+// configurations in a temporary directory, endpoint processes with their
+// logs, and a teardown that always runs.
+package testbed
+
+// This file owns the Testbed itself: its configuration, the sites and their
+// addresses, building the namespaces and the underlay, and Close. Names carry
+// the creating PID and a random suffix, so parallel runs never collide and a
+// later run can sweep what a killed one left behind.
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	"scpsvpn/cmd/internal/linkemu"
+)
+
+// Kind selects the underlay between the sites.
+type Kind string
+
+const (
+	Veth     Kind = "veth"     // a veth pair: a perfect link
+	Emulated Kind = "emulated" // the link emulator with Config.Link's model
+)
+
+// Side names a site.
+type Side int
+
+const (
+	A Side = iota
+	B
+)
+
+func (s Side) String() string {
+	if s == A {
+		return "site A"
+	}
+	return "site B"
+}
+
+// Config describes a testbed; zero fields take the defaults noted.
+type Config struct {
+	Kind Kind            // default Veth
+	Link linkemu.Options // Emulated: Fwd (A->B), Ret, Outages, Seed, MTU; namespaces, devices and addresses are set here
+
+	UnderlayA, UnderlayB netip.Prefix // default 10.200.0.1/24 and 10.200.0.2/24
+	Port                 int          // UDP port of the association; default 4700
+
+	Binary           string // endpoint binary for StartEndpoint, run as BINARY up --config FILE
+	MTU              int    // [interface] mtu; default 1400
+	LogLevel         string // [interface] log_level; default "debug"
+	InterfaceA       string // extra raw TOML lines for A's [interface]
+	InterfaceB       string // extra raw TOML lines for B's [interface]
+	PeerLinkA        string // raw TOML lines of A's [peer.link] (A's view of the link to B); empty = none
+	PeerLinkB        string // raw TOML lines of B's [peer.link]
+	BWithoutEndpoint bool   // B's peer entry for A has no endpoint: B learns it when A connects
+
+	Dir          string        // directory for keys, configs and logs; default a new temporary one
+	KeepDir      bool          // keep Dir after Close (a directory given in Dir is never removed)
+	StartTimeout time.Duration // StartEndpoint's wait for the TUN device; default 15s
+	StopTimeout  time.Duration // StopEndpoint's wait before SIGKILL; default 10s
+	Logger       *slog.Logger
+}
+
+// Site is one side of the testbed with everything a test needs to know.
+type Site struct {
+	Side        Side
+	Name        string       // peer name: "site-a" / "site-b"
+	NS          string       // network namespace (usable with `ip netns exec`)
+	Underlay    netip.Prefix // address on the underlay link
+	UnderlayDev string       // underlay device (veth or emulator TUN)
+	LAN4, LAN6  netip.Prefix // the site's subnets: 10.1.0.0/24 + fd00:1::/64, 10.2.0.0/24 + fd00:2::/64
+	TUN4, TUN6  netip.Addr   // the endpoint TUN's addresses: 10.1.0.1 + fd00:1::1, 10.2.0.1 + fd00:2::1
+	TUNName     string       // the endpoint TUN device name (unique per run)
+	PrivateKey  string       // base64 X25519
+	PublicKey   string
+	KeyFile     string // private key, mode 0600
+	ConfigFile  string
+	LogFile     string // the endpoint's stdout and stderr
+}
+
+// Endpoint returns the site's association address (underlay address, port).
+func (s *Site) Endpoint(port int) netip.AddrPort {
+	return netip.AddrPortFrom(s.Underlay.Addr(), uint16(port))
+}
+
+// Testbed is a built topology. Close it (defer) in every case.
+type Testbed struct {
+	ID   string // random part of every name
+	Kind Kind
+	Dir  string
+	Port int
+	A, B *Site
+
+	cfg      Config
+	log      *slog.Logger
+	emu      *linkemu.Emulator
+	ownDir   bool
+	mu       sync.Mutex
+	eps      [2]*endpoint
+	closing  sync.Once
+	closeErr error
+	closed   chan struct{}
+	onClose  []func() // run first in Close (log dumps)
+}
+
+// NamePrefix starts every namespace a testbed creates: stb-<pid>-<id>-a|b.
+const NamePrefix = "stb-"
+
+// dirPrefix starts the temporary directories: scps-testbed-<pid>-<id>-*.
+const dirPrefix = "scps-testbed-"
+
+// New builds the namespaces, the underlay, keys and configurations. On
+// error everything built so far is removed.
+func New(cfg Config) (tb *Testbed, err error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger.With("component", "testbed")
+	if swept, err := SweepStale(); err != nil {
+		log.Warn("sweeping stale testbeds", "err", err)
+	} else if len(swept) > 0 {
+		log.Info("removed namespaces of dead testbeds", "namespaces", swept)
+	}
+	var rnd [3]byte
+	rand.Read(rnd[:])
+	id := hex.EncodeToString(rnd[:])
+	tb = &Testbed{ID: id, Kind: cfg.Kind, Port: cfg.Port, cfg: cfg, log: log.With("testbed", id), closed: make(chan struct{})}
+	tb.A = tb.newSite(A, cfg.UnderlayA, "10.1.0", "fd00:1::")
+	tb.B = tb.newSite(B, cfg.UnderlayB, "10.2.0", "fd00:2::")
+	defer func() {
+		if err != nil {
+			tb.Close()
+			tb = nil
+		}
+	}()
+	if err := tb.makeDir(); err != nil {
+		return tb, err
+	}
+	for _, s := range []*Site{tb.A, tb.B} {
+		if err := createNamespace(s.NS); err != nil {
+			return tb, err
+		}
+		if err := loUp(s.NS); err != nil {
+			return tb, err
+		}
+	}
+	if err := tb.buildUnderlay(); err != nil {
+		return tb, err
+	}
+	if err := tb.writeFiles(); err != nil {
+		return tb, err
+	}
+	tb.log.Info("testbed up", "kind", cfg.Kind, "ns_a", tb.A.NS, "ns_b", tb.B.NS, "dir", tb.Dir)
+	return tb, nil
+}
+
+func (c *Config) defaults() error {
+	if c.Kind == "" {
+		c.Kind = Veth
+	}
+	if c.Kind != Veth && c.Kind != Emulated {
+		return fmt.Errorf("testbed: unknown kind %q (want %q or %q)", c.Kind, Veth, Emulated)
+	}
+	if !c.UnderlayA.IsValid() {
+		c.UnderlayA = netip.MustParsePrefix("10.200.0.1/24")
+	}
+	if !c.UnderlayB.IsValid() {
+		c.UnderlayB = netip.MustParsePrefix("10.200.0.2/24")
+	}
+	if c.UnderlayA.Addr() == c.UnderlayB.Addr() || c.UnderlayA.Masked() != c.UnderlayB.Masked() {
+		return fmt.Errorf("testbed: underlay addresses %s and %s must differ within one subnet", c.UnderlayA, c.UnderlayB)
+	}
+	if c.Port == 0 {
+		c.Port = 4700
+	}
+	if c.MTU == 0 {
+		c.MTU = 1400
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = "debug"
+	}
+	if c.StartTimeout == 0 {
+		c.StartTimeout = 15 * time.Second
+	}
+	if c.StopTimeout == 0 {
+		c.StopTimeout = 10 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+func (tb *Testbed) newSite(side Side, underlay netip.Prefix, lan4, lan6 string) *Site {
+	l := "a"
+	if side == B {
+		l = "b"
+	}
+	return &Site{
+		Side:        side,
+		Name:        "site-" + l,
+		NS:          fmt.Sprintf("%s%d-%s-%s", NamePrefix, os.Getpid(), tb.ID, l),
+		Underlay:    underlay,
+		UnderlayDev: map[Kind]string{Veth: "stb", Emulated: "emu"}[tb.Kind] + tb.ID + l, // 10 bytes
+		LAN4:        netip.MustParsePrefix(lan4 + ".0/24"),
+		LAN6:        netip.MustParsePrefix(lan6 + "/64"),
+		TUN4:        netip.MustParseAddr(lan4 + ".1"),
+		TUN6:        netip.MustParseAddr(lan6 + "1"),
+		TUNName:     "scps" + tb.ID + l, // 11 bytes
+	}
+}
+
+// Site returns the site of side.
+func (tb *Testbed) Site(side Side) *Site {
+	if side == A {
+		return tb.A
+	}
+	return tb.B
+}
+
+// Emulator returns the link emulator (Kind Emulated), for its counters and
+// clock; nil for a veth underlay.
+func (tb *Testbed) Emulator() *linkemu.Emulator { return tb.emu }
+
+func (tb *Testbed) makeDir() error {
+	if tb.cfg.Dir != "" {
+		tb.Dir = tb.cfg.Dir
+		return os.MkdirAll(tb.Dir, 0o700)
+	}
+	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-%s-", dirPrefix, os.Getpid(), tb.ID))
+	if err != nil {
+		return fmt.Errorf("testbed: temporary directory: %w", err)
+	}
+	tb.Dir, tb.ownDir = dir, true
+	return nil
+}
+
+func loUp(ns string) error {
+	h, err := netlinkIn(ns)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	lo, err := h.LinkByName("lo")
+	if err == nil {
+		err = h.LinkSetUp(lo)
+	}
+	if err != nil {
+		return fmt.Errorf("bringing lo up in %s: %w", ns, err)
+	}
+	return nil
+}
+
+func (tb *Testbed) buildUnderlay() error {
+	if tb.Kind == Emulated {
+		o := tb.cfg.Link
+		o.NSA, o.NSB = tb.A.NS, tb.B.NS
+		o.DevA, o.DevB = tb.A.UnderlayDev, tb.B.UnderlayDev
+		o.AddrA, o.AddrB = []netip.Prefix{tb.A.Underlay}, []netip.Prefix{tb.B.Underlay}
+		if o.Logger == nil {
+			o.Logger = tb.cfg.Logger.With("testbed", tb.ID)
+		}
+		emu, err := linkemu.New(o)
+		if err != nil {
+			return fmt.Errorf("testbed: emulated underlay: %w", err)
+		}
+		emu.Start()
+		tb.emu = emu
+		return nil
+	}
+	hA, err := netlinkIn(tb.A.NS)
+	if err != nil {
+		return err
+	}
+	defer hA.Close()
+	nsB, err := netns.GetFromName(tb.B.NS)
+	if err != nil {
+		return fmt.Errorf("opening namespace %s: %w", tb.B.NS, err)
+	}
+	defer nsB.Close()
+	// Created from inside A with the peer placed straight into B: the
+	// pair never exists in the host namespace, so its names cannot clash.
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: tb.A.UnderlayDev}, PeerName: tb.B.UnderlayDev, PeerNamespace: netlink.NsFd(int(nsB))}
+	if err := hA.LinkAdd(veth); err != nil {
+		return fmt.Errorf("testbed: creating veth %s/%s: %w", tb.A.UnderlayDev, tb.B.UnderlayDev, err)
+	}
+	for _, s := range []*Site{tb.A, tb.B} {
+		if err := addrUp(s.NS, s.UnderlayDev, s.Underlay); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func addrUp(ns, dev string, p netip.Prefix) error {
+	h, err := netlinkIn(ns)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	link, err := h.LinkByName(dev)
+	if err != nil {
+		return fmt.Errorf("finding %s in %s: %w", dev, ns, err)
+	}
+	a := &netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}}
+	if err := h.AddrAdd(link, a); err != nil {
+		return fmt.Errorf("adding %s to %s in %s: %w", p, dev, ns, err)
+	}
+	if err := h.LinkSetUp(link); err != nil {
+		return fmt.Errorf("bringing %s up in %s: %w", dev, ns, err)
+	}
+	return nil
+}
+
+func (tb *Testbed) writeFiles() error {
+	for _, s := range []*Site{tb.A, tb.B} {
+		var err error
+		if s.PrivateKey, s.PublicKey, err = keyPair(); err != nil {
+			return err
+		}
+		l := s.Name[len(s.Name)-1:]
+		s.KeyFile = filepath.Join(tb.Dir, l+".key")
+		s.ConfigFile = filepath.Join(tb.Dir, l+".toml")
+		s.LogFile = filepath.Join(tb.Dir, l+".log")
+		if err := writeKey(s.KeyFile, s.PrivateKey); err != nil {
+			return err
+		}
+	}
+	for _, p := range []configParams{
+		{Self: tb.A, Peer: tb.B, WithEndpoint: true, Interface: tb.cfg.InterfaceA, PeerLink: tb.cfg.PeerLinkA},
+		{Self: tb.B, Peer: tb.A, WithEndpoint: !tb.cfg.BWithoutEndpoint, Interface: tb.cfg.InterfaceB, PeerLink: tb.cfg.PeerLinkB},
+	} {
+		p.Port, p.MTU, p.LogLevel = tb.cfg.Port, tb.cfg.MTU, tb.cfg.LogLevel
+		text, err := renderConfig(p)
+		if err != nil {
+			return fmt.Errorf("testbed: %w", err)
+		}
+		if err := os.WriteFile(p.Self.ConfigFile, text, 0o600); err != nil {
+			return fmt.Errorf("testbed: writing %s: %w", p.Self.ConfigFile, err)
+		}
+	}
+	return nil
+}
+
+// Close stops the endpoints, kills anything left in the namespaces, stops
+// the emulator, deletes the namespaces (and so every device in them) and
+// the temporary directory. It runs once; later calls return its result.
+func (tb *Testbed) Close() error {
+	tb.closing.Do(func() {
+		tb.mu.Lock()
+		hooks := tb.onClose
+		tb.mu.Unlock()
+		for _, h := range hooks {
+			h()
+		}
+		var errs []error
+		for _, side := range []Side{A, B} {
+			if tb.PID(side) != 0 {
+				if _, err := tb.StopEndpoint(side, syscall.SIGTERM); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+		for _, s := range []*Site{tb.A, tb.B} {
+			if pids := killAllIn(s.NS); len(pids) > 0 {
+				tb.log.Warn("killed processes left in the namespace", "ns", s.NS, "pids", pids)
+			}
+		}
+		if tb.emu != nil {
+			if _, err := tb.emu.Stop(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		for _, s := range []*Site{tb.A, tb.B} {
+			if err := deleteNamespace(s.NS); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if tb.ownDir && !tb.cfg.KeepDir && tb.Dir != "" {
+			if err := os.RemoveAll(tb.Dir); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		tb.closeErr = errors.Join(errs...)
+		close(tb.closed)
+		tb.log.Info("testbed down", "err", tb.closeErr)
+	})
+	return tb.closeErr
+}
+
+// SweepStale removes the namespaces and temporary directories of testbeds
+// whose process is gone (killed before Close could run), with whatever still
+// runs inside the namespaces. Those of live processes, including other
+// concurrent runs, are kept. It returns what it removed.
+func SweepStale() ([]string, error) {
+	var swept []string
+	var errs []error
+	stale := func(name, prefix string) bool {
+		rest, ok := strings.CutPrefix(name, prefix)
+		if !ok {
+			return false
+		}
+		pidText, _, _ := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		return err == nil && pid > 0 && !processAlive(pid)
+	}
+	entries, err := os.ReadDir(netnsDir)
+	if err != nil && !os.IsNotExist(err) {
+		errs = append(errs, fmt.Errorf("listing %s: %w", netnsDir, err))
+	}
+	for _, e := range entries {
+		if !stale(e.Name(), NamePrefix) {
+			continue
+		}
+		killAllIn(e.Name())
+		if err := deleteNamespace(e.Name()); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		swept = append(swept, e.Name())
+	}
+	tmp := os.TempDir()
+	entries, err = os.ReadDir(tmp)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("listing %s: %w", tmp, err))
+	}
+	for _, e := range entries {
+		if !e.IsDir() || !stale(e.Name(), dirPrefix) {
+			continue
+		}
+		path := filepath.Join(tmp, e.Name())
+		if err := os.RemoveAll(path); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		swept = append(swept, path)
+	}
+	return swept, errors.Join(errs...)
+}
+
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}

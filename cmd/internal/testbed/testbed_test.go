@@ -1,0 +1,591 @@
+package testbed
+
+// Tests of the testbed: configuration rendering (no root), and, as root,
+// both underlays carrying UDP both ways, endpoints started, measured and
+// stopped (with the fake endpoint), teardown after a panic and on a signal,
+// two testbeds at once, and the sweep of a dead run's namespaces.
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+	"github.com/vishvananda/netns"
+
+	"scpsvpn/cmd/internal/linkemu"
+)
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("this test needs root; CI=true forbids skipping it")
+	}
+	t.Skip("needs root (network namespaces)")
+}
+
+func selfBinary(t *testing.T) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exe
+}
+
+func testSites() (*Site, *Site) {
+	tb := &Testbed{ID: "abc123", Kind: Veth}
+	a := tb.newSite(A, netip.MustParsePrefix("10.200.0.1/24"), "10.1.0", "fd00:1::")
+	b := tb.newSite(B, netip.MustParsePrefix("10.200.0.2/24"), "10.2.0", "fd00:2::")
+	a.PublicKey, b.PublicKey = "QUFB", "QkJC"
+	a.KeyFile, b.KeyFile = "/tmp/x/a.key", "/tmp/x/b.key"
+	return a, b
+}
+
+func TestRenderConfig(t *testing.T) {
+	a, b := testSites()
+	text, err := renderConfig(configParams{Self: a, Peer: b, Port: 4700, MTU: 1400, LogLevel: "debug", WithEndpoint: true,
+		Interface: `max_outage = "60s"`, PeerLink: "up = \"1.5Mbit\"\nrtt = \"600ms\""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw map[string]any
+	if err := toml.Unmarshal(text, &raw); err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	ifc := raw["interface"].(map[string]any)
+	want := map[string]any{"name": "scpsabc123a", "listen": "10.200.0.1:4700", "private_key_file": "/tmp/x/a.key",
+		"log_level": "debug", "max_outage": "60s", "mtu": int64(1400)}
+	for k, v := range want {
+		if ifc[k] != v {
+			t.Errorf("interface.%s = %v, want %v", k, ifc[k], v)
+		}
+	}
+	if fmt.Sprint(ifc["address"]) != "[10.1.0.1/32 fd00:1::1/128]" {
+		t.Errorf("addresses %v", ifc["address"])
+	}
+	peers := raw["peer"].([]any)
+	if len(peers) != 1 {
+		t.Fatalf("peers %v", peers)
+	}
+	p := peers[0].(map[string]any)
+	if p["name"] != "site-b" || p["public_key"] != "QkJC" || p["endpoint"] != "10.200.0.2:4700" ||
+		fmt.Sprint(p["subnets"]) != "[10.2.0.0/24 fd00:2::/64]" {
+		t.Errorf("peer %v", p)
+	}
+	if l := p["link"].(map[string]any); l["up"] != "1.5Mbit" || l["rtt"] != "600ms" {
+		t.Errorf("peer link %v", l)
+	}
+
+	// Without endpoint and link table.
+	text, err = renderConfig(configParams{Self: b, Peer: a, Port: 9, MTU: 1280, LogLevel: "info"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(text, []byte("endpoint =")) || bytes.Contains(text, []byte("[peer.link]")) {
+		t.Errorf("unexpected endpoint or link table:\n%s", text)
+	}
+
+	// Bad raw lines are caught with a clear error.
+	if _, err := renderConfig(configParams{Self: a, Peer: b, Port: 1, MTU: 1, LogLevel: "x", Interface: "mtu = 5"}); err == nil ||
+		!strings.Contains(err.Error(), "not valid TOML") {
+		t.Errorf("duplicate key accepted: %v", err)
+	}
+	if _, err := renderConfig(configParams{Self: a, Peer: b, Port: 1, MTU: 1, LogLevel: "x", PeerLink: "up = "}); err == nil {
+		t.Error("broken link line accepted")
+	}
+}
+
+func TestQuote(t *testing.T) {
+	for _, s := range []string{`plain`, `with "quotes" and \ backslash`, "tab\tnew\nline\x7f", "ünï"} {
+		var v map[string]string
+		if err := toml.Unmarshal([]byte("k = "+quote(s)), &v); err != nil || v["k"] != s {
+			t.Errorf("quote(%q) = %s reads back as %q, %v", s, quote(s), v["k"], err)
+		}
+	}
+}
+
+func TestKeys(t *testing.T) {
+	priv, pub, err := keyPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(priv) != 44 || len(pub) != 44 {
+		t.Fatalf("key lengths %d/%d, want 44 (base64 of 32 bytes)", len(priv), len(pub))
+	}
+	if got, err := PublicKeyOf(priv); err != nil || got != pub {
+		t.Fatalf("PublicKeyOf = %q, %v; want %q", got, err, pub)
+	}
+	if _, err := PublicKeyOf("not base64!"); err == nil {
+		t.Fatal("garbage accepted")
+	}
+	path := filepath.Join(t.TempDir(), "k")
+	if err := writeKey(path, priv); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("key file mode %v, %v", st.Mode(), err)
+	}
+}
+
+func TestNamesFitInterfaceLimit(t *testing.T) {
+	for _, kind := range []Kind{Veth, Emulated} {
+		tb := &Testbed{ID: "ffffff", Kind: kind}
+		s := tb.newSite(B, netip.MustParsePrefix("10.200.0.2/24"), "10.2.0", "fd00:2::")
+		for _, n := range []string{s.TUNName, s.UnderlayDev} {
+			if len(n) > 15 || len(n) == 0 {
+				t.Errorf("%s: interface name %q", kind, n)
+			}
+		}
+	}
+}
+
+// udpAcross checks UDP from each side to the other over the underlay.
+func udpAcross(t *testing.T, tb *Testbed) {
+	t.Helper()
+	for _, dir := range []struct{ from, to Side }{{A, B}, {B, A}} {
+		to := tb.Site(dir.to)
+		srv, err := tb.ListenPacket(dir.to, "udp", netip.AddrPortFrom(to.Underlay.Addr(), 5555).String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := tb.Dial(dir.from, "udp", netip.AddrPortFrom(to.Underlay.Addr(), 5555).String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := fmt.Sprintf("hello from %v", dir.from)
+		if _, err := c.Write([]byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 100)
+		srv.SetReadDeadline(time.Now().Add(3 * time.Second))
+		n, from, err := srv.ReadFrom(buf)
+		if err != nil || string(buf[:n]) != msg {
+			t.Fatalf("%v -> %v: got %q, %v", dir.from, dir.to, buf[:n], err)
+		}
+		if want := tb.Site(dir.from).Underlay.Addr().String(); from.(*net.UDPAddr).IP.String() != want {
+			t.Errorf("came from %v, want %s", from, want)
+		}
+		// And the reply.
+		srv.WriteTo([]byte("ack"), from)
+		c.SetReadDeadline(time.Now().Add(3 * time.Second))
+		if n, err := c.Read(buf); err != nil || string(buf[:n]) != "ack" {
+			t.Fatalf("reply %v -> %v: %q, %v", dir.to, dir.from, buf[:n], err)
+		}
+		srv.Close()
+		c.Close()
+	}
+}
+
+func nsExists(name string) bool {
+	_, err := os.Stat(filepath.Join(netnsDir, name))
+	return err == nil
+}
+
+func TestVethUnderlay(t *testing.T) {
+	requireRoot(t)
+	tb := ForTest(t, Config{Kind: Veth})
+	udpAcross(t, tb)
+	for _, s := range []*Site{tb.A, tb.B} {
+		if !nsExists(s.NS) {
+			t.Errorf("namespace %s missing", s.NS)
+		}
+		out, err := tb.Exec(s.Side, "ip", "-br", "addr", "show", "dev", s.UnderlayDev)
+		if err != nil || !strings.Contains(string(out), s.Underlay.String()) {
+			t.Errorf("%s: %s, %v", s.Side, out, err)
+		}
+		out, err = tb.Exec(s.Side, "ip", "-br", "link", "show", "dev", "lo")
+		if err != nil || !strings.Contains(string(out), "UNKNOWN") && !strings.Contains(string(out), "UP") {
+			t.Errorf("%s lo: %s, %v", s.Side, out, err)
+		}
+		// The files exist, the key is private and matches the public key.
+		key, err := os.ReadFile(s.KeyFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pub, err := PublicKeyOf(string(key)); err != nil || pub != s.PublicKey {
+			t.Errorf("%s key file gives %q, %v; want %q", s.Side, pub, err, s.PublicKey)
+		}
+		cfg, err := os.ReadFile(s.ConfigFile)
+		if err != nil || !bytes.Contains(cfg, []byte(tb.Site(1-s.Side).PublicKey)) {
+			t.Errorf("%s config lacks the peer's key: %v\n%s", s.Side, err, cfg)
+		}
+	}
+	// The veth pair never appeared in the host namespace.
+	if out, _ := exec.Command("ip", "link", "show", tb.A.UnderlayDev).CombinedOutput(); !strings.Contains(string(out), "does not exist") {
+		t.Errorf("underlay device visible in the host namespace: %s", out)
+	}
+}
+
+func TestEmulatedUnderlay(t *testing.T) {
+	requireRoot(t)
+	tb := ForTest(t, Config{Kind: Emulated, Link: linkemu.Options{
+		Fwd: linkemu.Dir{Delay: 20 * time.Millisecond, Rate: 10_000_000},
+		Ret: linkemu.Dir{Delay: 30 * time.Millisecond, Rate: 2_000_000},
+	}})
+	udpAcross(t, tb)
+	c := tb.Emulator().Counters()
+	if c.Fwd.Packets < 2 || c.Ret.Packets < 2 {
+		t.Errorf("the traffic did not cross the emulator: %+v", c)
+	}
+	// The round trip shows the emulated delay.
+	srv, err := tb.ListenPacket(B, "udp", "10.200.0.2:6000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			n, from, err := srv.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			srv.WriteTo(buf[:n], from)
+		}
+	}()
+	cl, err := tb.Dial(A, "udp", "10.200.0.2:6000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	start := time.Now()
+	cl.Write([]byte("ping"))
+	cl.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := cl.Read(make([]byte, 64)); err != nil {
+		t.Fatal(err)
+	}
+	if rtt := time.Since(start); rtt < 50*time.Millisecond || rtt > 60*time.Millisecond {
+		t.Errorf("RTT %v, want 50ms", rtt)
+	}
+}
+
+func TestEndpointLifecycle(t *testing.T) {
+	requireRoot(t)
+	tb := ForTest(t, Config{Kind: Veth, Binary: selfBinary(t)})
+	for _, side := range []Side{A, B} {
+		if err := tb.StartEndpoint(side); err != nil {
+			t.Fatal(err)
+		}
+		if err := tb.StartEndpoint(side); err == nil {
+			t.Errorf("%s: a second start was accepted", side)
+		}
+	}
+	for _, side := range []Side{A, B} {
+		s := tb.Site(side)
+		pid := tb.PID(side)
+		if pid == 0 {
+			t.Fatalf("%s: no PID", side)
+		}
+		// ip netns exec execs the binary: the PID is the endpoint itself.
+		if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); exe != selfBinary(t) {
+			t.Errorf("%s: PID %d runs %q", side, pid, exe)
+		}
+		rss, err := tb.RSS(side)
+		if err != nil || rss < 1<<20 {
+			t.Errorf("%s: RSS %d, %v", side, rss, err)
+		}
+		// The TUN addresses are usable in the site's namespace.
+		ln, err := tb.Listen(side, "tcp", netip.AddrPortFrom(s.TUN4, 0).String())
+		if err != nil {
+			t.Errorf("%s: listening on the TUN address: %v", side, err)
+		} else {
+			ln.Close()
+		}
+		out, err := tb.Exec(side, "ip", "-br", "addr", "show", "dev", s.TUNName)
+		if err != nil || !strings.Contains(string(out), s.TUN6.String()) {
+			t.Errorf("%s TUN: %s, %v", side, out, err)
+		}
+	}
+	code, err := tb.StopEndpoint(A, syscall.SIGTERM)
+	if err != nil || code != 0 {
+		t.Fatalf("stop A: code %d, %v", code, err)
+	}
+	if tb.PID(A) != 0 {
+		t.Error("PID still set after stop")
+	}
+	if tail := tb.LogTail(A, 5); !strings.Contains(tail, "stopping on terminated") {
+		t.Errorf("log tail of A:\n%s", tail)
+	}
+	if _, err := tb.StopEndpoint(A, syscall.SIGTERM); !errors.Is(err, ErrNotRunning) || !errors.Is(err, os.ErrProcessDone) {
+		t.Errorf("stopping a stopped endpoint: %v", err)
+	}
+	if _, err := tb.RSS(A); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("RSS of a stopped endpoint: %v", err)
+	}
+	// And it can be started again (a restart test needs that).
+	if err := tb.StartEndpoint(A); err != nil {
+		t.Fatal(err)
+	}
+	// B stays running: Close stops it.
+}
+
+func TestEndpointFailures(t *testing.T) {
+	requireRoot(t)
+	tb := ForTest(t, Config{
+		Kind: Veth, Binary: selfBinary(t),
+		InterfaceA: "fake_exit = 3", InterfaceB: "fake_ignore_term = true",
+		StopTimeout: 300 * time.Millisecond,
+	})
+	start := time.Now()
+	err := tb.StartEndpoint(A)
+	if err == nil || !strings.Contains(err.Error(), "failing on purpose with 3") {
+		t.Fatalf("a failing endpoint: %v", err)
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Errorf("the failure took %v to notice", time.Since(start))
+	}
+	if tb.PID(A) != 0 {
+		t.Error("a failed endpoint has a PID")
+	}
+	if err := tb.StartEndpoint(B); err != nil {
+		t.Fatal(err)
+	}
+	code, err := tb.StopEndpoint(B, syscall.SIGTERM)
+	if err == nil || code != 128+int(syscall.SIGKILL) {
+		t.Fatalf("an endpoint ignoring SIGTERM: code %d, %v", code, err)
+	}
+
+	// A binary that does not exist fails with the reason in the log.
+	tb.cfg.Binary = "/nonexistent/scpsvpn"
+	if err := tb.StartEndpoint(B); err == nil || !strings.Contains(err.Error(), "exited") {
+		t.Fatalf("missing binary: %v", err)
+	}
+}
+
+func TestCloseAfterPanic(t *testing.T) {
+	requireRoot(t)
+	var tb *Testbed
+	func() {
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Fatalf("recovered %v", r)
+			}
+		}()
+		var err error
+		tb, err = New(Config{Kind: Emulated, Binary: selfBinary(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tb.Close()
+		if err := tb.StartEndpoint(A); err != nil {
+			t.Fatal(err)
+		}
+		// Something else running in the namespace, not tracked by the testbed.
+		stray := tb.Command(B, "sleep", "60")
+		if err := stray.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go stray.Wait()
+		panic("boom")
+	}()
+	assertGone(t, tb)
+}
+
+// assertGone checks that nothing of tb is left.
+func assertGone(t *testing.T, tb *Testbed) {
+	t.Helper()
+	for _, s := range []*Site{tb.A, tb.B} {
+		if nsExists(s.NS) {
+			t.Errorf("namespace %s left behind", s.NS)
+		}
+		if len(pidsIn(s.NS)) > 0 {
+			t.Errorf("processes left in %s", s.NS)
+		}
+	}
+	if _, err := os.Stat(tb.Dir); !os.IsNotExist(err) {
+		t.Errorf("directory %s left behind: %v", tb.Dir, err)
+	}
+	if tb.PID(A) != 0 || tb.PID(B) != 0 {
+		t.Error("endpoint still running")
+	}
+	// No namespace of this process survives (the TUN and veth devices
+	// lived only in them).
+	entries, _ := os.ReadDir(netnsDir)
+	for _, e := range entries {
+		if strings.Contains(e.Name(), "-"+tb.ID+"-") {
+			t.Errorf("namespace %s left behind", e.Name())
+		}
+	}
+}
+
+func TestCloseOnSignal(t *testing.T) {
+	requireRoot(t)
+	tb, err := New(Config{Kind: Veth, Binary: selfBinary(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tb.Close()
+	if err := tb.StartEndpoint(B); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan os.Signal, 1)
+	stop := tb.CloseOnSignal(func(s os.Signal) { got <- s }, syscall.SIGUSR1)
+	defer stop()
+	syscall.Kill(os.Getpid(), syscall.SIGUSR1)
+	select {
+	case s := <-got:
+		if s != syscall.SIGUSR1 {
+			t.Fatalf("got %v", s)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no teardown on the signal")
+	}
+	assertGone(t, tb)
+}
+
+func TestTwoTestbedsAtOnce(t *testing.T) {
+	requireRoot(t)
+	var wg sync.WaitGroup
+	tbs := make([]*Testbed, 2)
+	errs := make([]error, 2)
+	for i, kind := range []Kind{Emulated, Veth} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tbs[i], errs[i] = New(Config{Kind: kind, Binary: selfBinary(t)})
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tbs[i].Close()
+	}
+	x, y := tbs[0], tbs[1]
+	if x.ID == y.ID || x.A.NS == y.A.NS || x.A.TUNName == y.A.TUNName || x.Dir == y.Dir {
+		t.Fatalf("names collide: %+v %+v", x.A, y.A)
+	}
+	// Same addresses, separate namespaces: both work at the same time,
+	// endpoints included.
+	for _, tb := range tbs {
+		if err := tb.StartEndpoint(A); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tb := range tbs {
+		udpAcross(t, tb)
+	}
+	x.Close()
+	assertGone(t, x)
+	udpAcross(t, y) // closing one left the other intact
+	if y.PID(A) == 0 {
+		t.Error("closing one testbed stopped the other's endpoint")
+	}
+	y.Close()
+	assertGone(t, y)
+}
+
+func TestSweepStale(t *testing.T) {
+	requireRoot(t)
+	// A PID that is surely dead: a process that already exited.
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("%s%d-dead00-a", NamePrefix, dead.Process.Pid)
+	live := fmt.Sprintf("%s%d-live00-a", NamePrefix, os.Getpid())
+	for _, n := range []string{name, live} {
+		if err := createNamespace(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer deleteNamespace(live)
+	defer deleteNamespace(name)
+	swept, err := SweepStale()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nsExists(name) || !strings.Contains(strings.Join(swept, " "), name) {
+		t.Errorf("stale namespace %s not swept (swept %v)", name, swept)
+	}
+	if !nsExists(live) {
+		t.Errorf("the namespace of a live process was swept")
+	}
+	if h, err := netns.GetFromName(live); err == nil {
+		h.Close()
+	} else {
+		t.Errorf("live namespace unusable after the sweep: %v", err)
+	}
+}
+
+func TestKilledProcessLeavesNothing(t *testing.T) {
+	requireRoot(t)
+	cmd := exec.Command(selfBinary(t))
+	cmd.Env = append(os.Environ(), "TESTBED_ORPHAN_HELPER=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	var pid int
+	var nsA, nsB string
+	if _, serr := fmt.Sscanf(line, "READY %d %s %s", &pid, &nsA, &nsB); serr != nil || err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("helper: %q, %v", line, err)
+	}
+	cmd.Process.Kill() // no Close, no deferred cleanup: only the kernel and the next run
+	cmd.Wait()
+	// Pdeathsig takes the endpoint down with its parent.
+	for deadline := time.Now().Add(3 * time.Second); processAlive(pid); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("endpoint %d outlived the killed testbed process", pid)
+		}
+	}
+	// The namespaces stay until the next run sweeps them.
+	if !nsExists(nsA) || !nsExists(nsB) {
+		t.Fatalf("namespaces %s %s already gone?", nsA, nsB)
+	}
+	swept, err := SweepStale()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nsExists(nsA) || nsExists(nsB) {
+		t.Fatalf("stale namespaces not swept (swept %v)", swept)
+	}
+	// Nor its temporary directory.
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), fmt.Sprintf("%s%d-*", dirPrefix, cmd.Process.Pid)))
+	if len(dirs) != 0 {
+		t.Fatalf("stale directories not swept: %v", dirs)
+	}
+}
+
+func TestNewCleansUpOnError(t *testing.T) {
+	requireRoot(t)
+	before, _ := os.ReadDir(netnsDir)
+	// Invalid emulator options fail after the namespaces exist.
+	_, err := New(Config{Kind: Emulated, Link: linkemu.Options{Fwd: linkemu.Dir{Loss: 2}}})
+	if err == nil {
+		t.Fatal("invalid link options accepted")
+	}
+	after, _ := os.ReadDir(netnsDir)
+	if len(after) != len(before) {
+		t.Fatalf("namespaces left after a failed New: %d before, %d after", len(before), len(after))
+	}
+	if _, err := New(Config{Kind: "wire"}); err == nil {
+		t.Fatal("unknown kind accepted")
+	}
+	if _, err := New(Config{UnderlayA: netip.MustParsePrefix("10.0.0.1/24"), UnderlayB: netip.MustParsePrefix("10.9.0.1/24")}); err == nil {
+		t.Fatal("underlay addresses in different subnets accepted")
+	}
+}

@@ -1,0 +1,425 @@
+// Package configs owns the endpoint's configuration file: the TOML schema,
+// strict decoding, defaults, and validation that names the offending key and
+// says what is allowed. It knows nothing of the rest of scpsvpn; other
+// packages take the typed values it produces.
+package configs
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+// File is the configuration file as written by the user.
+type File struct {
+	Interface Interface `toml:"interface"`
+	Peers     []Peer    `toml:"peer"`
+}
+
+// Interface is the [interface] table: this endpoint's TUN device and UDP socket.
+type Interface struct {
+	Name           string   `toml:"name"`
+	Listen         string   `toml:"listen"`
+	MTU            int      `toml:"mtu,omitempty"`
+	PrivateKeyFile string   `toml:"private_key_file"`
+	Address        []string `toml:"address,omitempty"`
+	LogLevel       string   `toml:"log_level,omitempty"`
+	MaxFlows       int      `toml:"max_flows,omitempty"`
+}
+
+// Peer is one [[peer]] table: a remote site.
+type Peer struct {
+	Name      string   `toml:"name"`
+	PublicKey string   `toml:"public_key"`
+	Endpoint  string   `toml:"endpoint,omitempty"`
+	Subnets   []string `toml:"subnets"`
+	Link      Link     `toml:"link,omitempty"`
+}
+
+// Link is the [peer.link] table: what we know of the path to that peer.
+type Link struct {
+	Up            string `toml:"up,omitempty"`
+	Down          string `toml:"down,omitempty"`
+	RTT           string `toml:"rtt,omitempty"`
+	Congestion    string `toml:"congestion,omitempty"`
+	Loss          string `toml:"loss,omitempty"`
+	OutageAfter   string `toml:"outage_after,omitempty"`
+	ProbeInterval string `toml:"probe_interval,omitempty"`
+	MaxOutage     string `toml:"max_outage,omitempty"`
+	Window        string `toml:"window,omitempty"`
+}
+
+// Defaults applied where the file is silent.
+const (
+	DefaultMTU      = 1400
+	DefaultListen   = "0.0.0.0:4700"
+	DefaultLogLevel = "info"
+	DefaultMaxFlows = 16384
+	DefaultRTT      = 600 * time.Millisecond
+)
+
+// Congestion controllers and loss-cause modes a peer may name.
+var (
+	CongestionModes = []string{"hybrid", "vj", "vegas", "hybla", "rate"}
+	LossModes       = []string{"auto", "corruption", "congestion"}
+)
+
+// Config is the validated, typed configuration.
+type Config struct {
+	Name           string
+	Listen         netip.AddrPort
+	MTU            int
+	PrivateKeyFile string
+	Addresses      []netip.Prefix
+	LogLevel       string
+	MaxFlows       int
+	Peers          []PeerConfig
+}
+
+// PeerConfig is one validated peer.
+type PeerConfig struct {
+	Name      string
+	PublicKey [32]byte
+	Endpoint  netip.AddrPort // invalid when the peer only dials us
+	Subnets   []netip.Prefix
+	Link      LinkConfig
+}
+
+// LinkConfig is a validated [peer.link] table. Zero rates mean unknown.
+type LinkConfig struct {
+	Up            int64 // bit/s toward the peer
+	Down          int64 // bit/s from the peer
+	RTT           time.Duration
+	Congestion    string
+	Loss          string
+	OutageAfter   time.Duration // 0: the transport's default
+	ProbeInterval time.Duration
+	MaxOutage     time.Duration
+	Window        int64 // bytes; 0: auto
+}
+
+// Load reads, decodes and validates a configuration file.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	cfg, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Parse decodes strictly (unknown keys are errors) and validates.
+func Parse(data []byte) (*Config, error) {
+	var f File
+	dec := toml.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return nil, decodeError(err)
+	}
+	return f.Validate()
+}
+
+func decodeError(err error) error {
+	var strict *toml.StrictMissingError
+	if errors.As(err, &strict) && len(strict.Errors) > 0 {
+		e := strict.Errors[0]
+		row, _ := e.Position()
+		return fmt.Errorf("line %d: unknown key %q: remove it or check its spelling (see the config reference in README.md)", row, strings.Join(e.Key(), "."))
+	}
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		row, _ := de.Position()
+		key := strings.Join(de.Key(), ".")
+		if key != "" {
+			return fmt.Errorf("line %d: key %q: %s", row, key, de.Error())
+		}
+		return fmt.Errorf("line %d: %s", row, de.Error())
+	}
+	return err
+}
+
+// Validate checks every key and returns the typed configuration. The first
+// problem found is returned, naming its key and what is allowed.
+func (f *File) Validate() (*Config, error) {
+	in := f.Interface
+	c := &Config{
+		Name:           in.Name,
+		MTU:            in.MTU,
+		PrivateKeyFile: in.PrivateKeyFile,
+		LogLevel:       in.LogLevel,
+		MaxFlows:       in.MaxFlows,
+	}
+	if c.Name == "" {
+		return nil, errors.New(`interface.name: missing: give the TUN device a name, e.g. name = "scps0"`)
+	}
+	if len(c.Name) > 15 || strings.ContainsAny(c.Name, "/ \t") {
+		return nil, fmt.Errorf("interface.name: %q is not a valid interface name: use at most 15 characters, no spaces or slashes", c.Name)
+	}
+	listen := in.Listen
+	if listen == "" {
+		listen = DefaultListen
+	}
+	ap, err := netip.ParseAddrPort(listen)
+	if err != nil {
+		return nil, fmt.Errorf("interface.listen: %q is not an address:port: use e.g. \"0.0.0.0:4700\" or \"[::]:4700\"", listen)
+	}
+	c.Listen = ap
+	if c.MTU == 0 {
+		c.MTU = DefaultMTU
+	}
+	if c.MTU < 1280 || c.MTU > 9000 {
+		return nil, fmt.Errorf("interface.mtu: %d is out of range: use 1280..9000 (1400 fits a 1500-byte path)", c.MTU)
+	}
+	if c.PrivateKeyFile == "" {
+		return nil, errors.New("interface.private_key_file: missing: create one with `scpsvpn genkey > private.key; chmod 600 private.key` and name it here")
+	}
+	for i, a := range in.Address {
+		p, err := netip.ParsePrefix(a)
+		if err != nil {
+			return nil, fmt.Errorf("interface.address[%d]: %q is not an address with prefix: use e.g. \"10.1.0.1/32\"", i, a)
+		}
+		c.Addresses = append(c.Addresses, p)
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = DefaultLogLevel
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return nil, fmt.Errorf("interface.log_level: %q is not a level: use debug, info, warn or error", c.LogLevel)
+	}
+	if c.MaxFlows == 0 {
+		c.MaxFlows = DefaultMaxFlows
+	}
+	if c.MaxFlows < 1 || c.MaxFlows > 1<<20 {
+		return nil, fmt.Errorf("interface.max_flows: %d is out of range: use 1..1048576", c.MaxFlows)
+	}
+	if len(f.Peers) == 0 {
+		return nil, errors.New("peer: no [[peer]] table: add at least one peer with name, public_key and subnets")
+	}
+	names := map[string]bool{}
+	keys := map[[32]byte]string{}
+	subnets := map[netip.Prefix]string{}
+	for i, p := range f.Peers {
+		pc, err := p.validate(fmt.Sprintf("peer[%d]", i))
+		if err != nil {
+			return nil, err
+		}
+		if names[pc.Name] {
+			return nil, fmt.Errorf("peer[%d].name: %q is used twice: give each peer its own name", i, pc.Name)
+		}
+		names[pc.Name] = true
+		if other, ok := keys[pc.PublicKey]; ok {
+			return nil, fmt.Errorf("peer[%d].public_key: the same key as peer %q: each peer has its own key", i, other)
+		}
+		keys[pc.PublicKey] = pc.Name
+		for _, s := range pc.Subnets {
+			if other, ok := subnets[s]; ok {
+				return nil, fmt.Errorf("peer[%d].subnets: %s is already owned by peer %q: a subnet belongs to one peer", i, s, other)
+			}
+			subnets[s] = pc.Name
+		}
+		c.Peers = append(c.Peers, pc)
+	}
+	return c, nil
+}
+
+func (p *Peer) validate(where string) (PeerConfig, error) {
+	pc := PeerConfig{Name: p.Name}
+	if p.Name == "" {
+		return pc, fmt.Errorf("%s.name: missing: name the peer, e.g. name = \"site-b\"", where)
+	}
+	where = fmt.Sprintf("%s (%s)", where, p.Name)
+	if p.PublicKey == "" {
+		return pc, fmt.Errorf("%s.public_key: missing: put the peer's `scpsvpn pubkey` output here", where)
+	}
+	raw, err := base64.StdEncoding.DecodeString(p.PublicKey)
+	if err != nil || len(raw) != 32 {
+		return pc, fmt.Errorf("%s.public_key: %q is not a key: use the 44-character base64 string printed by `scpsvpn pubkey`", where, p.PublicKey)
+	}
+	copy(pc.PublicKey[:], raw)
+	if p.Endpoint != "" {
+		ep, err := netip.ParseAddrPort(p.Endpoint)
+		if err != nil {
+			return pc, fmt.Errorf("%s.endpoint: %q is not an address:port: use e.g. \"192.0.2.2:4700\", or leave it out on a side that only answers", where, p.Endpoint)
+		}
+		pc.Endpoint = ep
+	}
+	if len(p.Subnets) == 0 {
+		return pc, fmt.Errorf("%s.subnets: missing: list the subnets behind this peer, e.g. [\"10.2.0.0/24\"]", where)
+	}
+	for i, s := range p.Subnets {
+		pf, err := netip.ParsePrefix(s)
+		if err != nil {
+			return pc, fmt.Errorf("%s.subnets[%d]: %q is not a subnet: use e.g. \"10.2.0.0/24\" or \"fd00:2::/64\"", where, i, s)
+		}
+		if pf.Masked() != pf {
+			return pc, fmt.Errorf("%s.subnets[%d]: %q has host bits set: use %s", where, i, s, pf.Masked())
+		}
+		pc.Subnets = append(pc.Subnets, pf)
+	}
+	l, err := p.Link.validate(where + ".link")
+	if err != nil {
+		return pc, err
+	}
+	pc.Link = l
+	return pc, nil
+}
+
+func (l *Link) validate(where string) (LinkConfig, error) {
+	var lc LinkConfig
+	var err error
+	if lc.Up, err = rateKey(where+".up", l.Up); err != nil {
+		return lc, err
+	}
+	if lc.Down, err = rateKey(where+".down", l.Down); err != nil {
+		return lc, err
+	}
+	lc.RTT = DefaultRTT
+	if l.RTT != "" {
+		if lc.RTT, err = durationKey(where+".rtt", l.RTT, time.Millisecond, time.Minute); err != nil {
+			return lc, err
+		}
+	}
+	lc.Congestion = l.Congestion
+	if lc.Congestion == "" {
+		lc.Congestion = CongestionModes[0]
+	}
+	if !contains(CongestionModes, lc.Congestion) {
+		return lc, fmt.Errorf("%s.congestion: %q is not a controller: use one of %s", where, l.Congestion, strings.Join(CongestionModes, ", "))
+	}
+	if lc.Congestion == "rate" && lc.Up == 0 {
+		return lc, fmt.Errorf("%s.congestion: \"rate\" sends open loop at the configured rate, so %s.up must be set", where, where)
+	}
+	lc.Loss = l.Loss
+	if lc.Loss == "" {
+		lc.Loss = LossModes[0]
+	}
+	if !contains(LossModes, lc.Loss) {
+		return lc, fmt.Errorf("%s.loss: %q is not a loss mode: use one of %s", where, l.Loss, strings.Join(LossModes, ", "))
+	}
+	if l.OutageAfter != "" {
+		if lc.OutageAfter, err = durationKey(where+".outage_after", l.OutageAfter, 100*time.Millisecond, time.Hour); err != nil {
+			return lc, err
+		}
+	}
+	if l.ProbeInterval != "" {
+		if lc.ProbeInterval, err = durationKey(where+".probe_interval", l.ProbeInterval, 10*time.Millisecond, time.Minute); err != nil {
+			return lc, err
+		}
+	}
+	if l.MaxOutage != "" {
+		if lc.MaxOutage, err = durationKey(where+".max_outage", l.MaxOutage, time.Second, 7*24*time.Hour); err != nil {
+			return lc, err
+		}
+	}
+	if l.Window != "" {
+		if lc.Window, err = sizeKey(where+".window", l.Window); err != nil {
+			return lc, err
+		}
+	}
+	return lc, nil
+}
+
+func rateKey(key, s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	r, err := ParseRate(s)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", key, err)
+	}
+	return r, nil
+}
+
+func durationKey(key, s string, lo, hi time.Duration) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %q is not a duration: use e.g. \"600ms\" or \"10s\"", key, s)
+	}
+	if d < lo || d > hi {
+		return 0, fmt.Errorf("%s: %s is out of range: use %s..%s", key, d, lo, hi)
+	}
+	return d, nil
+}
+
+func sizeKey(key, s string) (int64, error) {
+	n, err := ParseSize(s)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", key, err)
+	}
+	return n, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Effective renders the validated configuration, defaults filled in, as the
+// TOML a user could have written; `scpsvpn config check` prints it.
+func (c *Config) Effective() ([]byte, error) {
+	f := File{Interface: Interface{
+		Name:           c.Name,
+		Listen:         c.Listen.String(),
+		MTU:            c.MTU,
+		PrivateKeyFile: c.PrivateKeyFile,
+		LogLevel:       c.LogLevel,
+		MaxFlows:       c.MaxFlows,
+	}}
+	for _, a := range c.Addresses {
+		f.Interface.Address = append(f.Interface.Address, a.String())
+	}
+	for _, p := range c.Peers {
+		fp := Peer{
+			Name:      p.Name,
+			PublicKey: base64.StdEncoding.EncodeToString(p.PublicKey[:]),
+			Link: Link{
+				RTT:        p.Link.RTT.String(),
+				Congestion: p.Link.Congestion,
+				Loss:       p.Link.Loss,
+			},
+		}
+		if p.Endpoint.IsValid() {
+			fp.Endpoint = p.Endpoint.String()
+		}
+		for _, s := range p.Subnets {
+			fp.Subnets = append(fp.Subnets, s.String())
+		}
+		if p.Link.Up > 0 {
+			fp.Link.Up = FormatRate(p.Link.Up)
+		}
+		if p.Link.Down > 0 {
+			fp.Link.Down = FormatRate(p.Link.Down)
+		}
+		if p.Link.OutageAfter > 0 {
+			fp.Link.OutageAfter = p.Link.OutageAfter.String()
+		}
+		if p.Link.ProbeInterval > 0 {
+			fp.Link.ProbeInterval = p.Link.ProbeInterval.String()
+		}
+		if p.Link.MaxOutage > 0 {
+			fp.Link.MaxOutage = p.Link.MaxOutage.String()
+		}
+		if p.Link.Window > 0 {
+			fp.Link.Window = strconv.FormatInt(p.Link.Window, 10)
+		}
+		f.Peers = append(f.Peers, fp)
+	}
+	return toml.Marshal(f)
+}

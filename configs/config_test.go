@@ -1,0 +1,157 @@
+package configs
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const keyB = "HIgo9xNzJMWLKASShiTqIybxZ0U3wGLiUeJ1PKf8ykw="
+
+const good = `
+[interface]
+name = "scps0"
+listen = "0.0.0.0:4700"
+private_key_file = "/etc/scpsvpn/private.key"
+address = ["10.1.0.1/32"]
+
+[[peer]]
+name = "site-b"
+public_key = "` + keyB + `"
+endpoint = "192.0.2.2:4700"
+subnets = ["10.2.0.0/24", "fd00:2::/64"]
+
+[peer.link]
+up = "1.5Mbit"
+down = "64kbit"
+rtt = "600ms"
+congestion = "vegas"
+`
+
+func TestParseGood(t *testing.T) {
+	c, err := Parse([]byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MTU != DefaultMTU || c.LogLevel != "info" || c.MaxFlows != DefaultMaxFlows {
+		t.Errorf("defaults not applied: %+v", c)
+	}
+	p := c.Peers[0]
+	if p.Link.Up != 1_500_000 || p.Link.Down != 64_000 || p.Link.RTT != 600*time.Millisecond {
+		t.Errorf("link = %+v", p.Link)
+	}
+	if p.Link.Congestion != "vegas" || p.Link.Loss != "auto" {
+		t.Errorf("modes = %q %q", p.Link.Congestion, p.Link.Loss)
+	}
+	if len(p.Subnets) != 2 || p.Subnets[1].String() != "fd00:2::/64" {
+		t.Errorf("subnets = %v", p.Subnets)
+	}
+	// The effective config parses back to the same thing.
+	out, err := c.Effective()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := Parse(out)
+	if err != nil {
+		t.Fatalf("effective config does not parse: %v\n%s", err, out)
+	}
+	if c2.Peers[0].Link != c.Peers[0].Link || c2.Listen != c.Listen {
+		t.Errorf("round trip changed the config:\n%s", out)
+	}
+}
+
+func TestParseErrorsNameTheKey(t *testing.T) {
+	cases := []struct {
+		name, from, to, want string
+	}{
+		{"unknown key", `listen =`, `listn =`, `unknown key "interface.listn"`},
+		{"unknown link key", `rtt = "600ms"`, `rt = "600ms"`, `unknown key "peer.link.rt"`},
+		{"bad rate", `"1.5Mbit"`, `"fast"`, `peer[0] (site-b).link.up: "fast" is not a rate`},
+		{"bad rtt", `"600ms"`, `"600"`, `peer[0] (site-b).link.rtt`},
+		{"bad congestion", `"vegas"`, `"bbr"`, `use one of hybrid, vj, vegas, hybla, rate`},
+		{"bad key", keyB, "abc", `peer[0] (site-b).public_key`},
+		{"bad subnet", `"10.2.0.0/24"`, `"10.2.0.1/24"`, `has host bits set: use 10.2.0.0/24`},
+		{"bad listen", `"0.0.0.0:4700"`, `"nowhere"`, `interface.listen`},
+		{"wrong type", `name = "scps0"`, `name = 3`, `interface.name`},
+		{"no key file", `private_key_file = "/etc/scpsvpn/private.key"`, ``, `interface.private_key_file: missing`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			src := strings.Replace(good, tc.from, tc.to, 1)
+			if src == good {
+				t.Fatalf("replacement %q not found", tc.from)
+			}
+			_, err := Parse([]byte(src))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not contain %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("error is not one line: %q", err)
+			}
+		})
+	}
+}
+
+func TestDuplicateSubnetRejected(t *testing.T) {
+	src := good + `
+[[peer]]
+name = "site-c"
+public_key = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
+subnets = ["10.2.0.0/24"]
+`
+	_, err := Parse([]byte(src))
+	if err == nil || !strings.Contains(err.Error(), `already owned by peer "site-b"`) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := Load(filepath.Join(t.TempDir(), "nope.toml"))
+	if err == nil || !strings.Contains(err.Error(), "nope.toml") {
+		t.Fatalf("err = %v", err)
+	}
+	p := filepath.Join(t.TempDir(), "c.toml")
+	if err := os.WriteFile(p, []byte(good), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestParseRate(t *testing.T) {
+	for in, want := range map[string]int64{
+		"1.5Mbit": 1_500_000, "64kbit": 64_000, "10Gbit": 10_000_000_000, "100bit": 100, "2mbps": 2_000_000,
+	} {
+		got, err := ParseRate(in)
+		if err != nil || got != want {
+			t.Errorf("ParseRate(%q) = %d, %v; want %d", in, got, err, want)
+		}
+		back, err := ParseRate(FormatRate(got))
+		if err != nil || back != got {
+			t.Errorf("FormatRate(%d) = %q does not read back", got, FormatRate(got))
+		}
+	}
+	for _, bad := range []string{"", "fast", "-1Mbit", "1.5", "Mbit", "NaNMbit"} {
+		if _, err := ParseRate(bad); err == nil {
+			t.Errorf("ParseRate(%q) accepted", bad)
+		}
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"4MiB": 4 << 20, "1500KB": 1_500_000, "65536": 65536} {
+		got, err := ParseSize(in)
+		if err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	if _, err := ParseSize("lots"); err == nil {
+		t.Error("ParseSize accepted junk")
+	}
+}

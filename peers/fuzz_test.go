@@ -1,0 +1,168 @@
+package peers
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math/rand/v2"
+	"net/netip"
+	"testing"
+)
+
+// FuzzReceive throws arbitrary datagrams from arbitrary sources at a device
+// that has an established session. Nothing but the genuine seeds may
+// produce data or replies, nothing may panic, and state stays bounded.
+func FuzzReceive(f *testing.F) {
+	s, a, b := pair(f, Options{RateLimitSources: 32})
+	// Every fuzz worker process must build the same genuine packets.
+	a.dev.entropy = rand.NewChaCha8([32]byte{1})
+	b.dev.entropy = rand.NewChaCha8([32]byte{2})
+	s.connect(a, b)
+	genuine := [][]byte{
+		sealed(f, a, "b", []byte("genuine transport")),
+		sealed(f, a, "b", nil),
+	}
+	a.peer(f, "b").rekeyWanted.Store(true)
+	dg, _, err := a.peer(f, "b").Initiate()
+	if err != nil {
+		f.Fatal(err)
+	}
+	genuine = append(genuine, dg.Data)
+	for _, g := range genuine {
+		f.Add([]byte{192, 0, 2, 1, 0x0f, 0xa0}, g)
+		f.Add([]byte{203, 0, 113, 5, 0, 1}, g[:len(g)/2])
+	}
+	f.Add([]byte{}, []byte{})
+	f.Add([]byte{1, 2, 3, 4, 5, 6}, []byte{typeTransport, 0, 0, 0, 0})
+	f.Add([]byte{1, 2, 3, 4, 5, 6}, append([]byte{typeInitiation}, make([]byte, initMinLen)...))
+	f.Add([]byte{1, 2, 3, 4, 5, 6}, append([]byte{typeResponse}, make([]byte, respMinLen)...))
+
+	dst := make([]byte, 70000)
+	f.Fuzz(func(t *testing.T, srcb []byte, pkt []byte) {
+		var a4 [4]byte
+		copy(a4[:], srcb)
+		var port uint16 = 1
+		if len(srcb) >= 6 {
+			port = binary.BigEndian.Uint16(srcb[4:6])
+		}
+		src := netip.AddrPortFrom(netip.AddrFrom4(a4), port)
+		r, err := b.dev.Receive(src, pkt, dst)
+		isGenuine := false
+		for _, g := range genuine {
+			isGenuine = isGenuine || bytes.Equal(g, pkt)
+		}
+		if !isGenuine && (err == nil || len(r.Send) > 0 || r.Data != nil || r.Established || r.Peer != nil) {
+			t.Fatalf("unauthenticated input accepted: %+v, %v", r, err)
+		}
+		if err != nil && (len(r.Send) > 0 || r.Data != nil) {
+			t.Fatalf("error %v with output %+v", err, r)
+		}
+		st := b.dev.Stats()
+		if st.Sessions > 2+maxPending+maxInitiations {
+			t.Fatalf("index table grew to %d", st.Sessions)
+		}
+		if st.RateLimitEntries > 32 {
+			t.Fatalf("rate limiter grew to %d", st.RateLimitEntries)
+		}
+	})
+}
+
+func FuzzDecodeTransport(f *testing.F) {
+	f.Add([]byte{typeTransport, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28})
+	f.Add([]byte{typeTransport})
+	f.Fuzz(func(t *testing.T, pkt []byte) {
+		h, err := decodeTransport(pkt)
+		if err != nil {
+			if len(pkt) >= Overhead && pkt[0] == typeTransport {
+				t.Fatalf("valid layout rejected")
+			}
+			return
+		}
+		b := make([]byte, HeaderLen)
+		putTransportHeader(b, h.receiver, h.counter)
+		if !bytes.Equal(b, pkt[:HeaderLen]) || !bytes.Equal(h.nonce, pkt[1:HeaderLen]) || len(h.sealed) != len(pkt)-HeaderLen {
+			t.Fatalf("header does not round-trip: %+v", h)
+		}
+	})
+}
+
+func FuzzDecodeInitiation(f *testing.F) {
+	f.Add(append([]byte{typeInitiation}, make([]byte, initMinLen-1)...))
+	f.Add([]byte{typeInitiation, 0})
+	f.Fuzz(func(t *testing.T, pkt []byte) {
+		msg, macd, mac, err := decodeInitiation(pkt)
+		if err != nil {
+			return
+		}
+		if len(mac) != macLen || len(macd)+macLen != len(pkt) || len(msg)+1 != len(macd) || len(pkt) < initMinLen || len(pkt) > initMaxLen {
+			t.Fatalf("bad split of %d bytes: %d %d %d", len(pkt), len(msg), len(macd), len(mac))
+		}
+	})
+}
+
+func FuzzDecodeResponse(f *testing.F) {
+	f.Add(append([]byte{typeResponse}, make([]byte, respMinLen-1)...))
+	f.Add([]byte{typeResponse, 1, 2, 3, 4})
+	f.Fuzz(func(t *testing.T, pkt []byte) {
+		recv, msg, macd, mac, err := decodeResponse(pkt)
+		if err != nil {
+			return
+		}
+		if recv != binary.LittleEndian.Uint32(pkt[1:5]) || len(mac) != macLen || len(msg)+1+idxLen+macLen != len(pkt) || len(macd)+macLen != len(pkt) {
+			t.Fatalf("bad split of %d bytes", len(pkt))
+		}
+	})
+}
+
+func FuzzDecodeHandshakePayloads(f *testing.F) {
+	f.Add(initPayload{sender: 7, timestamp: 99, blob: []byte("params")}.appendTo(nil))
+	f.Add([]byte{1, 2, 3})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if ip, err := decodeInitPayload(b); err == nil {
+			if !bytes.Equal(ip.appendTo(nil), b) {
+				t.Fatalf("initiation payload does not round-trip")
+			}
+		} else if len(b) >= initPayloadHeader && len(b) <= initPayloadHeader+MaxHandshakePayload {
+			t.Fatalf("valid initiation payload rejected")
+		}
+		if rp, err := decodeRespPayload(b); err == nil {
+			if !bytes.Equal(rp.appendTo(nil), b) {
+				t.Fatalf("response payload does not round-trip")
+			}
+		} else if len(b) >= respPayloadHeader && len(b) <= respPayloadHeader+MaxHandshakePayload {
+			t.Fatalf("valid response payload rejected")
+		}
+	})
+}
+
+// FuzzReplayWindow checks the ring bitmap against a plain set: a counter is
+// fresh iff never seen and less than ReplayWindow behind the highest.
+func FuzzReplayWindow(f *testing.F) {
+	f.Add([]byte{0, 0, 1, 0, 0, 0})
+	f.Add([]byte{0xff, 0x7f, 0, 0, 0xff, 0x7f, 3, 0})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		var w replayWindow
+		seen := map[uint64]bool{}
+		var hi uint64
+		base := uint64(1 << 20)
+		for i := 0; i+1 < len(ops); i += 2 {
+			// Signed 16-bit steps around a moving base exercise jumps,
+			// reordering and wrap of the ring.
+			delta := int64(int16(binary.LittleEndian.Uint16(ops[i:])))
+			c := uint64(int64(base) + delta)
+			if delta > 0 {
+				base += uint64(delta) / 2
+			}
+			want := !seen[c] && (len(seen) == 0 || c > hi || hi-c < ReplayWindow)
+			if got := w.check(c); got != want {
+				t.Fatalf("check(%d) = %v, want %v (hi %d)", c, got, want, hi)
+			}
+			if got := w.update(c); got != want {
+				t.Fatalf("update(%d) = %v, want %v (hi %d)", c, got, want, hi)
+			}
+			if want {
+				seen[c] = true
+				hi = max(hi, c)
+			}
+		}
+	})
+}
