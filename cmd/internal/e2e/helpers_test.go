@@ -1,0 +1,139 @@
+// Package e2e holds the end-to-end tests: the real scpsvpn binary at both
+// ends of a link between two network namespaces, with plain kernel TCP
+// clients and servers and real TUN devices. They need root; under CI=true
+// they must run, never skip.
+package e2e
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"scpsvpn/cmd/internal/testbed"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	if os.Geteuid() == 0 {
+		dir, err := os.MkdirTemp("", "scpsvpn-e2e-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		binary = filepath.Join(dir, "scpsvpn")
+		out, err := exec.Command("go", "build", "-o", binary, "scpsvpn/cmd/scpsvpn").CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "build scpsvpn: %v\n%s", err, out)
+			return 1
+		}
+	}
+	return m.Run()
+}
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("end-to-end tests need root; CI=true forbids skipping them")
+	}
+	t.Skip("needs root (network namespaces, TUN)")
+}
+
+// twoSites builds a testbed, starts both endpoints and waits until the
+// association is up.
+func twoSites(t *testing.T, cfg testbed.Config) *testbed.Testbed {
+	t.Helper()
+	requireRoot(t)
+	cfg.Binary = binary
+	tb := testbed.ForTest(t, cfg)
+	for _, s := range []testbed.Side{testbed.A, testbed.B} {
+		if err := tb.StartEndpoint(s); err != nil {
+			t.Fatalf("start %s: %v", s, err)
+		}
+	}
+	waitLog(t, tb, testbed.A, "association up", 10*time.Second)
+	waitLog(t, tb, testbed.B, "association up", 10*time.Second)
+	return tb
+}
+
+func logOf(tb *testbed.Testbed, side testbed.Side) string {
+	b, _ := os.ReadFile(tb.Site(side).LogFile)
+	return string(b)
+}
+
+func waitLog(t *testing.T, tb *testbed.Testbed, side testbed.Side, what string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if strings.Contains(logOf(tb, side), what) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s: no %q in the endpoint log within %s", side, what, within)
+}
+
+// hostPort joins an address and port for net.Dial.
+func hostPort(addr fmt.Stringer, port int) string {
+	return net.JoinHostPort(addr.String(), fmt.Sprint(port))
+}
+
+// randomData returns n random bytes and their SHA-256.
+func randomData(t *testing.T, n int) ([]byte, [32]byte) {
+	t.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return b, sha256.Sum256(b)
+}
+
+// hashAll reads r to EOF and returns the SHA-256 and the byte count.
+func hashAll(r io.Reader) ([32]byte, int64, error) {
+	h := sha256.New()
+	n, err := io.Copy(h, r)
+	var sum [32]byte
+	copy(sum[:], h.Sum(nil))
+	return sum, n, err
+}
+
+func closeWrite(c net.Conn) error {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Close()
+}
+
+// isReset reports whether err is what a client sees when its connection is
+// refused or reset.
+func isReset(err error) bool {
+	if err == nil {
+		return false
+	}
+	s := err.Error()
+	return strings.Contains(s, "connection reset") || strings.Contains(s, "connection refused") || strings.Contains(s, "broken pipe")
+}
+
+func mustEqual(t *testing.T, what string, got, want [32]byte) {
+	t.Helper()
+	if !bytes.Equal(got[:], want[:]) {
+		t.Fatalf("%s: SHA-256 %x, want %x", what, got[:6], want[:6])
+	}
+}

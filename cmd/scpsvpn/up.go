@@ -1,0 +1,124 @@
+package main
+
+// `scpsvpn up`: run one endpoint in the foreground until SIGINT/SIGTERM;
+// SIGHUP re-reads the config and applies peer changes.
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"scpsvpn/configs"
+	"scpsvpn/tunnel"
+)
+
+func upCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "up",
+		Usage: "run an endpoint in the foreground until SIGINT or SIGTERM",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "config file (TOML)", Required: true},
+		},
+		Action: func(c *cli.Context) error {
+			// Signals first: os/signal's own loop goroutine then counts
+			// in the baseline that reportLeftovers compares against.
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			baseline := runtime.NumGoroutine()
+			path := c.String("config")
+			cfg, err := configs.Load(path)
+			if err != nil {
+				return err
+			}
+			log := newLogger(cfg.LogLevel)
+			ep, err := tunnel.New(cfg, log)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-hup:
+						nc, err := configs.Load(path)
+						if err != nil {
+							log.Error("reload: config rejected, keeping the running one", "err", err)
+							continue
+						}
+						if err := ep.Reload(nc); err != nil {
+							log.Error("reload", "err", err)
+						}
+					}
+				}
+			}()
+			err = ep.Run(ctx)
+			stop()
+			wg.Wait()
+			reportLeftovers(log, baseline)
+			return err
+		},
+	}
+}
+
+// reportLeftovers logs how many goroutines outlived the endpoint (the
+// end-to-end tests check it is none) and, at debug level, their stacks.
+func reportLeftovers(log *slog.Logger, baseline int) {
+	n := runtime.NumGoroutine()
+	for deadline := time.Now().Add(2 * time.Second); n > baseline && time.Now().Before(deadline); n = runtime.NumGoroutine() {
+		time.Sleep(20 * time.Millisecond)
+	}
+	log.Info("endpoint exited", "leftover_goroutines", n-baseline)
+	if n > baseline && log.Enabled(context.Background(), slog.LevelDebug) {
+		buf := make([]byte, 1<<20)
+		log.Debug("goroutines", "stacks", string(buf[:runtime.Stack(buf, true)]))
+	}
+}
+
+func newLogger(level string) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}
+
+func configCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "config",
+		Usage: "work with config files",
+		Subcommands: []*cli.Command{{
+			Name:  "check",
+			Usage: "validate a config file and print the effective config",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "config file (TOML)", Required: true},
+			},
+			Action: func(c *cli.Context) error {
+				cfg, err := configs.Load(c.String("config"))
+				if err != nil {
+					return err
+				}
+				out, err := cfg.Effective()
+				if err != nil {
+					return fmt.Errorf("render config: %w", err)
+				}
+				_, err = os.Stdout.Write(out)
+				return err
+			},
+		}},
+	}
+}

@@ -1,0 +1,402 @@
+package scps
+
+// This file owns the Association type: its state, construction, the
+// time-driven entry points (Deadline, Tick), the event queue through which
+// the driver learns what changed, connection close and Stats. Receiving is
+// in recv.go, packet assembly in send.go, loss recovery in recovery.go and
+// the stream operations in streamops.go.
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"scpsvpn/scps/cc"
+	"scpsvpn/scps/internal/ranges"
+	"scpsvpn/scps/internal/wire"
+)
+
+type assocState uint8
+
+const (
+	stateOpen assocState = iota
+	stateClosing
+	stateClosed
+)
+
+// closeSends is how many packets carry our CLOSE: more than one, since the
+// peer cannot ask for it again and a lost CLOSE leaves its streams hanging
+// until its idle timeout.
+const closeSends = 2
+
+// EventKind says what an Event reports.
+type EventKind uint8
+
+const (
+	// EventAccept: the peer opened StreamID and its metadata arrived.
+	EventAccept EventKind = iota + 1
+	// EventStream: StreamID became readable or writable, or was reset by
+	// the peer: retry blocked reads and writes.
+	EventStream
+	// EventStreamClosed: StreamID left the stream table. Err is nil when
+	// both directions finished, a *ResetError when the peer reset it, or
+	// the local reason.
+	EventStreamClosed
+	// EventClosed: the association closed; Err says why.
+	EventClosed
+)
+
+// Event is something the driver must act on.
+type Event struct {
+	Kind     EventKind
+	StreamID uint64
+	Err      error
+	s        *stream
+}
+
+// Association is the sans-IO core of one SCPS association. It is not safe
+// for concurrent use.
+type Association struct {
+	cfg       Config
+	epoch     time.Time     // internal time is the duration since epoch
+	now       time.Duration // latest time seen; never goes back
+	state     assocState
+	err       error
+	closeCode uint64
+	closeWhy  string
+	closeLeft int
+
+	rtt       *cc.RTTStats
+	cc        cc.Controller
+	pacer     bucket
+	ackBudget bucket
+
+	// Sender side of reliability.
+	hist              history
+	largestAcked      uint64
+	anyAcked          bool
+	bytesInFlight     int
+	elicitingInFlight int
+	lastElicitingSent time.Duration
+	lossTime          time.Duration
+	ptoCount          int
+	probes            int
+	pingPending       bool
+
+	// Receiver side.
+	ack      ackState
+	lastRecv time.Duration
+	ackDelay time.Duration
+
+	// Streams.
+	streams          map[uint64]*stream
+	nextLocalID      uint64
+	pendingOpen      []*stream // local streams waiting for the peer's stream credit
+	peerMaxStreams   uint64    // our streams must have id>>1 below this
+	localMaxStreams  uint64    // the peer's streams must have id>>1 below this
+	peerClosed       ranges.Set
+	peerClosedCount  uint64
+	maxStreamsQueued bool
+	retxQ            streamQueue
+	lightQ           streamQueue
+	bulkQ            streamQueue
+	ctrlQ            streamQueue
+
+	// Connection-level flow control.
+	connPeerMax    uint64 // credit the peer granted us
+	connSent       uint64 // new bytes we sent on all streams
+	connRecvMax    uint64 // credit we granted
+	connRecvd      uint64 // sum of the highest offsets received on all streams
+	connConsumed   uint64 // bytes read (or discarded) by the application
+	connWindow     uint64
+	connEpochStart time.Duration
+	connEpochOff   uint64
+	maxDataQueued  bool
+
+	dgrams      datagramQueue
+	onDatagram  func([]byte)
+	maxDatagram int
+
+	events []Event
+	evHead int
+
+	stats Stats
+}
+
+// NewAssociation builds an association; zero Config fields take their
+// defaults.
+func NewAssociation(cfg Config, now time.Time) (*Association, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	a := &Association{
+		cfg: cfg,
+		// Internal time starts at one second so that zero can mean "no
+		// timer".
+		epoch:           now.Add(-time.Second),
+		now:             time.Second,
+		rtt:             cc.NewRTTStats(cfg.InitialRTT),
+		streams:         make(map[uint64]*stream),
+		peerMaxStreams:  InitialMaxStreams,
+		localMaxStreams: InitialMaxStreams,
+		connPeerMax:     InitialConnCredit,
+		connRecvMax:     InitialConnCredit,
+		connWindow:      InitialConnCredit,
+		maxDatagram:     cfg.MaxPacketSize - wire.HeaderLen(wire.MaxVarint) - wire.DatagramLen(0) - 1,
+	}
+	a.lastRecv = a.now
+	a.lastElicitingSent = a.now
+	a.connEpochStart = a.now
+	if !cfg.EvenStreams {
+		a.nextLocalID = 1
+	}
+	ctl, err := cc.New(cfg.Congestion, cc.Params{
+		MaxDatagramSize: cfg.MaxPacketSize,
+		RTT:             a.rtt,
+		SendRate:        cfg.SendRate,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("scps: %w", err)
+	}
+	a.cc = ctl
+	a.stats.Congestion = ctl.Name()
+	a.updatePacer()
+	ackRate := 0.0
+	if cfg.RecvRate > 0 {
+		ackRate = float64(cfg.RecvRate) / 8 / 20
+	}
+	if cfg.SendRate > 0 {
+		r := float64(cfg.SendRate) / 8 / 2
+		if ackRate == 0 || r < ackRate {
+			ackRate = r
+		}
+	}
+	a.ackBudget.setRate(a.now, ackRate, float64(8*(64+cfg.WireOverhead)))
+	a.ackBudget.tokens = a.ackBudget.maxBurst
+	a.pacer.tokens = a.pacer.maxBurst
+	a.ackDelay = MaxAckDelay
+	a.maybeMaxStreams()
+	return a, nil
+}
+
+// Config returns the configuration in use (defaults filled in).
+func (a *Association) Config() Config { return a.cfg }
+
+// MaxDatagramSize is the largest payload SendDatagram accepts.
+func (a *Association) MaxDatagramSize() int { return a.maxDatagram }
+
+// SetDatagramHandler sets the function Receive calls for each received
+// datagram; p aliases the packet and is valid only during the call.
+func (a *Association) SetDatagramHandler(h func(p []byte)) { a.onDatagram = h }
+
+// Err is why the association closed, nil while it is open.
+func (a *Association) Err() error { return a.err }
+
+// Closed reports whether the association has closed (it may still have a
+// CLOSE to send).
+func (a *Association) Closed() bool { return a.state != stateOpen }
+
+// Done reports whether the association is closed and has nothing more to
+// send.
+func (a *Association) Done() bool { return a.state == stateClosed }
+
+func (a *Association) setNow(t time.Time) {
+	if d := t.Sub(a.epoch); d > a.now {
+		a.now = d
+	}
+}
+
+func (a *Association) abs(d time.Duration) time.Time { return a.epoch.Add(d) }
+
+// updatePacer sets the pacer to min(SendRate, controller rate).
+func (a *Association) updatePacer() {
+	rate := a.cc.PacingRate()
+	if a.cfg.SendRate > 0 {
+		link := float64(a.cfg.SendRate) / 8
+		if rate <= 0 || link < rate {
+			rate = link
+		}
+	}
+	pkt := float64(a.cfg.MaxPacketSize + a.cfg.WireOverhead)
+	burst := max(10*pkt, rate*pacerBurstTime.Seconds())
+	if rate == a.pacer.rate && burst == a.pacer.maxBurst {
+		a.pacer.refill(a.now)
+		return
+	}
+	a.pacer.setRate(a.now, rate, burst)
+}
+
+// Deadline is the earliest time Tick or Send has something to do; zero
+// means no timer is armed (wait for input).
+func (a *Association) Deadline() time.Time {
+	switch a.state {
+	case stateClosed:
+		return time.Time{}
+	case stateClosing:
+		return a.abs(a.now)
+	}
+	var d time.Duration
+	consider := func(t time.Duration) {
+		if t != 0 && (d == 0 || t < d) {
+			d = t
+		}
+	}
+	consider(a.lossTime)
+	if a.lossTime == 0 {
+		consider(a.ptoDeadline())
+	}
+	if a.probes > 0 || a.pingPending {
+		consider(a.now)
+	}
+	if a.ack.pending && a.ack.eliciting > 0 {
+		t := a.ack.deadline
+		if a.ack.immediate {
+			t = a.now
+		}
+		a.ackBudget.refill(a.now)
+		consider(max(t, a.ackBudget.readyAt(a.now, a.ackPacketCost())))
+	}
+	if a.hasWork() && a.bytesInFlight < a.cc.Window() {
+		a.updatePacer()
+		if full := a.cfg.MaxPacketSize + a.cfg.WireOverhead; !a.pacer.ready(full) {
+			consider(a.pacer.readyAt(a.now, full))
+		}
+	}
+	if a.cfg.IdleTimeout > 0 {
+		consider(a.lastRecv + a.cfg.IdleTimeout)
+		if a.elicitingInFlight == 0 {
+			consider(a.lastElicitingSent + a.cfg.IdleTimeout/3)
+		}
+	}
+	if d == 0 {
+		return time.Time{}
+	}
+	return a.abs(d)
+}
+
+// Tick runs the timers that expired by now: idle timeout, loss detection
+// by time, probe timeout, keep-alive.
+func (a *Association) Tick(now time.Time) {
+	a.setNow(now)
+	if a.state != stateOpen {
+		return
+	}
+	if a.cfg.IdleTimeout > 0 && a.now-a.lastRecv >= a.cfg.IdleTimeout {
+		a.closeWith(ErrIdleTimeout, CodeIdleTimeout, "idle timeout", ErrIdleTimeout)
+		return
+	}
+	if a.lossTime != 0 && a.now >= a.lossTime {
+		a.detectLoss()
+	} else if pto := a.ptoDeadline(); pto != 0 && a.now >= pto {
+		a.onPTO()
+	}
+	if a.cfg.IdleTimeout > 0 && a.elicitingInFlight == 0 && a.now-a.lastElicitingSent >= a.cfg.IdleTimeout/3 {
+		a.pingPending = true
+	}
+}
+
+// PollEvent returns the next event, if any.
+func (a *Association) PollEvent() (Event, bool) {
+	if a.evHead == len(a.events) {
+		return Event{}, false
+	}
+	ev := a.events[a.evHead]
+	a.events[a.evHead] = Event{}
+	a.evHead++
+	if a.evHead == len(a.events) {
+		a.events, a.evHead = a.events[:0], 0
+	}
+	if ev.Kind == EventStream && ev.s != nil {
+		ev.s.eventQueued = false
+	}
+	ev.s = nil
+	return ev, true
+}
+
+func (a *Association) emit(ev Event) { a.events = append(a.events, ev) }
+
+// notify queues one EventStream for s unless one is pending.
+func (a *Association) notify(s *stream) {
+	if s.eventQueued || s.gone {
+		return
+	}
+	s.eventQueued = true
+	a.emit(Event{Kind: EventStream, StreamID: s.id, s: s})
+}
+
+// Close closes the association: every stream is reset locally, a CLOSE
+// with code goes to the peer (its streams fail with a ResetError carrying
+// code), and nothing else is sent.
+func (a *Association) Close(code uint64, reason string) {
+	if a.state != stateOpen {
+		return
+	}
+	a.closeWith(ErrClosed, code, reason, ErrClosed)
+}
+
+// closeWith ends the association: streams fail with streamErr, the
+// association with err, and a CLOSE with code is queued.
+func (a *Association) closeWith(err error, code uint64, reason string, streamErr error) {
+	a.state = stateClosing
+	a.closeLeft = closeSends
+	a.err, a.closeCode, a.closeWhy = err, code, reason
+	a.shutdownStreams(streamErr)
+	a.emit(Event{Kind: EventClosed, Err: err})
+}
+
+// closeByPeer handles the peer's CLOSE: no answer is sent.
+func (a *Association) closeByPeer(code uint64, reason string) {
+	err := &PeerClosedError{Code: code, Reason: reason}
+	a.state = stateClosed
+	a.err = err
+	a.shutdownStreams(&ResetError{Code: code})
+	a.emit(Event{Kind: EventClosed, Err: err})
+}
+
+func (a *Association) shutdownStreams(streamErr error) {
+	ids := make([]uint64, 0, len(a.streams))
+	for id := range a.streams {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids) // deterministic event order
+	for _, id := range ids {
+		s := a.streams[id]
+		s.gone = true
+		s.sendBuf.Free()
+		s.recvBuf.Free()
+		a.emit(Event{Kind: EventStreamClosed, StreamID: id, Err: streamErr})
+	}
+	clear(a.streams)
+	a.pendingOpen = nil
+	a.retxQ.clear()
+	a.lightQ.clear()
+	a.bulkQ.clear()
+	a.ctrlQ.clear()
+	for a.dgrams.count > 0 {
+		a.dgrams.pop()
+	}
+}
+
+// protocolError closes the association because the peer broke the rules.
+func (a *Association) protocolError(format string, args ...any) error {
+	err := fmt.Errorf("%w: %s", ErrProtocol, fmt.Sprintf(format, args...))
+	a.stats.ProtocolErrors++
+	a.closeWith(err, CodeProtocolViolation, "protocol violation", err)
+	return err
+}
+
+// Stats returns counters and the current congestion state.
+func (a *Association) Stats() Stats {
+	s := a.stats
+	s.StreamsOpen = len(a.streams)
+	s.InSlowStart = a.cc.InSlowStart()
+	s.Cwnd = a.cc.Window()
+	s.BytesInFlight = a.bytesInFlight
+	s.PacingRate = a.pacer.rate
+	s.SRTT = a.rtt.Smoothed()
+	s.RTTVar = a.rtt.Var()
+	s.MinRTT = a.rtt.Min()
+	s.LatestRTT = a.rtt.Latest()
+	return s
+}

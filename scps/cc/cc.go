@@ -1,0 +1,135 @@
+// Package cc owns congestion control for the SCPS association: one small
+// Controller interface, the events that drive it, a shared RTT estimator and
+// a registry of controllers by name. "vj" (NewReno with slow start) is the
+// baseline; delay-based and rate-based controllers (vegas, hybla, hybrid,
+// rate) fit the same interface. Loss events carry a Cause so a controller
+// can leave its window alone for corruption or outage losses.
+package cc
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Cause says why packets were lost, as far as the association can tell.
+type Cause uint8
+
+const (
+	// CauseCongestion: the default; the controller reduces its window.
+	CauseCongestion Cause = iota
+	// CauseCorruption: loss on the link without queue growth; the window
+	// stays.
+	CauseCorruption
+	// CauseOutage: the link was down; the window stays.
+	CauseOutage
+)
+
+func (c Cause) String() string {
+	switch c {
+	case CauseCongestion:
+		return "congestion"
+	case CauseCorruption:
+		return "corruption"
+	case CauseOutage:
+		return "outage"
+	}
+	return fmt.Sprintf("cause(%d)", uint8(c))
+}
+
+// AckEvent reports packets newly acknowledged by one ACK frame.
+type AckEvent struct {
+	AckedBytes    int       // bytes of in-flight packets newly acknowledged
+	PriorInFlight int       // bytes in flight before these were removed
+	LargestSentAt time.Time // send time of the largest newly acknowledged packet
+	RTTUpdated    bool      // this ACK produced an RTT sample
+}
+
+// LossEvent reports packets declared lost together.
+type LossEvent struct {
+	LostBytes     int
+	PriorInFlight int
+	LargestSentAt time.Time // send time of the largest lost packet
+	Cause         Cause
+	// Persistent is set when the lost packets span more than a persistent
+	// congestion period (RFC 9002 7.6): the path may have changed.
+	Persistent bool
+}
+
+// Controller is a congestion controller. The association calls it from one
+// goroutine; implementations need no locking.
+type Controller interface {
+	// Name is the registry name.
+	Name() string
+	// OnPacketSent is called for every packet that counts toward bytes in
+	// flight; inFlight includes it.
+	OnPacketSent(now time.Time, bytes, inFlight int)
+	// OnAck is called once per ACK frame that acknowledged in-flight packets.
+	OnAck(now time.Time, ev AckEvent)
+	// OnCongestionEvent is called once per batch of packets declared lost.
+	OnCongestionEvent(now time.Time, ev LossEvent)
+	// Window is the congestion window in bytes.
+	Window() int
+	// PacingRate is the rate the controller wants to send at in bytes per
+	// second; 0 means no opinion (the association paces at the link rate
+	// alone).
+	PacingRate() float64
+	// InSlowStart reports whether the controller is in slow start.
+	InSlowStart() bool
+}
+
+// Params is what a controller may know about its association.
+type Params struct {
+	MaxDatagramSize int       // largest packet the association sends (bytes)
+	RTT             *RTTStats // shared estimator
+	SendRate        int64     // configured link rate toward the peer, bit/s; 0 = unknown
+}
+
+// Factory builds a controller.
+type Factory func(p Params) Controller
+
+var registry = map[string]Factory{}
+
+// DefaultName is the controller used when none is configured.
+const DefaultName = "vj"
+
+// Register adds a controller under name; it is meant for init functions.
+func Register(name string, f Factory) { registry[name] = f }
+
+// Names lists the registered controllers.
+func Names() []string {
+	n := make([]string, 0, len(registry))
+	for k := range registry {
+		n = append(n, k)
+	}
+	sort.Strings(n)
+	return n
+}
+
+// Known reports whether name is a registered controller ("" means the
+// default).
+func Known(name string) bool {
+	if name == "" {
+		return true
+	}
+	_, ok := registry[name]
+	return ok
+}
+
+// New builds the named controller ("" = DefaultName).
+func New(name string, p Params) (Controller, error) {
+	if name == "" {
+		name = DefaultName
+	}
+	f, ok := registry[name]
+	if !ok {
+		return nil, fmt.Errorf("congestion controller %q unknown (have %v)", name, Names())
+	}
+	if p.MaxDatagramSize <= 0 {
+		return nil, fmt.Errorf("congestion controller %q: MaxDatagramSize %d must be > 0", name, p.MaxDatagramSize)
+	}
+	if p.RTT == nil {
+		return nil, fmt.Errorf("congestion controller %q: no RTT estimator", name)
+	}
+	return f(p), nil
+}

@@ -1,0 +1,77 @@
+package scps
+
+// This file owns the errors the package returns and the application error
+// codes it uses itself.
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ResetError is returned by Stream.Read and Stream.Write after the peer
+// reset the stream (or closed the association) with Code.
+type ResetError struct{ Code uint64 }
+
+func (e *ResetError) Error() string {
+	return fmt.Sprintf("scps: stream reset by peer (code %d)", e.Code)
+}
+
+// PeerClosedError is the association error after the peer sent CLOSE.
+type PeerClosedError struct {
+	Code   uint64
+	Reason string
+}
+
+func (e *PeerClosedError) Error() string {
+	return fmt.Sprintf("scps: association closed by peer (code %d: %q)", e.Code, e.Reason)
+}
+
+// Codes the package itself puts in RESET_STREAM and CLOSE frames.
+const (
+	// CodeNoError: normal close.
+	CodeNoError = 0
+	// CodeStreamClosed resets a stream the application closed with unread
+	// data, or that received data after the application closed it.
+	CodeStreamClosed = 0x1
+	// CodeProtocolViolation closes an association whose peer broke the
+	// protocol (flow control, final size).
+	CodeProtocolViolation = 0xa
+	// CodeIdleTimeout closes an association that heard nothing for
+	// IdleTimeout.
+	CodeIdleTimeout = 0xb
+)
+
+var (
+	// ErrClosed: the association (or session) was closed locally.
+	ErrClosed = errors.New("scps: association closed")
+	// ErrIdleTimeout: nothing was received for Config.IdleTimeout.
+	ErrIdleTimeout = errors.New("scps: idle timeout")
+	// ErrProtocol: the peer broke the protocol; the association closed.
+	ErrProtocol = errors.New("scps: protocol violation by peer")
+	// ErrBadPacket wraps the reason a received packet was rejected.
+	ErrBadPacket = errors.New("scps: bad packet")
+	// ErrStreamClosed: the stream was closed or reset locally.
+	ErrStreamClosed = errors.New("scps: stream closed")
+	// ErrWriteClosed: Write after CloseWrite.
+	ErrWriteClosed = errors.New("scps: write after CloseWrite")
+	// ErrUnknownStream: no such stream (never opened, or already gone).
+	ErrUnknownStream = errors.New("scps: unknown stream")
+	// ErrStreamLimit: too many streams wait for the peer's stream credit.
+	ErrStreamLimit = errors.New("scps: stream limit reached")
+	// ErrMetaTooLarge: stream metadata over MaxMetaSize.
+	ErrMetaTooLarge = errors.New("scps: stream metadata too large")
+	// ErrDatagramTooLarge: datagram over MaxDatagramSize.
+	ErrDatagramTooLarge = errors.New("scps: datagram too large")
+	// ErrDatagramDropped: the datagram queue was full; the datagram was
+	// dropped and counted.
+	ErrDatagramDropped = errors.New("scps: datagram dropped (queue full)")
+	// ErrTimeout is returned by stream operations whose deadline passed; it
+	// reports Timeout() == true like net errors do.
+	ErrTimeout error = timeoutError{}
+)
+
+type timeoutError struct{}
+
+func (timeoutError) Error() string   { return "scps: i/o timeout" }
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }

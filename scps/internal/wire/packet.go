@@ -1,0 +1,389 @@
+package wire
+
+// This file owns the packet header and the frame codecs. Every frame starts
+// with one type byte; all integers are varints; values are absolute, so a
+// packet decodes on its own whatever was lost before it.
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Version is the wire format version carried in the high nibble of the
+// first header byte.
+const Version = 1
+
+// headerByte is the first byte of every version-1 packet: the version in the
+// high nibble, the (reserved, zero) flags in the low nibble.
+const headerByte = Version << 4
+
+// Frame types. STREAM occupies 0x10..0x17; its low three bits are flags.
+const (
+	FramePadding       = 0x00
+	FramePing          = 0x01
+	FrameAck           = 0x02
+	FrameResetStream   = 0x03
+	FrameMaxData       = 0x04
+	FrameMaxStreamData = 0x05
+	FrameMaxStreams    = 0x06
+	FrameDatagram      = 0x07
+	FrameClose         = 0x08
+	FrameStream        = 0x10
+
+	StreamFlagFin  = 0x01 // the frame ends the stream's data
+	StreamFlagLen  = 0x02 // an explicit length follows; else data runs to the packet's end
+	StreamFlagMeta = 0x04 // the stream's open metadata follows (offset 0 only)
+)
+
+// Limits a decoder enforces so a hostile packet cannot make us do or keep
+// much.
+const (
+	MaxMetaLen   = 512 // bytes of stream-open metadata
+	MaxReasonLen = 256 // bytes of CLOSE reason
+)
+
+// ErrMalformed is wrapped by every decoding error.
+var ErrMalformed = errors.New("malformed")
+
+func malformed(what string) error { return fmt.Errorf("%w: %s", ErrMalformed, what) }
+
+// AppendHeader appends the packet header for packet number pn.
+func AppendHeader(b []byte, pn uint64) []byte {
+	return AppendVarint(append(b, headerByte), pn)
+}
+
+// HeaderLen is the size of the header of packet pn.
+func HeaderLen(pn uint64) int { return 1 + VarintLen(pn) }
+
+// ParseHeader decodes the header at the start of pkt and returns the packet
+// number and the header length.
+func ParseHeader(pkt []byte) (pn uint64, n int, err error) {
+	if len(pkt) == 0 {
+		return 0, 0, malformed("empty packet")
+	}
+	if pkt[0] != headerByte {
+		if pkt[0]>>4 != Version {
+			return 0, 0, fmt.Errorf("%w: version %d", ErrMalformed, pkt[0]>>4)
+		}
+		return 0, 0, fmt.Errorf("%w: reserved header bits %#x", ErrMalformed, pkt[0]&0x0f)
+	}
+	pn, l := ReadVarint(pkt[1:])
+	if l == 0 {
+		return 0, 0, malformed("packet number")
+	}
+	return pn, 1 + l, nil
+}
+
+// AckRange is an inclusive range of packet numbers.
+type AckRange struct{ Smallest, Largest uint64 }
+
+// Ack is a decoded ACK frame. Ranges are kept encoded and walked with Iter,
+// so decoding allocates nothing.
+type Ack struct {
+	Largest    uint64 // largest packet number acknowledged
+	Delay      uint64 // microseconds between receiving Largest and sending the ACK
+	FirstRange uint64 // packets acknowledged below Largest in the first range
+	NumRanges  uint64 // further ranges after the first
+	Smallest   uint64 // smallest packet number acknowledged (computed)
+	rest       []byte
+}
+
+// AckIter walks the ranges of an Ack from the highest down.
+type AckIter struct {
+	next     int // 0: the first range not yet returned
+	left     uint64
+	smallest uint64
+	rest     []byte
+	ack      *Ack
+}
+
+// Iter returns an iterator over the ranges of a validated Ack.
+func (a *Ack) Iter() AckIter { return AckIter{ack: a, left: a.NumRanges, rest: a.rest} }
+
+// Next returns the next lower range; ok is false when done.
+func (it *AckIter) Next() (r AckRange, ok bool) {
+	if it.next == 0 {
+		it.next = 1
+		it.smallest = it.ack.Largest - it.ack.FirstRange
+		return AckRange{it.smallest, it.ack.Largest}, true
+	}
+	if it.left == 0 {
+		return AckRange{}, false
+	}
+	gap, n1 := ReadVarint(it.rest)
+	length, n2 := ReadVarint(it.rest[n1:])
+	it.rest = it.rest[n1+n2:]
+	it.left--
+	largest := it.smallest - gap - 2
+	it.smallest = largest - length
+	return AckRange{it.smallest, largest}, true
+}
+
+// AckFrameLen is the encoded size of an ACK frame for ranges (highest
+// first, disjoint, non-adjacent).
+func AckFrameLen(delay uint64, ranges []AckRange) int {
+	if len(ranges) == 0 {
+		return 0
+	}
+	n := 1 + VarintLen(ranges[0].Largest) + VarintLen(delay) + VarintLen(uint64(len(ranges)-1)) +
+		VarintLen(ranges[0].Largest-ranges[0].Smallest)
+	for i := 1; i < len(ranges); i++ {
+		n += VarintLen(ranges[i-1].Smallest-ranges[i].Largest-2) + VarintLen(ranges[i].Largest-ranges[i].Smallest)
+	}
+	return n
+}
+
+// AppendAck appends an ACK frame; ranges are highest first, disjoint and
+// non-adjacent (at least one missing packet between two ranges).
+func AppendAck(b []byte, delay uint64, ranges []AckRange) []byte {
+	if len(ranges) == 0 {
+		return b
+	}
+	b = append(b, FrameAck)
+	b = AppendVarint(b, ranges[0].Largest)
+	b = AppendVarint(b, delay)
+	b = AppendVarint(b, uint64(len(ranges)-1))
+	b = AppendVarint(b, ranges[0].Largest-ranges[0].Smallest)
+	for i := 1; i < len(ranges); i++ {
+		b = AppendVarint(b, ranges[i-1].Smallest-ranges[i].Largest-2)
+		b = AppendVarint(b, ranges[i].Largest-ranges[i].Smallest)
+	}
+	return b
+}
+
+// Frame is one decoded frame. Only the fields of its Type are set; byte
+// slices alias the packet.
+type Frame struct {
+	Type      byte   // frame type; for STREAM, FrameStream (flags are decoded)
+	StreamID  uint64 // STREAM, RESET_STREAM, MAX_STREAM_DATA
+	Offset    uint64 // STREAM
+	Data      []byte // STREAM data, DATAGRAM payload, CLOSE reason
+	Meta      []byte // STREAM with HasMeta
+	HasMeta   bool
+	Fin       bool
+	Code      uint64 // RESET_STREAM, CLOSE
+	FinalSize uint64 // RESET_STREAM
+	Max       uint64 // MAX_DATA, MAX_STREAM_DATA, MAX_STREAMS
+	Ack       Ack
+}
+
+// AckEliciting reports whether receiving this frame obliges the peer to
+// acknowledge the packet.
+func (f *Frame) AckEliciting() bool {
+	return f.Type != FrameAck && f.Type != FramePadding && f.Type != FrameClose
+}
+
+// ParseFrame decodes the frame at the start of b into f and returns its
+// length. Every field is range-checked so the caller may use it directly.
+func ParseFrame(b []byte, f *Frame) (int, error) {
+	if len(b) == 0 {
+		return 0, malformed("empty frame")
+	}
+	t := b[0]
+	p := 1
+	var ok bool
+	varint := func() uint64 {
+		v, n := ReadVarint(b[p:])
+		if n == 0 {
+			ok = false
+			return 0
+		}
+		p += n
+		return v
+	}
+	ok = true
+	*f = Frame{Type: t}
+	switch {
+	case t == FramePadding, t == FramePing:
+		return 1, nil
+	case t == FrameAck:
+		a := &f.Ack
+		a.Largest = varint()
+		a.Delay = varint()
+		a.NumRanges = varint()
+		a.FirstRange = varint()
+		if !ok {
+			return 0, malformed("ACK: truncated")
+		}
+		if a.FirstRange > a.Largest {
+			return 0, malformed("ACK: first range below zero")
+		}
+		smallest := a.Largest - a.FirstRange
+		start := p
+		for i := uint64(0); i < a.NumRanges; i++ {
+			gap := varint()
+			length := varint()
+			if !ok {
+				return 0, malformed("ACK: truncated ranges")
+			}
+			if smallest < gap+2 || smallest-gap-2 < length {
+				return 0, malformed("ACK: range below zero")
+			}
+			smallest = smallest - gap - 2 - length
+		}
+		a.rest = b[start:p]
+		a.Smallest = smallest
+		return p, nil
+	case t == FrameResetStream:
+		f.StreamID = varint()
+		f.Code = varint()
+		f.FinalSize = varint()
+		if !ok {
+			return 0, malformed("RESET_STREAM: truncated")
+		}
+		return p, nil
+	case t == FrameMaxData, t == FrameMaxStreams:
+		f.Max = varint()
+		if !ok {
+			return 0, malformed("MAX_DATA/MAX_STREAMS: truncated")
+		}
+		return p, nil
+	case t == FrameMaxStreamData:
+		f.StreamID = varint()
+		f.Max = varint()
+		if !ok {
+			return 0, malformed("MAX_STREAM_DATA: truncated")
+		}
+		return p, nil
+	case t == FrameDatagram:
+		l := varint()
+		if !ok || l > uint64(len(b)-p) {
+			return 0, malformed("DATAGRAM: truncated")
+		}
+		f.Data = b[p : p+int(l)]
+		return p + int(l), nil
+	case t == FrameClose:
+		f.Code = varint()
+		l := varint()
+		if !ok || l > uint64(len(b)-p) {
+			return 0, malformed("CLOSE: truncated")
+		}
+		if l > MaxReasonLen {
+			return 0, malformed("CLOSE: reason too long")
+		}
+		f.Data = b[p : p+int(l)]
+		return p + int(l), nil
+	case t&^0x07 == FrameStream:
+		f.Type = FrameStream
+		f.Fin = t&StreamFlagFin != 0
+		f.StreamID = varint()
+		f.Offset = varint()
+		if !ok {
+			return 0, malformed("STREAM: truncated")
+		}
+		if t&StreamFlagMeta != 0 {
+			if f.Offset != 0 {
+				return 0, malformed("STREAM: metadata at non-zero offset")
+			}
+			l := varint()
+			if !ok || l > uint64(len(b)-p) {
+				return 0, malformed("STREAM: truncated metadata")
+			}
+			if l > MaxMetaLen {
+				return 0, malformed("STREAM: metadata too long")
+			}
+			f.HasMeta = true
+			f.Meta = b[p : p+int(l)]
+			p += int(l)
+		}
+		l := uint64(len(b) - p)
+		if t&StreamFlagLen != 0 {
+			l = varint()
+			if !ok || l > uint64(len(b)-p) {
+				return 0, malformed("STREAM: truncated data")
+			}
+		}
+		if f.Offset+l > MaxVarint {
+			return 0, malformed("STREAM: offset overflow")
+		}
+		f.Data = b[p : p+int(l)]
+		return p + int(l), nil
+	}
+	return 0, fmt.Errorf("%w: unknown frame type %#x", ErrMalformed, t)
+}
+
+// StreamHeaderLen is the size of a STREAM frame's header (everything but
+// the data). meta is only sent when hasMeta.
+func StreamHeaderLen(id, off uint64, metaLen int, hasMeta, withLen bool, dataLen int) int {
+	n := 1 + VarintLen(id) + VarintLen(off)
+	if hasMeta {
+		n += VarintLen(uint64(metaLen)) + metaLen
+	}
+	if withLen {
+		n += VarintLen(uint64(dataLen))
+	}
+	return n
+}
+
+// AppendStreamHeader appends a STREAM frame header; the caller appends
+// dataLen bytes of data after it. Without withLen the data must run to the
+// end of the packet.
+func AppendStreamHeader(b []byte, id, off uint64, meta []byte, hasMeta, fin, withLen bool, dataLen int) []byte {
+	t := byte(FrameStream)
+	if fin {
+		t |= StreamFlagFin
+	}
+	if withLen {
+		t |= StreamFlagLen
+	}
+	if hasMeta {
+		t |= StreamFlagMeta
+	}
+	b = append(b, t)
+	b = AppendVarint(b, id)
+	b = AppendVarint(b, off)
+	if hasMeta {
+		b = AppendVarint(b, uint64(len(meta)))
+		b = append(b, meta...)
+	}
+	if withLen {
+		b = AppendVarint(b, uint64(dataLen))
+	}
+	return b
+}
+
+// AppendResetStream appends a RESET_STREAM frame.
+func AppendResetStream(b []byte, id, code, finalSize uint64) []byte {
+	b = append(b, FrameResetStream)
+	b = AppendVarint(b, id)
+	b = AppendVarint(b, code)
+	return AppendVarint(b, finalSize)
+}
+
+// ResetStreamLen is the size of a RESET_STREAM frame.
+func ResetStreamLen(id, code, finalSize uint64) int {
+	return 1 + VarintLen(id) + VarintLen(code) + VarintLen(finalSize)
+}
+
+// AppendMaxData appends a MAX_DATA (or, with t = FrameMaxStreams, a
+// MAX_STREAMS) frame.
+func AppendMaxData(b []byte, t byte, max uint64) []byte {
+	return AppendVarint(append(b, t), max)
+}
+
+// AppendMaxStreamData appends a MAX_STREAM_DATA frame.
+func AppendMaxStreamData(b []byte, id, max uint64) []byte {
+	b = append(b, FrameMaxStreamData)
+	b = AppendVarint(b, id)
+	return AppendVarint(b, max)
+}
+
+// AppendDatagram appends a DATAGRAM frame.
+func AppendDatagram(b []byte, p []byte) []byte {
+	b = AppendVarint(append(b, FrameDatagram), uint64(len(p)))
+	return append(b, p...)
+}
+
+// DatagramLen is the size of a DATAGRAM frame carrying n bytes.
+func DatagramLen(n int) int { return 1 + VarintLen(uint64(n)) + n }
+
+// AppendClose appends a CLOSE frame; reason is cut to MaxReasonLen.
+func AppendClose(b []byte, code uint64, reason string) []byte {
+	if len(reason) > MaxReasonLen {
+		reason = reason[:MaxReasonLen]
+	}
+	b = append(b, FrameClose)
+	b = AppendVarint(b, code)
+	b = AppendVarint(b, uint64(len(reason)))
+	return append(b, reason...)
+}

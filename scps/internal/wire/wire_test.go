@@ -1,0 +1,242 @@
+package wire
+
+// This file tests and fuzzes the varint, header and frame codecs.
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"testing"
+)
+
+func TestVarint(t *testing.T) {
+	for _, v := range []uint64{0, 1, 63, 64, 16383, 16384, 1<<30 - 1, 1 << 30, MaxVarint} {
+		b := AppendVarint(nil, v)
+		if len(b) != VarintLen(v) {
+			t.Errorf("%d: len %d, VarintLen %d", v, len(b), VarintLen(v))
+		}
+		got, n := ReadVarint(b)
+		if got != v || n != len(b) {
+			t.Errorf("%d: read %d (%d bytes)", v, got, n)
+		}
+		if _, n := ReadVarint(b[:len(b)-1]); n != 0 {
+			t.Errorf("%d: truncated input decoded", v)
+		}
+	}
+	if b := AppendVarint(nil, MaxVarint+5); len(b) != 8 {
+		t.Errorf("oversize value not clamped: %x", b)
+	}
+}
+
+func TestHeader(t *testing.T) {
+	for _, pn := range []uint64{0, 63, 64, 1 << 40} {
+		b := AppendHeader(nil, pn)
+		if len(b) != HeaderLen(pn) {
+			t.Fatalf("header len %d, HeaderLen %d", len(b), HeaderLen(pn))
+		}
+		got, n, err := ParseHeader(b)
+		if err != nil || got != pn || n != len(b) {
+			t.Errorf("pn %d: %d %d %v", pn, got, n, err)
+		}
+	}
+	for _, b := range [][]byte{nil, {0x20, 0}, {0x11, 0}, {0x10}, {0x10, 0x40}} {
+		if _, _, err := ParseHeader(b); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%x: %v", b, err)
+		}
+	}
+}
+
+func parseAll(t *testing.T, b []byte) []Frame {
+	t.Helper()
+	var out []Frame
+	for p := 0; p < len(b); {
+		var f Frame
+		n, err := ParseFrame(b[p:], &f)
+		if err != nil {
+			t.Fatalf("at %d: %v", p, err)
+		}
+		out = append(out, f)
+		p += n
+	}
+	return out
+}
+
+func TestFramesRoundTrip(t *testing.T) {
+	var b []byte
+	b = append(b, FramePing, FramePadding)
+	ranges := []AckRange{{Smallest: 90, Largest: 100}, {Smallest: 50, Largest: 80}, {Smallest: 0, Largest: 10}}
+	b = AppendAck(b, 1234, ranges)
+	if l := AckFrameLen(1234, ranges); l != len(b)-2 {
+		t.Errorf("AckFrameLen %d, encoded %d", l, len(b)-2)
+	}
+	b = AppendResetStream(b, 5, 42, 1<<33)
+	b = AppendMaxData(b, FrameMaxData, 1<<40)
+	b = AppendMaxData(b, FrameMaxStreams, 4096)
+	b = AppendMaxStreamData(b, 7, 1<<20)
+	b = AppendDatagram(b, []byte("dgram"))
+	b = AppendClose(b, 9, "bye")
+	b = AppendStreamHeader(b, 3, 0, []byte("meta"), true, false, true, 4)
+	b = append(b, "data"...)
+	b = AppendStreamHeader(b, 3, 4, nil, false, true, false, 5)
+	b = append(b, "tail!"...)
+	fs := parseAll(t, b)
+	if len(fs) != 11 {
+		t.Fatalf("%d frames", len(fs))
+	}
+	ack := fs[2].Ack
+	if ack.Largest != 100 || ack.Delay != 1234 || ack.Smallest != 0 || ack.NumRanges != 2 {
+		t.Errorf("ack %+v", ack)
+	}
+	it := ack.Iter()
+	for i := 0; ; i++ {
+		r, ok := it.Next()
+		if !ok {
+			if i != 3 {
+				t.Errorf("%d ranges", i)
+			}
+			break
+		}
+		if r != ranges[i] {
+			t.Errorf("range %d: %+v want %+v", i, r, ranges[i])
+		}
+	}
+	if f := fs[3]; f.Type != FrameResetStream || f.StreamID != 5 || f.Code != 42 || f.FinalSize != 1<<33 {
+		t.Errorf("reset %+v", f)
+	}
+	if f := fs[4]; f.Type != FrameMaxData || f.Max != 1<<40 {
+		t.Errorf("max data %+v", f)
+	}
+	if f := fs[5]; f.Type != FrameMaxStreams || f.Max != 4096 {
+		t.Errorf("max streams %+v", f)
+	}
+	if f := fs[6]; f.Type != FrameMaxStreamData || f.StreamID != 7 || f.Max != 1<<20 {
+		t.Errorf("max stream data %+v", f)
+	}
+	if f := fs[7]; f.Type != FrameDatagram || string(f.Data) != "dgram" {
+		t.Errorf("datagram %+v", f)
+	}
+	if f := fs[8]; f.Type != FrameClose || f.Code != 9 || string(f.Data) != "bye" || f.AckEliciting() {
+		t.Errorf("close %+v", f)
+	}
+	if f := fs[9]; f.Type != FrameStream || f.StreamID != 3 || f.Offset != 0 || !f.HasMeta ||
+		string(f.Meta) != "meta" || string(f.Data) != "data" || f.Fin {
+		t.Errorf("stream %+v", f)
+	}
+	if f := fs[10]; f.Type != FrameStream || f.Offset != 4 || !f.Fin || string(f.Data) != "tail!" || f.HasMeta {
+		t.Errorf("stream %+v", f)
+	}
+	if fs[2].AckEliciting() || !fs[9].AckEliciting() {
+		t.Errorf("ack-eliciting wrong")
+	}
+}
+
+func TestStreamHeaderLen(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 1000; i++ {
+		id, off := r.Uint64()>>(2+r.IntN(60)), r.Uint64()>>(2+r.IntN(60))
+		meta := make([]byte, r.IntN(20))
+		hasMeta := off == 0 && r.IntN(2) == 0
+		withLen := r.IntN(2) == 0
+		n := r.IntN(2000)
+		b := AppendStreamHeader(nil, id, off, meta, hasMeta, r.IntN(2) == 0, withLen, n)
+		if l := StreamHeaderLen(id, off, len(meta), hasMeta, withLen, n); l != len(b) {
+			t.Fatalf("StreamHeaderLen %d, encoded %d", l, len(b))
+		}
+	}
+}
+
+func TestMalformed(t *testing.T) {
+	cases := [][]byte{
+		{FrameAck, 5, 0, 0, 6},                  // first range below zero
+		{FrameAck, 5, 0, 1, 0, 4, 0},            // gap below zero
+		{FrameAck, 5, 0, 1, 0},                  // missing ranges
+		{FrameStream | StreamFlagMeta, 0, 1, 0}, // metadata at offset 1
+		{FrameStream | StreamFlagLen, 0, 0, 5, 'a'},
+		{FrameDatagram, 3, 'a'},
+		{FrameClose, 0, 9},
+		{FrameResetStream, 1, 2},
+		{0x3f},
+		{FrameStream, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 'x'}, // offset + length overflows
+	}
+	for _, c := range cases {
+		var f Frame
+		if _, err := ParseFrame(c, &f); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%x: %v", c, err)
+		}
+	}
+}
+
+// FuzzParseFrame checks that no input panics the decoder and that what
+// decodes re-encodes to a frame that decodes the same way.
+func FuzzParseFrame(f *testing.F) {
+	f.Add([]byte{FramePing})
+	f.Add(AppendAck(nil, 10, []AckRange{{5, 9}, {0, 2}}))
+	f.Add(AppendResetStream(nil, 1, 2, 3))
+	f.Add(AppendMaxStreamData(nil, 4, 1<<20))
+	f.Add(AppendDatagram(nil, []byte("x")))
+	f.Add(AppendClose(nil, 1, "r"))
+	f.Add(append(AppendStreamHeader(nil, 2, 0, []byte("m"), true, true, true, 2), "ab"...))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var fr Frame
+		n, err := ParseFrame(b, &fr)
+		if err != nil {
+			return
+		}
+		if n <= 0 || n > len(b) {
+			t.Fatalf("length %d of %d", n, len(b))
+		}
+		var re []byte
+		switch fr.Type {
+		case FrameAck:
+			var rs []AckRange
+			it := fr.Ack.Iter()
+			for {
+				r, ok := it.Next()
+				if !ok {
+					break
+				}
+				if r.Smallest > r.Largest || (len(rs) > 0 && r.Largest+1 >= rs[len(rs)-1].Smallest) {
+					t.Fatalf("bad range %+v after %+v", r, rs)
+				}
+				rs = append(rs, r)
+			}
+			if rs[len(rs)-1].Smallest != fr.Ack.Smallest {
+				t.Fatalf("smallest %d, ranges end at %d", fr.Ack.Smallest, rs[len(rs)-1].Smallest)
+			}
+			re = AppendAck(nil, fr.Ack.Delay, rs)
+		case FrameStream:
+			re = AppendStreamHeader(nil, fr.StreamID, fr.Offset, fr.Meta, fr.HasMeta, fr.Fin, true, len(fr.Data))
+			re = append(re, fr.Data...)
+		case FrameDatagram:
+			re = AppendDatagram(nil, fr.Data)
+		default:
+			return
+		}
+		var fr2 Frame
+		if _, err := ParseFrame(re, &fr2); err != nil {
+			t.Fatalf("re-encoded frame does not decode: %v", err)
+		}
+		if fr2.Type != fr.Type || fr2.StreamID != fr.StreamID || fr2.Offset != fr.Offset ||
+			!bytes.Equal(fr2.Data, fr.Data) || fr2.Ack.Largest != fr.Ack.Largest || fr2.Ack.Smallest != fr.Ack.Smallest {
+			t.Fatalf("round trip changed the frame: %+v vs %+v", fr, fr2)
+		}
+	})
+}
+
+// FuzzParseHeader checks the header decoder.
+func FuzzParseHeader(f *testing.F) {
+	f.Add(AppendHeader(nil, 0))
+	f.Add(AppendHeader(nil, 1<<40))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		pn, n, err := ParseHeader(b)
+		if err != nil {
+			return
+		}
+		if n < 2 || n > len(b) {
+			t.Fatalf("header %x -> length %d", b, n)
+		}
+		if pn2, _, err := ParseHeader(AppendHeader(nil, pn)); err != nil || pn2 != pn {
+			t.Fatalf("pn %d does not round-trip: %d %v", pn, pn2, err)
+		}
+	})
+}

@@ -1,0 +1,250 @@
+package scps
+
+// This file tests datagrams, association close, idle timeout, rejection of
+// bad packets, protocol violations and Config validation.
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"scpsvpn/scps/internal/wire"
+)
+
+func TestDatagrams(t *testing.T) {
+	link := linkParams{Rate: 10e6, Delay: 20 * time.Millisecond, Loss: 0.1}
+	s := newSim(t, 2, DefaultConfig(), DefaultConfig(), link, link)
+	var got [][]byte
+	s.a[1].SetDatagramHandler(func(p []byte) { got = append(got, append([]byte(nil), p...)) })
+	const n = 200
+	for i := 0; i < n; i++ {
+		p := make([]byte, 1+i*5)
+		for j := range p {
+			p[j] = byte(i)
+		}
+		if err := s.a[0].SendDatagram(p); err != nil {
+			t.Fatalf("datagram %d: %v", i, err)
+		}
+		s.runUntil(s.now+time.Millisecond, func() bool { return false })
+	}
+	s.runUntil(s.now+time.Second, func() bool { return false })
+	for _, p := range got {
+		for _, c := range p {
+			if c != p[0] || len(p) != 1+int(p[0])*5 {
+				t.Fatalf("corrupt datagram %v", p[:min(len(p), 8)])
+			}
+		}
+	}
+	st := s.a[0].Stats()
+	if st.Retransmits != 0 {
+		t.Errorf("datagrams were retransmitted: %d", st.Retransmits)
+	}
+	if len(got) < n*8/10 || len(got) > n {
+		t.Errorf("received %d of %d datagrams over a 10%% loss link", len(got), n)
+	}
+	t.Logf("received %d of %d; lost packets %d", len(got), n, st.PacketsLost)
+
+	if err := s.a[0].SendDatagram(make([]byte, s.a[0].MaxDatagramSize()+1)); !errors.Is(err, ErrDatagramTooLarge) {
+		t.Errorf("oversize datagram: %v", err)
+	}
+	// The largest datagram fits a packet.
+	if err := s.a[0].SendDatagram(make([]byte, s.a[0].MaxDatagramSize())); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, s.a[0].Config().MaxPacketSize)
+	if sz := s.a[0].Send(s.clock(), buf); sz == 0 {
+		t.Errorf("largest datagram not sent")
+	}
+	// A burst beyond the queue is dropped and counted, never blocks.
+	drops := 0
+	for i := 0; i < 2*datagramQueueLen; i++ {
+		if err := s.a[0].SendDatagram([]byte{1}); errors.Is(err, ErrDatagramDropped) {
+			drops++
+		}
+	}
+	if drops != datagramQueueLen || s.a[0].Stats().DatagramsDropped < uint64(drops) {
+		t.Errorf("dropped %d (stats %d), want %d", drops, s.a[0].Stats().DatagramsDropped, datagramQueueLen)
+	}
+	// Queued datagrams expire rather than wait long.
+	s.dir[0].p.Down = true
+	s.now += time.Second
+	for s.a[0].Send(s.clock(), buf) > 0 {
+	}
+	if s.a[0].dgrams.count != 0 {
+		t.Errorf("%d datagrams still queued after 1s", s.a[0].dgrams.count)
+	}
+}
+
+func TestAssociationClose(t *testing.T) {
+	link := linkParams{Rate: 10e6, Delay: 20 * time.Millisecond}
+	s := newSim(t, 1, DefaultConfig(), DefaultConfig(), link, link)
+	sp := sizesSpec(5, 1, 5<<20, 5<<20)
+	startTransfer(s, sp)
+	s.runUntil(500*time.Millisecond, func() bool { return false })
+	s.a[0].Close(7, "bye")
+	s.runUntil(2*time.Second, func() bool { return s.a[0].Done() && s.apps[1].closedAt != nil })
+	if !errors.Is(s.apps[0].closedAt, ErrClosed) {
+		t.Errorf("closer: %v", s.apps[0].closedAt)
+	}
+	var pc *PeerClosedError
+	if !errors.As(s.apps[1].closedAt, &pc) || pc.Code != 7 || pc.Reason != "bye" {
+		t.Errorf("peer: %v", s.apps[1].closedAt)
+	}
+	for side := 0; side < 2; side++ {
+		for id, st := range s.apps[side].streams {
+			if !st.closed {
+				t.Errorf("side %d stream %d not closed", side, id)
+			}
+			var re *ResetError
+			if st.closeErr == nil && st.eof {
+				continue // finished before the close
+			}
+			if side == 1 && (!errors.As(st.closeErr, &re) || re.Code != 7) {
+				t.Errorf("peer stream %d closed with %v", id, st.closeErr)
+			}
+		}
+		if !s.a[side].Closed() {
+			t.Errorf("side %d not closed", side)
+		}
+	}
+	if _, err := s.a[0].OpenStream(nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("OpenStream after close: %v", err)
+	}
+	if !s.a[0].Deadline().IsZero() {
+		t.Errorf("closed association still has a deadline")
+	}
+}
+
+func TestIdleTimeoutAndKeepalive(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.IdleTimeout = 3 * time.Second
+	link := linkParams{Rate: 10e6, Delay: 20 * time.Millisecond}
+	s := newSim(t, 1, cfg, cfg, link, link)
+	s.attach()
+	// Idle but connected: keep-alives hold it open.
+	s.runUntil(20*time.Second, func() bool { return s.a[0].Closed() || s.a[1].Closed() })
+	if s.a[0].Closed() || s.a[1].Closed() {
+		t.Fatalf("idle association closed at %v: %v / %v", s.now, s.a[0].Err(), s.a[1].Err())
+	}
+	// The link fails: both sides give up after IdleTimeout.
+	s.dir[0].p.Down, s.dir[1].p.Down = true, true
+	down := s.now
+	s.runUntil(60*time.Second, func() bool { return s.a[0].Closed() && s.a[1].Closed() })
+	if !errors.Is(s.a[0].Err(), ErrIdleTimeout) || !errors.Is(s.a[1].Err(), ErrIdleTimeout) {
+		t.Fatalf("errors %v / %v", s.a[0].Err(), s.a[1].Err())
+	}
+	if took := s.now - down; took > cfg.IdleTimeout+time.Second {
+		t.Errorf("idle timeout after %v", took)
+	}
+}
+
+func TestBadPacketsRejected(t *testing.T) {
+	link := linkParams{Rate: 10e6, Delay: 5 * time.Millisecond}
+	s := newSim(t, 1, DefaultConfig(), DefaultConfig(), link, link)
+	b := s.a[1]
+	valid := wire.AppendStreamHeader(wire.AppendHeader(nil, 0), 0, 0, []byte("m"), true, false, true, 3)
+	valid = append(valid, "abc"...)
+	bad := [][]byte{
+		nil,
+		{0x20, 0x00, 0x01}, // wrong version
+		{0x11, 0x00, 0x01}, // reserved bits
+		{0x10},             // no packet number
+		{0x10, 0x05},       // no frames
+		{0x10, 0x05, 0x3f}, // unknown frame
+		append(append([]byte{}, valid...), 0x02, 0x40), // valid STREAM, then truncated ACK
+		{0x10, 0x05, 0x02, 0x09, 0x00, 0x00, 0x00},     // ACK of a packet never sent
+		{0x10, 0x05, 0x11, 0x01, 0x00},                 // STREAM on our own stream 1... never opened
+	}
+	before := b.Stats()
+	for i, p := range bad {
+		err := b.Receive(s.clock(), p)
+		if !errors.Is(err, ErrBadPacket) {
+			t.Errorf("packet %d (%x): err %v", i, p, err)
+		}
+	}
+	after := b.Stats()
+	if after.BadPackets != before.BadPackets+uint64(len(bad)) {
+		t.Errorf("bad packets counted %d, want %d", after.BadPackets-before.BadPackets, len(bad))
+	}
+	if after.PacketsReceived != before.PacketsReceived || after.StreamsAccepted != 0 || len(b.streams) != 0 {
+		t.Errorf("state changed by bad packets: %+v", after)
+	}
+	if _, ok := b.PollEvent(); ok {
+		t.Errorf("bad packets produced events")
+	}
+	// The valid packet alone is accepted.
+	if err := b.Receive(s.clock(), valid); err != nil {
+		t.Fatalf("valid packet: %v", err)
+	}
+	if ev, ok := b.PollEvent(); !ok || ev.Kind != EventAccept || ev.StreamID != 0 {
+		t.Errorf("event %+v %v", ev, ok)
+	}
+	// Its duplicate is counted and ignored.
+	if err := b.Receive(s.clock(), valid); err != nil || b.Stats().DuplicatePackets != 1 {
+		t.Errorf("duplicate: %v %d", err, b.Stats().DuplicatePackets)
+	}
+}
+
+func TestFlowControlViolationCloses(t *testing.T) {
+	link := linkParams{}
+	s := newSim(t, 1, DefaultConfig(), DefaultConfig(), link, link)
+	p := wire.AppendStreamHeader(wire.AppendHeader(nil, 0), 0, InitialStreamCredit, nil, false, false, true, 1)
+	p = append(p, 'x')
+	err := s.a[1].Receive(s.clock(), p)
+	if !errors.Is(err, ErrProtocol) || !errors.Is(s.a[1].Err(), ErrProtocol) {
+		t.Fatalf("err %v, association %v", err, s.a[1].Err())
+	}
+	// The peer is told.
+	s.runUntil(time.Second, func() bool { return s.a[0].Closed() })
+	var pc *PeerClosedError
+	if !errors.As(s.a[0].Err(), &pc) || pc.Code != CodeProtocolViolation {
+		t.Errorf("peer: %v", s.a[0].Err())
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	if err := DefaultConfig().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := (Config{}).Validate(); err != nil {
+		t.Fatalf("zero config (all defaults): %v", err)
+	}
+	bad := []struct {
+		field string
+		mod   func(*Config)
+	}{
+		{"MaxPacketSize", func(c *Config) { c.MaxPacketSize = 1000 }},
+		{"WireOverhead", func(c *Config) { c.WireOverhead = -1 }},
+		{"InitialRTT", func(c *Config) { c.InitialRTT = -time.Second }},
+		{"MinRTO", func(c *Config) { c.MinRTO = time.Hour }},
+		{"SendRate", func(c *Config) { c.SendRate = 100 }},
+		{"RecvRate", func(c *Config) { c.RecvRate = -1 }},
+		{"Congestion", func(c *Config) { c.Congestion = "bogus" }},
+		{"StreamWindow", func(c *Config) { c.StreamWindow = 1000 }},
+		{"ConnWindow", func(c *Config) { c.ConnWindow = 2 << 20; c.StreamWindow = 4 << 20 }},
+		{"SendBuffer", func(c *Config) { c.SendBuffer = 10 }},
+		{"MaxStreams", func(c *Config) { c.MaxStreams = 3 }},
+		{"IdleTimeout", func(c *Config) { c.IdleTimeout = time.Millisecond }},
+		{"AckEvery", func(c *Config) { c.AckEvery = 1000 }},
+	}
+	for _, b := range bad {
+		c := DefaultConfig()
+		b.mod(&c)
+		err := c.Validate()
+		if err == nil || !errors.Is(err, ErrConfig) || !contains(err.Error(), b.field) {
+			t.Errorf("%s: %v", b.field, err)
+		}
+		if _, err := NewAssociation(c, time.Now()); err == nil {
+			t.Errorf("%s: NewAssociation accepted it", b.field)
+		}
+	}
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,69 @@
+package scps
+
+// This file owns the pacer and the ACK budget: token buckets in bytes that
+// refill at a rate and hold at most a burst. The pacer releases packets at
+// min(SendRate, congestion controller's pacing rate), charging each packet
+// with its wire overhead; the ACK budget keeps our ACK traffic within a
+// fraction of the peer's link.
+
+import (
+	"math"
+	"time"
+)
+
+// pacerBurstTime is how much of the rate one burst may carry: the session's
+// timer wakes up with about millisecond granularity, so a shorter burst
+// would leave the link idle between wake-ups.
+const pacerBurstTime = 2 * time.Millisecond
+
+// bucket is a token bucket. rate 0 means unlimited.
+type bucket struct {
+	tokens   float64
+	maxBurst float64
+	rate     float64 // bytes per second
+	last     time.Duration
+}
+
+func (b *bucket) refill(now time.Duration) {
+	if now > b.last {
+		if b.rate > 0 {
+			b.tokens = math.Min(b.maxBurst, b.tokens+b.rate*(now-b.last).Seconds())
+		}
+		b.last = now
+	}
+}
+
+// setRate changes rate and burst after crediting the time so far at the old
+// rate.
+func (b *bucket) setRate(now time.Duration, rate, burst float64) {
+	b.refill(now)
+	if rate <= 0 || math.IsInf(rate, 1) {
+		b.rate, b.maxBurst, b.tokens = 0, burst, burst
+		return
+	}
+	b.rate, b.maxBurst = rate, burst
+	if b.tokens > burst {
+		b.tokens = burst
+	}
+}
+
+// ready reports whether size bytes may go now.
+func (b *bucket) ready(size int) bool { return b.rate == 0 || b.tokens >= float64(size) }
+
+// take charges size bytes; the balance may go negative (ACK-only packets
+// are charged but never held back by the pacer), delaying what follows.
+func (b *bucket) take(size int) {
+	if b.rate > 0 {
+		b.tokens = math.Max(b.tokens-float64(size), -b.maxBurst)
+	}
+}
+
+// readyAt is when size bytes will be available (now if already).
+func (b *bucket) readyAt(now time.Duration, size int) time.Duration {
+	if b.ready(size) {
+		return now
+	}
+	need := float64(size) - b.tokens
+	d := time.Duration(need / b.rate * float64(time.Second))
+	return now + max(d, time.Microsecond)
+}

@@ -1,0 +1,260 @@
+package scps
+
+// This file owns the receive path: a packet is first decoded completely
+// without touching any state (so a malformed packet is rejected, counted
+// and leaves the association as it was), then recorded for acknowledgement
+// and its frames applied in order.
+
+import (
+	"fmt"
+	"time"
+
+	"scpsvpn/scps/internal/wire"
+)
+
+// Receive processes one association packet. A malformed packet returns an
+// error wrapping ErrBadPacket and changes nothing but Stats.BadPackets. A
+// well-formed packet that breaks the protocol (flow control, final size)
+// closes the association and returns an error wrapping ErrProtocol.
+// Packets after close are ignored.
+func (a *Association) Receive(now time.Time, pkt []byte) error {
+	a.setNow(now)
+	if a.state != stateOpen {
+		return nil
+	}
+	pn, hl, err := wire.ParseHeader(pkt)
+	if err != nil {
+		a.stats.BadPackets++
+		return fmt.Errorf("%w: header: %w", ErrBadPacket, err)
+	}
+	eliciting, err := a.validate(pkt[hl:])
+	if err != nil {
+		a.stats.BadPackets++
+		return fmt.Errorf("%w: packet %d: %w", ErrBadPacket, pn, err)
+	}
+	if a.ack.duplicate(pn) {
+		a.stats.DuplicatePackets++
+		return nil
+	}
+	a.stats.PacketsReceived++
+	a.stats.BytesReceived += uint64(len(pkt))
+	a.lastRecv = a.now
+	a.ackDelay = max(min(MaxAckDelay, a.rtt.Smoothed()/4), time.Millisecond)
+	a.ack.onReceived(pn, a.now, eliciting, a.cfg.AckEvery, a.ackDelay)
+
+	var f wire.Frame
+	for p := hl; p < len(pkt); {
+		n, _ := wire.ParseFrame(pkt[p:], &f) // validated above
+		p += n
+		if err := a.apply(&f); err != nil {
+			return err
+		}
+		if a.state != stateOpen {
+			return nil // the peer closed
+		}
+	}
+	return nil
+}
+
+// validate decodes every frame and checks what can be checked without
+// changing state. It reports whether the packet is ack-eliciting.
+func (a *Association) validate(payload []byte) (eliciting bool, err error) {
+	if len(payload) == 0 {
+		return false, fmt.Errorf("no frames")
+	}
+	var f wire.Frame
+	for p := 0; p < len(payload); {
+		n, err := wire.ParseFrame(payload[p:], &f)
+		if err != nil {
+			return false, fmt.Errorf("frame at %d: %w", p, err)
+		}
+		p += n
+		if f.AckEliciting() {
+			eliciting = true
+		}
+		switch f.Type {
+		case wire.FrameAck:
+			if f.Ack.Largest >= a.hist.nextPN() {
+				return false, fmt.Errorf("ACK of packet %d never sent (next %d)", f.Ack.Largest, a.hist.nextPN())
+			}
+		case wire.FrameStream, wire.FrameResetStream, wire.FrameMaxStreamData:
+			if err := a.checkStreamID(f.StreamID); err != nil {
+				return false, err
+			}
+		}
+	}
+	return eliciting, nil
+}
+
+func (a *Association) checkStreamID(id uint64) error {
+	if a.isLocal(id) {
+		if id >= a.nextLocalID {
+			return fmt.Errorf("stream %d: ours, never opened", id)
+		}
+		return nil
+	}
+	if id>>1 >= a.localMaxStreams {
+		return fmt.Errorf("stream %d: over the stream limit %d", id, a.localMaxStreams)
+	}
+	return nil
+}
+
+// streamFor returns the stream a frame refers to, creating a peer stream
+// on first sight; nil means the stream is already gone (late frame).
+func (a *Association) streamFor(id uint64) *stream {
+	if s, ok := a.streams[id]; ok {
+		return s
+	}
+	if a.isLocal(id) || a.peerClosed.Contains(id>>1) {
+		return nil
+	}
+	return a.newStream(id, false)
+}
+
+func (a *Association) apply(f *wire.Frame) error {
+	switch f.Type {
+	case wire.FramePadding, wire.FramePing:
+	case wire.FrameAck:
+		a.onAck(&f.Ack)
+	case wire.FrameStream:
+		return a.onStreamFrame(f)
+	case wire.FrameResetStream:
+		return a.onResetStream(f)
+	case wire.FrameMaxData:
+		if f.Max > a.connPeerMax {
+			a.connPeerMax = f.Max
+		}
+	case wire.FrameMaxStreamData:
+		s := a.streamFor(f.StreamID)
+		if s != nil && f.Max > s.peerMax {
+			s.peerMax = f.Max
+			if s.creditWait {
+				s.creditWait = false
+				a.scheduleNew(s)
+			}
+		}
+	case wire.FrameMaxStreams:
+		if f.Max > a.peerMaxStreams {
+			a.peerMaxStreams = min(f.Max, wire.MaxVarint/2)
+			a.releasePending()
+		}
+	case wire.FrameDatagram:
+		a.stats.DatagramsReceived++
+		if a.onDatagram != nil {
+			a.onDatagram(f.Data)
+		}
+	case wire.FrameClose:
+		a.closeByPeer(f.Code, string(f.Data))
+	}
+	return nil
+}
+
+// addRecvd accounts bytes up to end as received on s for connection flow
+// control.
+func (a *Association) addRecvd(s *stream, end uint64) error {
+	if end <= s.highestRecv {
+		return nil
+	}
+	a.connRecvd += end - s.highestRecv
+	s.highestRecv = end
+	if a.connRecvd > a.connRecvMax {
+		return a.protocolError("connection flow control: %d bytes received, credit %d", a.connRecvd, a.connRecvMax)
+	}
+	return nil
+}
+
+func (a *Association) onStreamFrame(f *wire.Frame) error {
+	s := a.streamFor(f.StreamID)
+	if s == nil {
+		return nil
+	}
+	end := f.Offset + uint64(len(f.Data))
+	if s.aborted() {
+		// Data in flight when the stream was reset: count it for
+		// connection credit and drop it.
+		if s.peerReset {
+			return nil
+		}
+		if end > s.highestRecv {
+			d := end - s.highestRecv
+			if err := a.addRecvd(s, end); err != nil {
+				return err
+			}
+			a.connConsumed += d
+			s.readOff = s.highestRecv
+			a.maybeConnCredit()
+		}
+		if f.Fin && !s.finKnown {
+			s.finKnown, s.finalSize = true, end
+			a.maybeFinish(s)
+		}
+		return nil
+	}
+	if end > s.recvMax {
+		return a.protocolError("stream %d flow control: data to %d, credit %d", s.id, end, s.recvMax)
+	}
+	if s.finKnown && (end > s.finalSize || f.Fin && end != s.finalSize) {
+		return a.protocolError("stream %d final size %d changed (frame ends at %d)", s.id, s.finalSize, end)
+	}
+	if f.Fin && end < s.highestRecv {
+		return a.protocolError("stream %d final size %d below data received (%d)", s.id, end, s.highestRecv)
+	}
+	if err := a.addRecvd(s, end); err != nil {
+		return err
+	}
+	if f.Fin && !s.finKnown {
+		s.finKnown, s.finalSize = true, end
+	}
+	if f.HasMeta && !s.local && !s.metaKnown {
+		s.meta = append([]byte(nil), f.Meta...)
+		s.metaKnown = true
+		a.stats.StreamsAccepted++
+		a.emit(Event{Kind: EventAccept, StreamID: s.id})
+	}
+	if s.readClosed {
+		if end > s.readOff {
+			// The application closed its end; new data cannot be
+			// delivered: reset, as TCP does.
+			a.resetStream(s, CodeStreamClosed)
+			return nil
+		}
+		a.maybeFinish(s)
+		return nil
+	}
+	if end > s.readOff && len(f.Data) > 0 {
+		start := max(f.Offset, s.readOff)
+		if !s.recvd.Covers(start, end) {
+			s.recvBuf.Write(start, f.Data[start-f.Offset:])
+			s.recvd.Add(start, end)
+		}
+	}
+	if s.readWait && s.readable() {
+		s.readWait = false
+		a.notify(s)
+	}
+	return nil
+}
+
+func (a *Association) onResetStream(f *wire.Frame) error {
+	s := a.streamFor(f.StreamID)
+	if s == nil || s.peerReset {
+		return nil
+	}
+	if f.FinalSize < s.highestRecv || s.finKnown && f.FinalSize != s.finalSize {
+		return a.protocolError("stream %d reset with final size %d (received %d)", s.id, f.FinalSize, s.highestRecv)
+	}
+	if err := a.addRecvd(s, f.FinalSize); err != nil {
+		return err
+	}
+	s.peerReset, s.peerCode = true, f.Code
+	a.abortStream(s)
+	if !s.resetSent {
+		// Answer with our own RESET_STREAM so the peer learns our final
+		// size and both sides can forget the stream.
+		s.resetSent, s.resetQueued, s.resetCode = true, true, f.Code
+		a.scheduleCtrl(s)
+	}
+	a.notify(s)
+	a.maybeFinish(s)
+	return nil
+}

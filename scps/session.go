@@ -1,0 +1,339 @@
+package scps
+
+// This file owns Session: the goroutine-safe driver of one Association. One
+// goroutine ("scps session") runs the timers and collects outgoing packets
+// into batches for Transmit; Input runs Receive on the caller's goroutine;
+// Streams block in Read and Write on channels the session signals when the
+// core reports a change. The association is guarded by one mutex that is
+// never held while calling out (Transmit, OnDatagram).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// maxBatch is how many packets one Transmit call carries at most.
+const maxBatch = 64
+
+// SessionConfig configures a Session.
+type SessionConfig struct {
+	Config
+	// Transmit is called from the session goroutine with a batch of
+	// packets; the buffers are valid only during the call.
+	Transmit func(pkts [][]byte)
+	// OnDatagram is called for each received datagram, on the goroutine
+	// that called Input; p is valid only during the call. It must not
+	// block. It may call into the Session.
+	OnDatagram func(p []byte)
+	// Logger may be nil.
+	Logger *slog.Logger
+}
+
+// Session drives one Association for concurrent users.
+type Session struct {
+	cfg SessionConfig
+	log *slog.Logger
+
+	mu         sync.Mutex
+	a          *Association
+	streams    map[uint64]*Stream
+	acceptQ    []*Stream
+	sleepUntil time.Time // when the loop's timer fires; zero = asleep without timer
+	sleeping   bool
+	closing    bool
+
+	wake     chan struct{}
+	acceptCh chan struct{}
+	done     chan struct{}
+
+	inputMu sync.Mutex
+	dgrams  [][]byte // datagrams of the packet being received (alias the packet)
+
+	bufs  [][]byte
+	batch [][]byte
+}
+
+// NewSession validates cfg, builds the association and starts the session
+// goroutine.
+func NewSession(cfg SessionConfig) (*Session, error) {
+	if cfg.Transmit == nil {
+		return nil, errors.New("scps: SessionConfig.Transmit is nil")
+	}
+	a, err := NewAssociation(cfg.Config, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Session{
+		cfg:      cfg,
+		log:      log,
+		a:        a,
+		streams:  make(map[uint64]*Stream),
+		wake:     make(chan struct{}, 1),
+		acceptCh: make(chan struct{}, 1),
+		done:     make(chan struct{}),
+		bufs:     make([][]byte, maxBatch),
+		batch:    make([][]byte, 0, maxBatch),
+	}
+	size := a.Config().MaxPacketSize
+	for i := range s.bufs {
+		s.bufs[i] = make([]byte, size)
+	}
+	a.SetDatagramHandler(func(p []byte) { s.dgrams = append(s.dgrams, p) })
+	go s.run()
+	return s, nil
+}
+
+// run is the session goroutine.
+func (s *Session) run() {
+	s.log.Debug("scps session started")
+	defer func() {
+		s.log.Debug("scps session stopped", "err", s.a.Err())
+		close(s.done)
+	}()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		s.mu.Lock()
+		now := time.Now()
+		if dl := s.a.Deadline(); !dl.IsZero() && !now.Before(dl) {
+			s.a.Tick(now)
+		}
+		batch := s.batch[:0]
+		for len(batch) < maxBatch {
+			buf := s.bufs[len(batch)]
+			n := s.a.Send(now, buf)
+			if n == 0 {
+				break
+			}
+			batch = append(batch, buf[:n])
+		}
+		s.dispatchLocked()
+		finished := s.a.Done()
+		dl := s.a.Deadline()
+		if len(batch) < maxBatch && !finished {
+			s.sleeping, s.sleepUntil = true, dl
+		}
+		s.mu.Unlock()
+
+		if len(batch) > 0 {
+			s.cfg.Transmit(batch)
+			clear(batch) // drop references to the buffers
+		}
+		if finished {
+			return
+		}
+		if len(batch) == maxBatch {
+			continue // more may be due right away
+		}
+		if !dl.IsZero() {
+			timer.Reset(time.Until(dl))
+		}
+		select {
+		case <-s.wake:
+		case <-timer.C:
+		}
+		timer.Stop()
+		s.mu.Lock()
+		s.sleeping = false
+		s.mu.Unlock()
+	}
+}
+
+// kickLocked wakes the session goroutine if the association now has
+// something to do earlier than the goroutine planned to wake up.
+func (s *Session) kickLocked() {
+	if !s.sleeping {
+		return // it will look again before sleeping
+	}
+	s.kickAtLocked(time.Now())
+}
+
+// kickAtLocked is kickLocked with the time already read.
+func (s *Session) kickAtLocked(now time.Time) {
+	if !s.sleeping {
+		return
+	}
+	s.a.setNow(now)
+	if !s.a.sendReady() {
+		dl := s.a.Deadline()
+		if dl.IsZero() || (!s.sleepUntil.IsZero() && !dl.Before(s.sleepUntil)) {
+			return
+		}
+	}
+	s.sleeping = false
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// dispatchLocked hands the association's events to streams and the accept
+// queue.
+func (s *Session) dispatchLocked() {
+	for {
+		ev, ok := s.a.PollEvent()
+		if !ok {
+			return
+		}
+		switch ev.Kind {
+		case EventAccept:
+			st := newSessionStream(s, ev.StreamID, append([]byte(nil), s.a.StreamMeta(ev.StreamID)...))
+			s.streams[ev.StreamID] = st
+			s.acceptQ = append(s.acceptQ, st)
+			signal(s.acceptCh)
+		case EventStream:
+			if st, ok := s.streams[ev.StreamID]; ok {
+				st.signal()
+			}
+		case EventStreamClosed:
+			if st, ok := s.streams[ev.StreamID]; ok {
+				st.gone, st.goneErr = true, ev.Err
+				delete(s.streams, ev.StreamID)
+				st.signal()
+			}
+		case EventClosed:
+			s.log.Debug("scps association closed", "err", ev.Err)
+			signal(s.acceptCh)
+		}
+	}
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// Input hands the session a packet received from the peer. It may be
+// called from any goroutine; pkt may be reused after it returns.
+func (s *Session) Input(pkt []byte) {
+	s.inputMu.Lock()
+	defer s.inputMu.Unlock()
+	s.mu.Lock()
+	now := time.Now()
+	err := s.a.Receive(now, pkt)
+	s.dispatchLocked()
+	s.kickAtLocked(now)
+	if s.a.Done() {
+		s.sleeping = false
+		signal(s.wake)
+	}
+	s.mu.Unlock()
+	if err != nil {
+		s.log.Debug("scps packet rejected", "err", err)
+	}
+	for i, p := range s.dgrams {
+		if s.cfg.OnDatagram != nil {
+			s.cfg.OnDatagram(p)
+		}
+		s.dgrams[i] = nil
+	}
+	s.dgrams = s.dgrams[:0]
+}
+
+// OpenStream opens a stream whose first frame carries meta. It never waits
+// for the network.
+func (s *Session) OpenStream(meta []byte) (*Stream, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, err := s.a.OpenStream(meta)
+	if err != nil {
+		return nil, fmt.Errorf("scps: open stream: %w", err)
+	}
+	st := newSessionStream(s, id, append([]byte(nil), meta...))
+	s.streams[id] = st
+	s.kickLocked()
+	return st, nil
+}
+
+// AcceptStream waits for a stream opened by the peer.
+func (s *Session) AcceptStream(ctx context.Context) (*Stream, error) {
+	for {
+		s.mu.Lock()
+		if len(s.acceptQ) > 0 {
+			st := s.acceptQ[0]
+			s.acceptQ[0] = nil
+			s.acceptQ = s.acceptQ[1:]
+			if len(s.acceptQ) > 0 {
+				signal(s.acceptCh)
+			}
+			s.mu.Unlock()
+			return st, nil
+		}
+		if s.a.Closed() {
+			err := s.a.Err()
+			s.mu.Unlock()
+			return nil, err
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.acceptCh:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-s.done:
+		}
+	}
+}
+
+// SendDatagram queues p for unreliable delivery; it never blocks. Over
+// budget it drops p, counts it and returns ErrDatagramDropped.
+func (s *Session) SendDatagram(p []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// The association's clock only moves when it is driven; a datagram
+	// queued after an idle spell must be stamped with the real time, or it
+	// looks too old to send.
+	s.a.setNow(time.Now())
+	err := s.a.SendDatagram(p)
+	if err == nil {
+		s.kickLocked()
+	}
+	return err
+}
+
+// MaxDatagramSize is the largest payload SendDatagram accepts.
+func (s *Session) MaxDatagramSize() int { return s.a.MaxDatagramSize() }
+
+// Stats returns the association's counters.
+func (s *Session) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.a.Stats()
+}
+
+// Err is why the session ended (nil while it runs).
+func (s *Session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.a.Err()
+}
+
+// Close resets every stream (the peer's streams fail with a ResetError),
+// sends CLOSE, stops the session goroutine and unblocks every waiter. It
+// returns once the goroutine has stopped.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	if !s.closing {
+		s.closing = true
+		s.a.Close(CodeNoError, "session closed")
+		s.dispatchLocked()
+	}
+	s.sleeping = false
+	signal(s.wake)
+	s.mu.Unlock()
+	<-s.done
+	return nil
+}
+
+// Done is closed when the session has ended (closed locally, by the peer,
+// by idle timeout or protocol error).
+func (s *Session) Done() <-chan struct{} { return s.done }

@@ -1,0 +1,286 @@
+package scps
+
+// This file owns Stream, the blocking, net.Conn-like view of one stream of
+// a Session, and the deadline helper behind its Set*Deadline methods.
+
+import (
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Stream is one reliable, ordered byte stream of a Session. It implements
+// net.Conn; all methods are safe for concurrent use.
+type Stream struct {
+	s       *Session
+	id      uint64
+	meta    []byte
+	readCh  chan struct{}
+	writeCh chan struct{}
+	rdl     deadline
+	wdl     deadline
+
+	// Guarded by s.mu.
+	gone        bool  // left the association's table
+	goneErr     error // why: nil = finished normally
+	localClosed bool  // Close or Reset was called
+}
+
+func newSessionStream(s *Session, id uint64, meta []byte) *Stream {
+	return &Stream{
+		s:       s,
+		id:      id,
+		meta:    meta,
+		readCh:  make(chan struct{}, 1),
+		writeCh: make(chan struct{}, 1),
+		rdl:     newDeadline(),
+		wdl:     newDeadline(),
+	}
+}
+
+func (st *Stream) signal() {
+	signal(st.readCh)
+	signal(st.writeCh)
+}
+
+// settle marks the stream gone after the session ended, in case no event
+// did.
+func (st *Stream) settle() {
+	s := st.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dispatchLocked()
+	if !st.gone {
+		st.gone, st.goneErr = true, s.a.Err()
+		if st.goneErr == nil {
+			st.goneErr = ErrClosed
+		}
+	}
+}
+
+// ID is the stream id.
+func (st *Stream) ID() uint64 { return st.id }
+
+// Meta is the metadata the opener attached.
+func (st *Stream) Meta() []byte { return st.meta }
+
+// goneErrLocked is the error of operations after the stream left the
+// table.
+func (st *Stream) goneErrLocked(write bool) error {
+	switch {
+	case st.localClosed:
+		return ErrStreamClosed
+	case st.goneErr != nil:
+		return st.goneErr
+	case write:
+		return ErrWriteClosed
+	}
+	return io.EOF
+}
+
+// Read reads received data; io.EOF after the peer's FIN, a *ResetError
+// after the peer's reset.
+func (st *Stream) Read(p []byte) (int, error) {
+	s := st.s
+	for {
+		s.mu.Lock()
+		if st.gone {
+			err := st.goneErrLocked(false)
+			s.mu.Unlock()
+			return 0, err
+		}
+		if len(p) == 0 {
+			s.mu.Unlock()
+			return 0, nil
+		}
+		n, err := s.a.StreamRead(st.id, p)
+		if n > 0 {
+			s.kickLocked() // credit may be due
+		}
+		s.dispatchLocked()
+		if errors.Is(err, ErrUnknownStream) && st.gone {
+			err = st.goneErrLocked(false)
+		}
+		s.mu.Unlock()
+		if n > 0 || err != nil {
+			return n, err
+		}
+		select {
+		case <-st.readCh:
+		case <-st.rdl.wait():
+			return 0, ErrTimeout
+		case <-s.done:
+			st.settle()
+		}
+	}
+}
+
+// Write writes all of p, blocking while the stream's send buffer is full
+// (backpressure toward the local sender).
+func (st *Stream) Write(p []byte) (int, error) {
+	s := st.s
+	written := 0
+	for {
+		s.mu.Lock()
+		if st.gone {
+			err := st.goneErrLocked(true)
+			s.mu.Unlock()
+			return written, err
+		}
+		n, err := s.a.StreamWrite(st.id, p[written:])
+		written += n
+		if n > 0 {
+			s.kickLocked()
+		}
+		s.dispatchLocked()
+		if errors.Is(err, ErrUnknownStream) && st.gone {
+			err = st.goneErrLocked(true)
+		}
+		s.mu.Unlock()
+		if err != nil || written == len(p) {
+			return written, err
+		}
+		select {
+		case <-st.writeCh:
+		case <-st.wdl.wait():
+			return written, ErrTimeout
+		case <-s.done:
+			st.settle()
+		}
+	}
+}
+
+// CloseWrite sends FIN after the data written so far; the peer reads EOF.
+func (st *Stream) CloseWrite() error {
+	s := st.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st.gone {
+		if st.goneErr != nil {
+			return st.goneErr
+		}
+		return nil
+	}
+	err := s.a.StreamCloseWrite(st.id)
+	s.kickLocked()
+	s.dispatchLocked()
+	if errors.Is(err, ErrUnknownStream) && st.gone {
+		err = st.goneErr
+	}
+	return err
+}
+
+// Close ends the stream for this side: CloseWrite, then stop reading. If
+// unread data is waiting (or arrives later) the stream is reset instead.
+// Blocked Reads and Writes return ErrStreamClosed.
+func (st *Stream) Close() error {
+	s := st.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st.localClosed {
+		return nil
+	}
+	st.localClosed = true
+	if !st.gone {
+		_ = s.a.StreamClose(st.id)
+		s.dispatchLocked()
+		s.kickLocked()
+	}
+	st.signal()
+	return nil
+}
+
+// Reset aborts the stream both ways: the peer's Read and Write fail with a
+// *ResetError carrying code.
+func (st *Stream) Reset(code uint64) {
+	s := st.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st.localClosed = true
+	if !st.gone {
+		_ = s.a.StreamReset(st.id, code)
+		s.dispatchLocked()
+		s.kickLocked()
+	}
+	st.signal()
+}
+
+// SetDeadline sets both deadlines.
+func (st *Stream) SetDeadline(t time.Time) error {
+	st.rdl.set(t)
+	st.wdl.set(t)
+	return nil
+}
+
+// SetReadDeadline makes blocked and future Reads fail with ErrTimeout after
+// t; zero disables it.
+func (st *Stream) SetReadDeadline(t time.Time) error { st.rdl.set(t); return nil }
+
+// SetWriteDeadline makes blocked and future Writes fail with ErrTimeout
+// after t; zero disables it.
+func (st *Stream) SetWriteDeadline(t time.Time) error { st.wdl.set(t); return nil }
+
+// StreamAddr is the net.Addr of a stream: its id.
+type StreamAddr uint64
+
+// Network implements net.Addr.
+func (StreamAddr) Network() string { return "scps" }
+
+func (a StreamAddr) String() string { return "stream/" + strconv.FormatUint(uint64(a), 10) }
+
+// LocalAddr implements net.Conn.
+func (st *Stream) LocalAddr() net.Addr { return StreamAddr(st.id) }
+
+// RemoteAddr implements net.Conn.
+func (st *Stream) RemoteAddr() net.Addr { return StreamAddr(st.id) }
+
+var _ net.Conn = (*Stream)(nil)
+
+// deadline is a channel closed when a settable time passes (the pattern of
+// net.Pipe): waiters select on wait().
+type deadline struct {
+	mu    sync.Mutex
+	timer *time.Timer
+	ch    chan struct{}
+}
+
+func newDeadline() deadline { return deadline{ch: make(chan struct{})} }
+
+func (d *deadline) set(t time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.timer != nil {
+		d.timer.Stop()
+		d.timer = nil
+	}
+	select {
+	case <-d.ch:
+		d.ch = make(chan struct{}) // expired before: re-arm
+	default:
+	}
+	if t.IsZero() {
+		return
+	}
+	dur := time.Until(t)
+	if dur <= 0 {
+		close(d.ch)
+		return
+	}
+	ch := d.ch
+	d.timer = time.AfterFunc(dur, func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.ch == ch {
+			close(ch)
+		}
+	})
+}
+
+func (d *deadline) wait() <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.ch
+}

@@ -1,0 +1,422 @@
+package scps
+
+// This file tests Session with real goroutines over in-memory packet pipes:
+// streams, metadata, half-close, reset, Close unblocking every waiter,
+// deadlines, datagrams, and goroutine leaks.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+)
+
+// pipe carries packets from one session to another on its own goroutine,
+// dropping a fraction (seeded) and dropping when its queue is full, like a
+// network would.
+type pipe struct {
+	ch   chan []byte
+	loss float64
+	rng  *rand.Rand
+	mu   sync.Mutex
+	to   *Session
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+func newPipe(loss float64, seed uint64) *pipe {
+	return &pipe{ch: make(chan []byte, 4096), loss: loss, rng: rand.New(rand.NewPCG(seed, 1)), done: make(chan struct{})}
+}
+
+func (p *pipe) transmit(pkts [][]byte) {
+	for _, b := range pkts {
+		p.mu.Lock()
+		drop := p.loss > 0 && p.rng.Float64() < p.loss
+		p.mu.Unlock()
+		if drop {
+			continue
+		}
+		select {
+		case p.ch <- append([]byte(nil), b...):
+		default: // queue full: dropped
+		}
+	}
+}
+
+func (p *pipe) start(to *Session) {
+	p.to = to
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			select {
+			case b := <-p.ch:
+				p.to.Input(b)
+			case <-p.done:
+				return
+			}
+		}
+	}()
+}
+
+func (p *pipe) stop() { close(p.done); p.wg.Wait() }
+
+// sessionPair connects two sessions through lossy pipes.
+func sessionPair(t testing.TB, loss float64, mod func(*Config)) (a, b *Session, cleanup func()) {
+	t.Helper()
+	pab, pba := newPipe(loss, 1), newPipe(loss, 2)
+	cfg := DefaultConfig()
+	cfg.InitialRTT = 10 * time.Millisecond
+	cfg.MinRTO = 20 * time.Millisecond
+	if mod != nil {
+		mod(&cfg)
+	}
+	ca, cb := cfg, cfg
+	ca.EvenStreams = true
+	var err error
+	a, err = NewSession(SessionConfig{Config: ca, Transmit: pab.transmit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err = NewSession(SessionConfig{Config: cb, Transmit: pba.transmit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pab.start(b)
+	pba.start(a)
+	return a, b, func() {
+		a.Close()
+		b.Close()
+		pab.stop()
+		pba.stop()
+	}
+}
+
+// checkGoroutines fails if goroutines started during the test are still
+// running shortly after it.
+func checkGoroutines(t *testing.T) func() {
+	before := runtime.NumGoroutine()
+	return func() {
+		deadline := time.Now().Add(2 * time.Second)
+		for {
+			n := runtime.NumGoroutine()
+			if n <= before {
+				return
+			}
+			if time.Now().After(deadline) {
+				buf := make([]byte, 1<<20)
+				buf = buf[:runtime.Stack(buf, true)]
+				t.Fatalf("%d goroutines before, %d after:\n%s", before, n, buf)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+func payload(n int, seed uint64) []byte {
+	b := make([]byte, n)
+	r := rand.New(rand.NewPCG(seed, 7))
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+func TestSessionEcho(t *testing.T) {
+	for _, loss := range []float64{0, 0.02} {
+		t.Run(fmt.Sprint(loss), func(t *testing.T) {
+			defer checkGoroutines(t)()
+			a, b, cleanup := sessionPair(t, loss, nil)
+			defer cleanup()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			// b echoes every stream back.
+			var srv sync.WaitGroup
+			srv.Add(1)
+			go func() {
+				defer srv.Done()
+				for {
+					st, err := b.AcceptStream(ctx)
+					if err != nil {
+						return
+					}
+					srv.Add(1)
+					go func() {
+						defer srv.Done()
+						if _, err := io.Copy(st, st); err != nil {
+							t.Errorf("echo %d: %v", st.ID(), err)
+						}
+						st.CloseWrite()
+						st.Close()
+					}()
+				}
+			}()
+			var wg sync.WaitGroup
+			for i := 0; i < 16; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					size := []int{0, 1, 1000, 100_000, 1 << 20}[i%5]
+					data := payload(size, uint64(i))
+					meta := []byte(fmt.Sprintf("client-%d", i))
+					st, err := a.OpenStream(meta)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					go func() {
+						st.Write(data)
+						st.CloseWrite()
+					}()
+					got, err := io.ReadAll(st)
+					if err != nil || !bytes.Equal(got, data) {
+						t.Errorf("stream %d: %d bytes back (want %d), err %v", st.ID(), len(got), len(data), err)
+					}
+					st.Close()
+				}()
+			}
+			wg.Wait()
+			cancel()
+			srv.Wait()
+			// Both tables drain.
+			deadline := time.Now().Add(5 * time.Second)
+			for a.Stats().StreamsOpen+b.Stats().StreamsOpen > 0 && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			if n, m := a.Stats().StreamsOpen, b.Stats().StreamsOpen; n+m > 0 {
+				t.Errorf("streams left: %d / %d", n, m)
+			}
+		})
+	}
+}
+
+func TestSessionMetaAndHalfClose(t *testing.T) {
+	defer checkGoroutines(t)()
+	a, b, cleanup := sessionPair(t, 0, nil)
+	defer cleanup()
+	st, err := a.OpenStream([]byte("tcp 10.1.0.7:5555 10.2.0.5:80"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Opening needs no data: the peer sees the stream at once.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ps, err := b.AcceptStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(ps.Meta()) != "tcp 10.1.0.7:5555 10.2.0.5:80" || ps.ID() != st.ID() {
+		t.Fatalf("meta %q id %d", ps.Meta(), ps.ID())
+	}
+	st.Write([]byte("GET /"))
+	st.CloseWrite()
+	req, err := io.ReadAll(ps)
+	if err != nil || string(req) != "GET /" {
+		t.Fatalf("request %q %v", req, err)
+	}
+	ps.Write([]byte("200 OK"))
+	ps.Close()
+	resp, err := io.ReadAll(st)
+	if err != nil || string(resp) != "200 OK" {
+		t.Fatalf("response %q %v", resp, err)
+	}
+	if _, err := st.Write([]byte("x")); !errors.Is(err, ErrWriteClosed) {
+		t.Errorf("write after CloseWrite: %v", err)
+	}
+	st.Close()
+	if _, err := st.Read(make([]byte, 1)); !errors.Is(err, ErrStreamClosed) {
+		t.Errorf("read after Close: %v", err)
+	}
+}
+
+func TestSessionReset(t *testing.T) {
+	defer checkGoroutines(t)()
+	a, b, cleanup := sessionPair(t, 0, nil)
+	defer cleanup()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, _ := a.OpenStream(nil)
+	st.Write([]byte("hello"))
+	ps, err := b.AcceptStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 5)
+	if _, err := io.ReadFull(ps, buf); err != nil {
+		t.Fatal(err)
+	}
+	readErr := make(chan error, 1)
+	go func() {
+		_, err := ps.Read(buf)
+		readErr <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	st.Reset(99)
+	var re *ResetError
+	select {
+	case err := <-readErr:
+		if !errors.As(err, &re) || re.Code != 99 {
+			t.Fatalf("blocked Read returned %v, want ResetError{99}", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("blocked Read not released by the peer's reset")
+	}
+	if _, err := ps.Write([]byte("x")); !errors.As(err, &re) || re.Code != 99 {
+		t.Errorf("Write after peer reset: %v", err)
+	}
+	if _, err := st.Write([]byte("x")); !errors.Is(err, ErrStreamClosed) {
+		t.Errorf("Write after own reset: %v", err)
+	}
+	ps.Close()
+}
+
+func TestSessionCloseUnblocksEverything(t *testing.T) {
+	defer checkGoroutines(t)()
+	a, b, cleanup := sessionPair(t, 0, func(c *Config) {
+		c.SendBuffer = 64 << 10
+	})
+	defer cleanup()
+	ctx := context.Background()
+	wst, _ := a.OpenStream([]byte("writer"))
+	rst, _ := a.OpenStream([]byte("reader"))
+	for i := 0; i < 2; i++ {
+		if _, err := b.AcceptStream(ctx); err != nil { // accepted, never read
+			t.Fatal(err)
+		}
+	}
+	errs := make(chan error, 4)
+	go func() { // blocks: the peer never reads, buffers fill
+		_, err := wst.Write(make([]byte, 8<<20))
+		errs <- err
+	}()
+	go func() { // blocks: nothing arrives
+		_, err := rst.Read(make([]byte, 10))
+		errs <- err
+	}()
+	go func() { // blocks: nobody opens
+		_, err := a.AcceptStream(ctx)
+		errs <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	peerStream, _ := b.OpenStream(nil)
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		select {
+		case err := <-errs:
+			if err == nil {
+				t.Errorf("blocked call returned nil error")
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("Close did not unblock a waiter")
+		}
+	}
+	select {
+	case <-a.Done():
+	default:
+		t.Fatal("Done not closed after Close")
+	}
+	// The peer learns: its association closes and its streams are reset.
+	select {
+	case <-b.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("peer did not see the close")
+	}
+	var pc *PeerClosedError
+	if !errors.As(b.Err(), &pc) {
+		t.Errorf("peer error %v", b.Err())
+	}
+	if _, err := peerStream.Write([]byte("x")); err == nil {
+		t.Errorf("peer stream still writable")
+	}
+	if _, err := a.OpenStream(nil); err == nil {
+		t.Errorf("OpenStream after Close succeeded")
+	}
+}
+
+func TestSessionDeadlines(t *testing.T) {
+	defer checkGoroutines(t)()
+	a, _, cleanup := sessionPair(t, 0, nil)
+	defer cleanup()
+	st, _ := a.OpenStream(nil)
+	st.SetReadDeadline(time.Now().Add(30 * time.Millisecond))
+	start := time.Now()
+	_, err := st.Read(make([]byte, 1))
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("Read: %v", err)
+	}
+	if d := time.Since(start); d < 25*time.Millisecond || d > 2*time.Second {
+		t.Errorf("timeout after %v", d)
+	}
+	// Clearing the deadline re-arms reads.
+	st.SetReadDeadline(time.Time{})
+	done := make(chan error, 1)
+	go func() { _, err := st.Read(make([]byte, 1)); done <- err }()
+	select {
+	case err := <-done:
+		t.Fatalf("Read returned %v with no deadline", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	st.SetReadDeadline(time.Now()) // already passed: releases the waiter
+	if err := <-done; !errors.Is(err, ErrTimeout) {
+		t.Fatalf("Read: %v", err)
+	}
+	st.Close()
+}
+
+func TestSessionDatagrams(t *testing.T) {
+	defer checkGoroutines(t)()
+	var mu sync.Mutex
+	var got []string
+	pab, pba := newPipe(0, 1), newPipe(0, 2)
+	cfg := DefaultConfig()
+	cfg.EvenStreams = true
+	a, err := NewSession(SessionConfig{Config: cfg, Transmit: pab.transmit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.EvenStreams = false
+	b, err := NewSession(SessionConfig{Config: cfg, Transmit: pba.transmit, OnDatagram: func(p []byte) {
+		mu.Lock()
+		got = append(got, string(p))
+		mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pab.start(b)
+	pba.start(a)
+	defer func() { a.Close(); b.Close(); pab.stop(); pba.stop() }()
+	for i := 0; i < 10; i++ {
+		if err := a.SendDatagram([]byte(fmt.Sprintf("dgram-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n == 10 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 10 || got[0] != "dgram-0" {
+		t.Fatalf("got %q", got)
+	}
+	if err := a.SendDatagram(make([]byte, a.MaxDatagramSize()+1)); !errors.Is(err, ErrDatagramTooLarge) {
+		t.Errorf("oversize: %v", err)
+	}
+}

@@ -1,0 +1,477 @@
+package scps
+
+// This file owns the deterministic test harness: a simulated link between
+// two Associations driven event by event under a virtual clock (no
+// sleeping), with per-direction rate, delay, a drop-tail queue, random and
+// burst loss, duplication and reordering, plus an application model that
+// writes patterned bytes on many streams and checks that every byte
+// arrives exactly once and in order.
+
+import (
+	"container/heap"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+var simEpoch = time.Unix(1_700_000_000, 0)
+
+// linkParams describes one direction of the simulated link.
+type linkParams struct {
+	Rate       float64       // bit/s; 0 = unlimited
+	Delay      time.Duration // one-way propagation delay
+	QueueBytes int           // drop-tail limit of the bottleneck queue; 0 = unlimited
+	Loss       float64       // random loss probability
+	// Burst loss (Gilbert-Elliott): enter the bad state with BurstEnter
+	// per packet, leave with BurstLeave; every packet in it is lost.
+	BurstEnter, BurstLeave float64
+	Dup                    float64       // duplication probability
+	Reorder                float64       // probability of an extra delay
+	ReorderDelay           time.Duration // the extra delay
+	Overhead               int           // bytes counted per packet for the rate
+	Down                   bool          // drop everything
+}
+
+type simDir struct {
+	p         linkParams
+	busyUntil time.Duration
+	bad       bool
+	sent      uint64
+	dropped   uint64
+	queueDrop uint64
+	bytes     uint64
+}
+
+type delivery struct {
+	at   time.Duration
+	seq  uint64
+	to   int
+	data []byte
+}
+
+type deliveryHeap []delivery
+
+func (h deliveryHeap) Len() int { return len(h) }
+func (h deliveryHeap) Less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	return h[i].seq < h[j].seq
+}
+func (h deliveryHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *deliveryHeap) Push(x any)   { *h = append(*h, x.(delivery)) }
+func (h *deliveryHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// sim connects two associations.
+type sim struct {
+	t     testing.TB
+	now   time.Duration
+	a     [2]*Association
+	dir   [2]*simDir // dir[i] carries packets sent by a[i]
+	q     deliveryHeap
+	seq   uint64
+	rng   *rand.Rand
+	buf   []byte
+	apps  [2]*simApp
+	steps int
+	// observe, if set, sees every packet handed to the link; returning
+	// true drops it.
+	observe func(from int, pkt []byte) (drop bool)
+	pool    [][]byte
+}
+
+func newSim(t testing.TB, seed uint64, cfgA, cfgB Config, ab, ba linkParams) *sim {
+	t.Helper()
+	s := &sim{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), buf: make([]byte, 65536)}
+	cfgA.EvenStreams, cfgB.EvenStreams = true, false
+	for i, c := range []Config{cfgA, cfgB} {
+		a, err := NewAssociation(c, simEpoch)
+		if err != nil {
+			t.Fatalf("NewAssociation: %v", err)
+		}
+		s.a[i] = a
+	}
+	s.dir[0] = &simDir{p: ab}
+	s.dir[1] = &simDir{p: ba}
+	return s
+}
+
+func (s *sim) clock() time.Time { return simEpoch.Add(s.now) }
+
+func (s *sim) getBuf(n int) []byte {
+	if k := len(s.pool); k > 0 {
+		b := s.pool[k-1]
+		s.pool = s.pool[:k-1]
+		if cap(b) >= n {
+			return b[:n]
+		}
+	}
+	return make([]byte, n, max(n, 2048))
+}
+
+// transmit puts a packet sent by side from on the link.
+func (s *sim) transmit(from int, pkt []byte) {
+	d := s.dir[from]
+	d.sent++
+	d.bytes += uint64(len(pkt))
+	if s.observe != nil && s.observe(from, pkt) {
+		d.dropped++
+		return
+	}
+	if d.p.Down {
+		d.dropped++
+		return
+	}
+	at := s.now
+	if d.p.Rate > 0 {
+		start := max(s.now, d.busyUntil)
+		if d.p.QueueBytes > 0 {
+			queued := float64(start-s.now) / float64(time.Second) * d.p.Rate / 8
+			if queued+float64(len(pkt)) > float64(d.p.QueueBytes) {
+				d.queueDrop++
+				return
+			}
+		}
+		tx := time.Duration(float64(len(pkt)+d.p.Overhead) * 8 / d.p.Rate * float64(time.Second))
+		d.busyUntil = start + tx
+		at = d.busyUntil
+	}
+	// Loss on the link (after the queue): random and burst.
+	if d.p.BurstEnter > 0 {
+		if d.bad {
+			if s.rng.Float64() < d.p.BurstLeave {
+				d.bad = false
+			}
+		} else if s.rng.Float64() < d.p.BurstEnter {
+			d.bad = true
+		}
+		if d.bad {
+			d.dropped++
+			return
+		}
+	}
+	if d.p.Loss > 0 && s.rng.Float64() < d.p.Loss {
+		d.dropped++
+		return
+	}
+	at += d.p.Delay
+	if d.p.Reorder > 0 && s.rng.Float64() < d.p.Reorder {
+		at += d.p.ReorderDelay
+	}
+	copies := 1
+	if d.p.Dup > 0 && s.rng.Float64() < d.p.Dup {
+		copies = 2
+	}
+	for i := 0; i < copies; i++ {
+		b := s.getBuf(len(pkt))
+		copy(b, pkt)
+		s.seq++
+		heap.Push(&s.q, delivery{at: at + time.Duration(i)*time.Microsecond, seq: s.seq, to: 1 - from, data: b})
+	}
+}
+
+// flush lets both sides send everything due now.
+func (s *sim) flush() {
+	for i := 0; i < 2; i++ {
+		for {
+			n := s.a[i].Send(s.clock(), s.buf)
+			if n == 0 {
+				break
+			}
+			s.transmit(i, s.buf[:n])
+		}
+	}
+}
+
+// pump delivers application events on both sides.
+func (s *sim) pump() {
+	for i := 0; i < 2; i++ {
+		if s.apps[i] != nil {
+			s.apps[i].pump()
+		}
+	}
+}
+
+// step advances to the next event and processes it. It returns false when
+// nothing at all is scheduled.
+func (s *sim) step() bool {
+	s.pump()
+	s.flush()
+	s.pump()
+	next := time.Duration(-1)
+	if len(s.q) > 0 {
+		next = s.q[0].at
+	}
+	for i := 0; i < 2; i++ {
+		if d := s.a[i].Deadline(); !d.IsZero() {
+			if t := d.Sub(simEpoch); next < 0 || t < next {
+				next = t
+			}
+		}
+	}
+	if next < 0 {
+		return false
+	}
+	if next < s.now {
+		next = s.now
+	}
+	if next == s.now {
+		s.steps++
+		if s.steps > 10000 {
+			s.t.Fatalf("simulation spins at %v (deadlines %v / %v)", s.now, s.a[0].Deadline().Sub(simEpoch), s.a[1].Deadline().Sub(simEpoch))
+		}
+	} else {
+		s.steps = 0
+	}
+	s.now = next
+	for len(s.q) > 0 && s.q[0].at <= s.now {
+		d := heap.Pop(&s.q).(delivery)
+		_ = s.a[d.to].Receive(s.clock(), d.data)
+		s.pool = append(s.pool, d.data)
+	}
+	for i := 0; i < 2; i++ {
+		if d := s.a[i].Deadline(); !d.IsZero() && !d.After(s.clock()) {
+			s.a[i].Tick(s.clock())
+		}
+	}
+	return true
+}
+
+// runUntil steps until cond holds or the virtual time limit passes.
+func (s *sim) runUntil(limit time.Duration, cond func() bool) bool {
+	for s.now < limit {
+		if cond() {
+			return true
+		}
+		if !s.step() {
+			return cond()
+		}
+	}
+	return cond()
+}
+
+// pattern is the content of byte off of a stream direction: a long
+// non-repeating-looking sequence, so misplaced or duplicated bytes show.
+var pattern = func() []byte {
+	p := make([]byte, 65521) // prime length
+	x := uint32(2463534242)
+	for i := range p {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		p[i] = byte(x)
+	}
+	return p
+}()
+
+func patternAt(id uint64, dir int, off uint64) int {
+	return int((off + id*977 + uint64(dir)*31337) % uint64(len(pattern)))
+}
+
+func fillPattern(b []byte, id uint64, dir int, off uint64) {
+	i := patternAt(id, dir, off)
+	for n := 0; n < len(b); {
+		c := copy(b[n:], pattern[i:])
+		n += c
+		i = 0
+	}
+}
+
+func checkPattern(b []byte, id uint64, dir int, off uint64) int {
+	i := patternAt(id, dir, off)
+	for k := range b {
+		if b[k] != pattern[i] {
+			return k
+		}
+		i++
+		if i == len(pattern) {
+			i = 0
+		}
+	}
+	return -1
+}
+
+// appStream is one stream as the application model sees it.
+type appStream struct {
+	id         uint64
+	toSend     uint64 // bytes to write
+	written    uint64
+	finWritten bool
+	received   uint64
+	expect     int64 // bytes expected from the peer; -1 = unknown
+	eof        bool
+	closed     bool
+	closeErr   error
+	resetErr   error
+	stallRead  bool // do not read (flow-control tests)
+	resetAfter int64
+	// replyAfterEOF: bytes to send once the peer's data is all read
+	// (request/response over a half-closed stream).
+	replyAfterEOF uint64
+	eofAt         time.Duration
+}
+
+// simApp drives one side's streams.
+type simApp struct {
+	t        testing.TB
+	side     int // 0 or 1: pattern direction of what this side writes
+	a        *Association
+	streams  map[uint64]*appStream
+	accepted int
+	// onAccept decides what to send back on a peer stream.
+	onAccept func(id uint64, meta []byte) *appStream
+	closedAt error
+	buf      []byte
+	dgrams   int
+	events   int
+	now      func() time.Duration
+}
+
+func newSimApp(t testing.TB, side int, a *Association) *simApp {
+	return &simApp{t: t, side: side, a: a, streams: map[uint64]*appStream{}, buf: make([]byte, 64<<10)}
+}
+
+func (p *simApp) open(meta string, toSend uint64, expect int64) *appStream {
+	return p.openWith(meta, &appStream{toSend: toSend, expect: expect, resetAfter: -1})
+}
+
+func (p *simApp) openWith(meta string, st *appStream) *appStream {
+	id, err := p.a.OpenStream([]byte(meta))
+	if err != nil {
+		p.t.Fatalf("side %d OpenStream: %v", p.side, err)
+	}
+	st.id = id
+	p.streams[id] = st
+	p.service(st)
+	return st
+}
+
+func (p *simApp) pump() {
+	for {
+		ev, ok := p.a.PollEvent()
+		if !ok {
+			return
+		}
+		p.events++
+		switch ev.Kind {
+		case EventAccept:
+			meta := p.a.StreamMeta(ev.StreamID)
+			want := fmt.Sprintf("stream-%d", ev.StreamID)
+			if string(meta) != want {
+				p.t.Errorf("side %d: stream %d meta %q, want %q", p.side, ev.StreamID, meta, want)
+			}
+			st := &appStream{id: ev.StreamID, expect: -1, resetAfter: -1}
+			if p.onAccept != nil {
+				if s2 := p.onAccept(ev.StreamID, meta); s2 != nil {
+					st = s2
+					st.id = ev.StreamID
+				}
+			}
+			p.accepted++
+			p.streams[ev.StreamID] = st
+			p.service(st)
+		case EventStream:
+			if st, ok := p.streams[ev.StreamID]; ok {
+				p.service(st)
+			}
+		case EventStreamClosed:
+			if st, ok := p.streams[ev.StreamID]; ok {
+				st.closed = true
+				st.closeErr = ev.Err
+			}
+		case EventClosed:
+			p.closedAt = ev.Err
+		}
+	}
+}
+
+// service writes and reads what it can on st.
+func (p *simApp) service(st *appStream) {
+	if st.closed || st.resetErr != nil {
+		return
+	}
+	for st.written < st.toSend {
+		if st.resetAfter >= 0 && st.written >= uint64(st.resetAfter) {
+			if err := p.a.StreamReset(st.id, 42); err != nil {
+				p.t.Errorf("side %d reset %d: %v", p.side, st.id, err)
+			}
+			st.resetErr = ErrStreamClosed
+			return
+		}
+		n := min(uint64(len(p.buf)), st.toSend-st.written)
+		b := p.buf[:n]
+		fillPattern(b, st.id, p.side, st.written)
+		w, err := p.a.StreamWrite(st.id, b)
+		if err != nil {
+			st.resetErr = err
+			return
+		}
+		st.written += uint64(w)
+		if w < len(b) {
+			break
+		}
+	}
+	if st.written == st.toSend && !st.finWritten && (st.replyAfterEOF == 0 || st.eof) {
+		if err := p.a.StreamCloseWrite(st.id); err != nil {
+			st.resetErr = err
+			return
+		}
+		st.finWritten = true
+	}
+	if st.stallRead {
+		return
+	}
+	for !st.eof {
+		n, err := p.a.StreamRead(st.id, p.buf)
+		if n > 0 {
+			if k := checkPattern(p.buf[:n], st.id, 1-p.side, st.received); k >= 0 {
+				p.t.Fatalf("side %d stream %d: wrong byte at offset %d", p.side, st.id, st.received+uint64(k))
+			}
+			st.received += uint64(n)
+		}
+		if err == io.EOF {
+			st.eof = true
+			st.eofAt = p.now()
+			if st.expect >= 0 && st.received != uint64(st.expect) {
+				p.t.Errorf("side %d stream %d: EOF after %d bytes, want %d", p.side, st.id, st.received, st.expect)
+			}
+			if st.replyAfterEOF > 0 && st.toSend == 0 {
+				st.toSend = st.replyAfterEOF
+				p.service(st)
+			}
+			break
+		}
+		if err != nil {
+			st.resetErr = err
+			return
+		}
+		if n == 0 {
+			break
+		}
+	}
+}
+
+// done reports whether every stream finished both ways and left the table.
+func (p *simApp) done() bool {
+	for _, st := range p.streams {
+		if !st.closed {
+			return false
+		}
+	}
+	return true
+}
+
+// attach creates the application models on both sides.
+func (s *sim) attach() {
+	for i := 0; i < 2; i++ {
+		s.apps[i] = newSimApp(s.t, i, s.a[i])
+		s.apps[i].now = func() time.Duration { return s.now }
+	}
+}

@@ -1,0 +1,45 @@
+package scps
+
+// This file owns Stats, the counters and gauges of one association.
+
+import "time"
+
+// Stats is a snapshot of an association's counters and state.
+type Stats struct {
+	PacketsSent        uint64 // association packets sent
+	PacketsReceived    uint64 // association packets accepted
+	BytesSent          uint64 // association packet bytes sent (without WireOverhead)
+	BytesReceived      uint64 // association packet bytes accepted
+	AckOnlyPacketsSent uint64 // packets that carried only an ACK (and maybe padding)
+	PacketsLost        uint64 // in-flight packets declared lost
+	BytesLost          uint64
+	Retransmits        uint64 // stream frames sent again after loss or probe
+	RetransmitBytes    uint64 // stream bytes sent again
+	PTOs               uint64 // probe timeouts fired
+	CongestionEvents   uint64 // loss batches reported to congestion control
+	DuplicatePackets   uint64 // packets received again (dropped)
+	BadPackets         uint64 // malformed packets rejected
+	ProtocolErrors     uint64 // peer protocol violations (association closed)
+
+	StreamBytesSent     uint64 // new stream bytes sent (first transmissions)
+	StreamBytesReceived uint64 // stream bytes delivered to the application
+	StreamsOpened       uint64 // by us
+	StreamsAccepted     uint64 // opened by the peer
+	StreamsOpen         int    // currently in the stream table
+
+	DatagramsSent     uint64
+	DatagramsReceived uint64
+	DatagramsDropped  uint64 // dropped before sending (queue full or too old)
+
+	AcksDeferred uint64 // ACKs held back by the ACK rate budget
+
+	Congestion    string // controller name
+	InSlowStart   bool
+	Cwnd          int // congestion window, bytes
+	BytesInFlight int
+	PacingRate    float64 // bytes/s the pacer releases at (0 = unlimited)
+	SRTT          time.Duration
+	RTTVar        time.Duration
+	MinRTT        time.Duration
+	LatestRTT     time.Duration
+}

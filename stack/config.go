@@ -1,0 +1,132 @@
+// This file owns the Stack's configuration: the knobs the tunnel sets, their
+// defaults, and the validation that names what is wrong.
+
+package stack
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Defaults applied by Config.withDefaults when a field is zero.
+const (
+	// DefaultMaxFlows caps concurrent TCP connections. Each flow costs two
+	// gVisor endpoints' buffers (one per leg, up to a few MiB when a leg is
+	// stalled) and a few goroutines in the tunnel; 4096 covers a busy site
+	// while bounding memory.
+	DefaultMaxFlows = 4096
+
+	// DefaultMaxInFlight bounds handshakes between SYN and Accept/Refuse. On a
+	// LAN leg a handshake completes in well under a millisecond, so this only
+	// matters in SYN storms; each in-flight request holds a goroutine.
+	DefaultMaxInFlight = 512
+
+	// DefaultOutQueueLen is the number of outbound packets the link endpoint
+	// buffers for its writer goroutine. It absorbs a TCP burst of several
+	// flows while the writer is inside Output. Worst case memory is
+	// OutQueueLen * (Headroom + max(MTU, 16 KiB)), 16 MiB, when all are data
+	// packets; ACKs use 256-byte buffers.
+	DefaultOutQueueLen = 1024
+
+	// DefaultOutBlockTimeout is how long gVisor's TCP goroutines may wait for
+	// queue space before the packet is dropped. The writer frees space every
+	// batch (microseconds); only a stuck Output takes this long.
+	DefaultOutBlockTimeout = 100 * time.Millisecond
+
+	// Headroom is the number of bytes reserved before each packet handed to
+	// Output. wireguard's tun.Device.Write needs at least 10 for its
+	// virtio-net header.
+	Headroom = 16
+
+	// MaxBatch is the largest number of packets in one Output call; it matches
+	// wireguard's tun BatchSize.
+	MaxBatch = 128
+
+	// groRoom is the capacity given to outbound data buffers so that
+	// wireguard's tun.Write can merge later segments of the same flow into
+	// them (GRO); see link.go.
+	groRoom = 16 << 10
+	// smallPacket is the size class for ACKs, SYNs and RSTs (IPv6 + TCP
+	// with SACK blocks fit in well under 256 bytes).
+	smallPacket = 256
+
+	minMTU = 1280 // IPv6 minimum link MTU; the stack carries both families.
+	maxMTU = 65535
+)
+
+// Config configures a Stack. Zero values of the optional fields select the
+// defaults above.
+type Config struct {
+	// MTU is the link MTU of the TUN (e.g. 1400), for IPv4 and IPv6.
+	MTU int
+	// MaxFlows caps concurrent forwarded plus dialed TCP connections. SYNs
+	// beyond it are answered with RST and counted; dials fail with
+	// ErrFlowLimit.
+	MaxFlows int
+	// MaxInFlight caps forwarded handshakes not yet accepted or refused.
+	// gVisor drops SYNs beyond it silently; Stats.InFlightDrops counts them.
+	MaxInFlight int
+	// HandleTCP is called for each new inbound TCP connection (SYN), possibly
+	// concurrently. It must not block for long and must eventually call
+	// Accept or Refuse on the request. Nil refuses every inbound connection.
+	HandleTCP func(req *TCPRequest)
+	// Output writes IP packets to the TUN: each bufs[i][offset:] is one IP
+	// packet, with offset == Headroom bytes before it. It is called from one
+	// goroutine with up to MaxBatch packets; it must not retain bufs.
+	Output func(bufs [][]byte, offset int) error
+	// Logger receives stage start/stop and error reports; nil uses
+	// slog.Default().
+	Logger *slog.Logger
+
+	// OutQueueLen is the capacity of the outbound packet queue.
+	OutQueueLen int
+	// OutBlockTimeout is how long a full queue may block gVisor before a
+	// packet is dropped and counted.
+	OutBlockTimeout time.Duration
+	// TrustRXChecksums skips TCP/IP checksum verification of injected
+	// packets. Set it only when every packet comes from the local kernel
+	// through the TUN (wireguard's tun completes partial checksums), never for
+	// packets that crossed a wire.
+	TrustRXChecksums bool
+}
+
+// Validate reports the first thing wrong with c.
+func (c *Config) Validate() error {
+	switch {
+	case c.MTU < minMTU || c.MTU > maxMTU:
+		return fmt.Errorf("stack: MTU %d out of range [%d, %d]", c.MTU, minMTU, maxMTU)
+	case c.Output == nil:
+		return errors.New("stack: Output must be set")
+	case c.MaxFlows < 0:
+		return fmt.Errorf("stack: MaxFlows %d is negative", c.MaxFlows)
+	case c.MaxInFlight < 0:
+		return fmt.Errorf("stack: MaxInFlight %d is negative", c.MaxInFlight)
+	case c.OutQueueLen < 0:
+		return fmt.Errorf("stack: OutQueueLen %d is negative", c.OutQueueLen)
+	case c.OutBlockTimeout < 0:
+		return fmt.Errorf("stack: OutBlockTimeout %v is negative", c.OutBlockTimeout)
+	}
+	return nil
+}
+
+// withDefaults returns a copy of c with zero optional fields defaulted.
+func (c Config) withDefaults() Config {
+	if c.MaxFlows == 0 {
+		c.MaxFlows = DefaultMaxFlows
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = min(DefaultMaxInFlight, c.MaxFlows)
+	}
+	if c.OutQueueLen == 0 {
+		c.OutQueueLen = DefaultOutQueueLen
+	}
+	if c.OutBlockTimeout == 0 {
+		c.OutBlockTimeout = DefaultOutBlockTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}

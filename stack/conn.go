@@ -1,0 +1,158 @@
+// This file owns Conn, the net.Conn the tunnel copies bytes through, and the
+// mapping of gVisor's errors onto errno-style sentinels so the tunnel can
+// tell a reset from an orderly close with errors.Is.
+
+package stack
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"syscall"
+
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+)
+
+// Sentinel errors. The connection errors wrap their errno, so both
+// errors.Is(err, ErrRefused) and errors.Is(err, syscall.ECONNREFUSED) hold.
+var (
+	ErrRefused     = fmt.Errorf("stack: connection refused: %w", syscall.ECONNREFUSED)
+	ErrReset       = fmt.Errorf("stack: connection reset: %w", syscall.ECONNRESET)
+	ErrAborted     = fmt.Errorf("stack: connection aborted: %w", syscall.ECONNABORTED)
+	ErrTimeout     = fmt.Errorf("stack: connection timed out: %w", syscall.ETIMEDOUT)
+	ErrAddrInUse   = fmt.Errorf("stack: 4-tuple in use: %w", syscall.EADDRINUSE)
+	ErrFlowLimit   = errors.New("stack: too many flows (MaxFlows)")
+	ErrClosed      = fmt.Errorf("stack: closed: %w", net.ErrClosed)
+	ErrRequestDone = errors.New("stack: request already accepted or refused")
+)
+
+// Conn is an established TCP connection in the stack: a gonet.TCPConn (so
+// it works with io.Copy and deadlines) plus half-close and abort. Read and
+// Write errors are *net.OpError whose Err is one of the sentinels above when
+// the cause is known.
+type Conn struct {
+	*gonet.TCPConn
+	ep tcpip.Endpoint
+	s  *Stack
+
+	closeOnce sync.Once
+}
+
+var _ net.Conn = (*Conn)(nil)
+
+// Read reads from the connection. Not reading closes the TCP receive window
+// once the endpoint's buffer is full: the peer's writes then block.
+func (c *Conn) Read(b []byte) (int, error) {
+	n, err := c.TCPConn.Read(b)
+	return n, translate(err)
+}
+
+// Write writes to the connection, blocking while the send buffer is full.
+func (c *Conn) Write(b []byte) (int, error) {
+	n, err := c.TCPConn.Write(b)
+	return n, translate(err)
+}
+
+// CloseWrite sends FIN; reads continue until the peer closes its side.
+func (c *Conn) CloseWrite() error {
+	return translate(c.TCPConn.CloseWrite())
+}
+
+// Close closes the connection gracefully (FIN, or RST if unread data is
+// left, as a kernel socket does) and releases its flow slot.
+func (c *Conn) Close() error {
+	c.closeOnce.Do(func() {
+		c.TCPConn.Close()
+		c.s.forget(c)
+	})
+	return nil
+}
+
+// Abort sends RST at once, discards buffered data, and releases the
+// connection; pending Reads and Writes fail. Use it when the far side
+// refused or reset, so the local peer sees the failure too.
+func (c *Conn) Abort() {
+	c.closeOnce.Do(func() {
+		c.ep.Abort()
+		c.TCPConn.Close()
+		c.s.forget(c)
+	})
+}
+
+// LocalAddrPort and RemoteAddrPort return the endpoint's addresses.
+func (c *Conn) LocalAddrPort() netip.AddrPort {
+	a, err := c.ep.GetLocalAddress()
+	if err != nil {
+		return netip.AddrPort{}
+	}
+	return netip.AddrPortFrom(addrFrom(a.Addr), a.Port)
+}
+
+// RemoteAddrPort returns the peer's address and port.
+func (c *Conn) RemoteAddrPort() netip.AddrPort {
+	a, err := c.ep.GetRemoteAddress()
+	if err != nil {
+		return netip.AddrPort{}
+	}
+	return netip.AddrPortFrom(addrFrom(a.Addr), a.Port)
+}
+
+// errByText maps the text gonet puts in its errors (it flattens gVisor's
+// typed errors with errors.New(err.String())) back to sentinels.
+var errByText = map[string]error{
+	(&tcpip.ErrConnectionRefused{}).String(): ErrRefused,
+	(&tcpip.ErrConnectionReset{}).String():   ErrReset,
+	(&tcpip.ErrConnectionAborted{}).String(): ErrAborted,
+	(&tcpip.ErrAborted{}).String():           ErrAborted,
+	(&tcpip.ErrTimeout{}).String():           ErrTimeout,
+	(&tcpip.ErrClosedForSend{}).String():     fmt.Errorf("stack: closed for send: %w", syscall.EPIPE),
+	(&tcpip.ErrNotConnected{}).String():      fmt.Errorf("stack: not connected: %w", syscall.ENOTCONN),
+}
+
+// translate replaces a gonet error's flattened cause with its sentinel.
+func translate(err error) error {
+	if err == nil {
+		return nil
+	}
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Err == nil {
+		return err
+	}
+	if s, ok := errByText[op.Err.Error()]; ok {
+		cp := *op
+		cp.Err = s
+		return &cp
+	}
+	return err
+}
+
+// tcpipError maps a gVisor error to a sentinel or a plain error.
+func tcpipError(terr tcpip.Error) error {
+	switch terr.(type) {
+	case *tcpip.ErrConnectionRefused:
+		return ErrRefused
+	case *tcpip.ErrConnectionReset:
+		return ErrReset
+	case *tcpip.ErrConnectionAborted, *tcpip.ErrAborted:
+		return ErrAborted
+	case *tcpip.ErrTimeout:
+		return ErrTimeout
+	case *tcpip.ErrPortInUse, *tcpip.ErrBadLocalAddress:
+		return ErrAddrInUse
+	}
+	return errors.New(terr.String())
+}
+
+// opError builds a *net.OpError for a failed accept or dial.
+func opError(op string, local, remote netip.AddrPort, terr tcpip.Error) error {
+	return &net.OpError{
+		Op:     op,
+		Net:    "tcp",
+		Source: net.TCPAddrFromAddrPort(local),
+		Addr:   net.TCPAddrFromAddrPort(remote),
+		Err:    tcpipError(terr),
+	}
+}

@@ -1,0 +1,295 @@
+package tunnel
+
+// assoc ties one configured peer to its SCPS-TP association: it builds the
+// scps session from the peer's link settings, seals what the session sends,
+// feeds it what the peer sends, accepts the peer's streams, and follows the
+// peer's lifecycle (up, down, restarted).
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"scpsvpn/configs"
+	"scpsvpn/peers"
+	"scpsvpn/scps"
+	"scpsvpn/scps/cc"
+)
+
+// maxUDPPayload fits an association packet in one 1500-byte underlay packet
+// over IPv4 or IPv6 (1500 - 40 IPv6 - 8 UDP).
+const maxUDPPayload = 1452
+
+// downAfter is how long a peer may stay silent before we log it as down;
+// the session keeps a keepalive going well inside this.
+const (
+	downAfter     = 15 * time.Second
+	keepaliveIdle = 4 * time.Second
+)
+
+type assoc struct {
+	e   *Endpoint
+	cfg configs.PeerConfig
+	log *slog.Logger
+
+	mu     sync.Mutex
+	sess   *scps.Session
+	cancel context.CancelFunc // stops the current session's accept loop
+	remote uint64             // the peer's association instance, 0 until known
+	up     bool
+	closed bool
+
+	lastRecv atomic.Int64 // unix nanoseconds of the last authenticated packet
+	lastSend atomic.Int64
+}
+
+// addAssocLocked creates the association of a configured peer. e.mu held.
+func (e *Endpoint) addAssocLocked(pc configs.PeerConfig) error {
+	a := &assoc{e: e, cfg: pc, log: e.log.With("peer", pc.Name)}
+	if err := a.newSession(); err != nil {
+		return err
+	}
+	e.assocs[pc.Name] = a
+	// Sites that know where the peer is start the handshake at once, so
+	// the association is up before the first flow needs it.
+	if p, ok := e.dev.Peer(pc.Name); ok && pc.Endpoint.IsValid() {
+		if d, ok, err := p.Initiate(); err == nil && ok {
+			e.sendUDP(d.Data, d.To)
+		}
+	}
+	return nil
+}
+
+// newSession starts a fresh scps session, replacing (and resetting) any
+// previous one.
+func (a *assoc) newSession() error {
+	ourPub := a.e.dev.PublicKey()
+	link := a.cfg.Link
+	cfg := scps.DefaultConfig()
+	cfg.EvenStreams = bytes.Compare(ourPub[:], a.cfg.PublicKey[:]) < 0
+	cfg.MaxPacketSize = maxUDPPayload - peers.Overhead
+	cfg.WireOverhead = peers.Overhead + 8 + 20
+	if a.cfg.Endpoint.Addr().Is6() && !a.cfg.Endpoint.Addr().Is4In6() {
+		cfg.WireOverhead = peers.Overhead + 8 + 40
+	}
+	cfg.InitialRTT = link.RTT
+	cfg.SendRate = link.Up
+	cfg.RecvRate = link.Down
+	cfg.Congestion = link.Congestion
+	if !slices.Contains(cc.Names(), cfg.Congestion) {
+		// TEMPORARY until the transport offers every controller.
+		a.log.Warn("congestion controller not available yet; using the default", "congestion", cfg.Congestion)
+		cfg.Congestion = ""
+	}
+	applyLinkConfig(&cfg, link)
+	ctx, cancel := context.WithCancel(a.e.ctx)
+	sess, err := scps.NewSession(scps.SessionConfig{
+		Config:     cfg,
+		Transmit:   a.transmitter(),
+		OnDatagram: a.onDatagram,
+		Logger:     a.log.With("part", "scps"),
+	})
+	if err != nil {
+		cancel()
+		return fmt.Errorf("peer %s: association: %w", a.cfg.Name, err)
+	}
+	a.mu.Lock()
+	old, oldCancel := a.sess, a.cancel
+	a.sess, a.cancel = sess, cancel
+	a.mu.Unlock()
+	if old != nil {
+		oldCancel()
+		old.Close()
+	}
+	a.e.wg.Add(1)
+	go func() {
+		defer a.e.wg.Done()
+		a.acceptLoop(ctx, sess)
+	}()
+	return nil
+}
+
+func (a *assoc) session() *scps.Session {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.sess
+}
+
+func (a *assoc) acceptLoop(ctx context.Context, sess *scps.Session) {
+	for {
+		st, err := sess.AcceptStream(ctx)
+		if err != nil {
+			return
+		}
+		go a.e.serveStream(a, st)
+	}
+}
+
+func (a *assoc) openStream(meta []byte) (*scps.Stream, error) {
+	a.mu.Lock()
+	sess, closed := a.sess, a.closed
+	a.mu.Unlock()
+	if closed {
+		return nil, errClosed
+	}
+	return sess.OpenStream(meta)
+}
+
+// owns reports whether addr is inside one of the peer's subnets.
+func (a *assoc) owns(addr netip.Addr) bool {
+	for _, p := range a.cfg.Subnets {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// input takes one decrypted association packet from the peer.
+func (a *assoc) input(pkt []byte) {
+	a.lastRecv.Store(time.Now().UnixNano())
+	a.mu.Lock()
+	sess, wasUp := a.sess, a.up
+	a.up = true
+	a.mu.Unlock()
+	if !wasUp && a.remote != 0 {
+		a.log.Info("association up", "instance", fmt.Sprintf("%016x", a.remote))
+	}
+	sess.Input(pkt)
+}
+
+// established is called when a handshake with the peer completes.
+func (a *assoc) established(payload []byte) {
+	p, err := parseParams(payload)
+	if err != nil {
+		a.log.Warn("handshake payload rejected", "err", err)
+		return
+	}
+	a.lastRecv.Store(time.Now().UnixNano())
+	a.mu.Lock()
+	restarted := a.remote != 0 && a.remote != p.instance
+	first := a.remote == 0
+	a.remote = p.instance
+	wasUp := a.up
+	a.up = true
+	a.mu.Unlock()
+	if restarted {
+		a.log.Info("peer restarted: resetting its streams", "instance", fmt.Sprintf("%016x", p.instance))
+		if err := a.newSession(); err != nil {
+			a.log.Error("new association", "err", err)
+		}
+	}
+	if first || restarted || !wasUp {
+		a.log.Info("association up", "instance", fmt.Sprintf("%016x", p.instance), "peer_up", p.up, "peer_down", p.down, "peer_rtt_ms", p.rttMS)
+	}
+}
+
+// tick runs every 100 ms: liveness and keepalive.
+func (a *assoc) tick() {
+	now := time.Now()
+	last := time.Unix(0, a.lastRecv.Load())
+	a.mu.Lock()
+	up := a.up
+	if up && now.Sub(last) > downAfter {
+		a.up = false
+	}
+	sess := a.sess
+	a.mu.Unlock()
+	if up && now.Sub(last) > downAfter {
+		a.log.Info("association down", "silent_for", now.Sub(last).Round(time.Second))
+	}
+	// An empty datagram keeps NAT bindings and the peer's liveness view
+	// fresh when no flow is sending; the far side drops it.
+	if up && now.Sub(time.Unix(0, a.lastSend.Load())) > keepaliveIdle {
+		_ = sess.SendDatagram(nil)
+	}
+}
+
+func (a *assoc) close() {
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		return
+	}
+	a.closed = true
+	sess, cancel, up := a.sess, a.cancel, a.up
+	a.up = false
+	a.mu.Unlock()
+	cancel()
+	sess.Close()
+	if up {
+		a.log.Info("association down", "reason", "closed")
+	}
+}
+
+// transmitter returns the session's Transmit callback: it seals each packet
+// for the peer and sends the batch. The scratch buffers belong to the one
+// session goroutine that calls it.
+func (a *assoc) transmitter() func(pkts [][]byte) {
+	var bufs [][]byte
+	var out [][]byte
+	var to netip.AddrPort
+	return func(pkts [][]byte) {
+		p, ok := a.e.dev.Peer(a.cfg.Name)
+		if !ok {
+			return
+		}
+		for len(bufs) < len(pkts) {
+			bufs = append(bufs, make([]byte, maxUDPPayload+peers.Overhead+64))
+		}
+		out = out[:0]
+		for i, pkt := range pkts {
+			sealed, dst, err := p.Seal(pkt, bufs[i])
+			if errors.Is(err, peers.ErrNoSession) {
+				if d, ok, err := p.Initiate(); err == nil && ok {
+					a.e.sendUDP(d.Data, d.To)
+				}
+				break // the transport retransmits once the session is up
+			}
+			if err != nil || !dst.IsValid() {
+				break
+			}
+			out, to = append(out, sealed), dst
+		}
+		if len(out) > 0 {
+			a.lastSend.Store(time.Now().UnixNano())
+			a.e.sendBatch(out, to)
+		}
+	}
+}
+
+// onDatagram writes a peer's datagram to the TUN unchanged, if its source
+// belongs to the peer. Empty datagrams are keepalives.
+func (a *assoc) onDatagram(p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	info, ok := parseIP(p)
+	if !ok {
+		a.e.stats.TunMalformed.Add(1)
+		return
+	}
+	if !a.owns(info.src) {
+		a.e.stats.DatagramsBadSrc.Add(1)
+		return
+	}
+	a.e.stats.DatagramsIn.Add(1)
+	a.e.writeTUNPacket(p)
+}
+
+// applyLinkConfig carries the optional [peer.link] tuning keys over.
+func applyLinkConfig(cfg *scps.Config, link configs.LinkConfig) {
+	if link.Window > 0 {
+		cfg.StreamWindow = uint64(link.Window)
+		if cfg.ConnWindow < cfg.StreamWindow {
+			cfg.ConnWindow = cfg.StreamWindow
+		}
+	}
+}

@@ -1,0 +1,340 @@
+// Package tunnel is the endpoint: it joins the TUN device, the gVisor stack,
+// the peers' secure channels and one SCPS-TP association per peer.
+//
+// The path of a packet:
+//
+//	TUN read  -> TCP?  yes -> stack (terminates TCP) -> flow -> stream of the peer's association
+//	                   no  -> datagram on the association of the peer owning the destination
+//	UDP read  -> peers (authenticate, decrypt) -> association -> streams / datagrams
+//	stream opened by a peer -> stack dial from the client's own address -> TUN
+//	datagram from a peer    -> TUN, unchanged
+package tunnel
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.zx2c4.com/wireguard/tun"
+
+	"scpsvpn/configs"
+	"scpsvpn/peers"
+	"scpsvpn/stack"
+)
+
+// tunOffset is the headroom kept in front of every packet handed to the TUN:
+// wireguard's tun needs 10 bytes for the virtio-net header.
+const tunOffset = 16
+
+// Endpoint is one running scpsvpn site.
+type Endpoint struct {
+	log      *slog.Logger
+	instance uint64
+
+	mu     sync.Mutex
+	cfg    *configs.Config
+	assocs map[string]*assoc // by peer name
+	links  sync.Map          // peer name -> configs.LinkConfig, for handshake payloads
+
+	tun  tun.Device
+	net  *netConf
+	stk  *stack.Stack
+	dev  *peers.Device
+	udp  *net.UDPConn
+	ctx  context.Context
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+
+	stats Stats
+}
+
+// Stats counts what the endpoint did with packets and flows.
+type Stats struct {
+	TunPackets      atomic.Uint64 // packets read from the TUN
+	TunNoPeer       atomic.Uint64 // non-TCP packets to no peer's subnet, dropped
+	TunMalformed    atomic.Uint64
+	DatagramsIn     atomic.Uint64 // datagrams from peers written to the TUN
+	DatagramsBadSrc atomic.Uint64 // datagrams whose source is not the sending peer's
+	UDPIn           atomic.Uint64
+	UDPDropped      atomic.Uint64 // failed authentication or decoding
+	FlowsOpened     atomic.Uint64 // local TCP connections carried to a peer
+	FlowsAccepted   atomic.Uint64 // connections re-originated for a peer
+	FlowsRefused    atomic.Uint64
+	FlowsActive     atomic.Int64
+}
+
+// New prepares an endpoint; Run starts it.
+func New(cfg *configs.Config, log *slog.Logger) (*Endpoint, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, fmt.Errorf("random instance: %w", err)
+	}
+	return &Endpoint{
+		log:      log,
+		cfg:      cfg,
+		instance: binary.BigEndian.Uint64(b[:]),
+		assocs:   map[string]*assoc{},
+	}, nil
+}
+
+// Run brings the endpoint up and serves until ctx is cancelled, then takes
+// down everything it created: associations (peers see their streams reset),
+// local TCP connections (reset), routes and the TUN device.
+func (e *Endpoint) Run(ctx context.Context) (err error) {
+	e.ctx, e.stop = context.WithCancel(ctx)
+	defer e.stop()
+	cleanup := []func(){}
+	defer func() {
+		for i := len(cleanup) - 1; i >= 0; i-- {
+			cleanup[i]()
+		}
+	}()
+
+	priv, err := peers.LoadPrivateKeyFile(e.cfg.PrivateKeyFile)
+	if err != nil {
+		return fmt.Errorf("interface.private_key_file: %w", err)
+	}
+
+	e.udp, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(e.cfg.Listen))
+	if err != nil {
+		return fmt.Errorf("interface.listen %s: %w", e.cfg.Listen, err)
+	}
+	cleanup = append(cleanup, func() { e.udp.Close() })
+	setSocketBuffers(e.udp, e.log)
+
+	e.dev, err = peers.NewDevice(priv, peerConfigs(e.cfg), peers.Options{
+		Payload: e.handshakePayload,
+		Logger:  e.log.With("part", "peers"),
+	})
+	if err != nil {
+		return fmt.Errorf("peers: %w", err)
+	}
+
+	e.tun, err = tun.CreateTUN(e.cfg.Name, e.cfg.MTU)
+	if err != nil {
+		return fmt.Errorf("create TUN %s (needs root or CAP_NET_ADMIN): %w", e.cfg.Name, err)
+	}
+	cleanup = append(cleanup, func() { e.tun.Close() })
+	e.net, err = newNetConf(e.cfg.Name)
+	if err != nil {
+		return err
+	}
+	if err := e.net.up(e.cfg.Addresses); err != nil {
+		return err
+	}
+	if err := e.net.setRoutes(allSubnets(e.cfg)); err != nil {
+		return err
+	}
+	cleanup = append(cleanup, e.net.down)
+
+	e.stk, err = stack.New(stack.Config{
+		MTU:         e.cfg.MTU,
+		MaxFlows:    e.cfg.MaxFlows,
+		MaxInFlight: min(e.cfg.MaxFlows, 1024),
+		HandleTCP:   e.handleTCP,
+		Output:      e.writeTUN,
+		Logger:      e.log.With("part", "stack"),
+	})
+	if err != nil {
+		return fmt.Errorf("stack: %w", err)
+	}
+	cleanup = append(cleanup, func() { e.stk.Close() })
+
+	for _, pc := range e.cfg.Peers {
+		e.links.Store(pc.Name, pc.Link)
+	}
+	e.mu.Lock()
+	for _, pc := range e.cfg.Peers {
+		if err := e.addAssocLocked(pc); err != nil {
+			e.mu.Unlock()
+			return err
+		}
+	}
+	e.mu.Unlock()
+	// Associations close before the stack: peers learn at once that our
+	// streams are gone, while the UDP socket is still open to tell them.
+	cleanup = append(cleanup, e.closeAssocs)
+
+	e.log.Info("endpoint up", "tun", e.cfg.Name, "listen", e.udp.LocalAddr().String(), "mtu", e.cfg.MTU, "peers", len(e.cfg.Peers))
+	e.goLoop("tun-reader", e.readTUN)
+	e.goLoop("udp-reader", e.readUDP)
+	e.goLoop("timers", e.timers)
+
+	<-e.ctx.Done()
+	e.log.Info("endpoint stopping")
+	// Unblock the readers: closing the TUN and the socket ends their reads,
+	// so close those first in the order above, then wait for the loops.
+	for i := len(cleanup) - 1; i >= 0; i-- {
+		cleanup[i]()
+	}
+	cleanup = nil
+	e.wg.Wait()
+	e.log.Info("endpoint stopped")
+	return nil
+}
+
+// goLoop runs one named pipeline stage until it returns.
+func (e *Endpoint) goLoop(name string, f func()) {
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		e.log.Debug("stage start", "stage", name)
+		f()
+		e.log.Debug("stage stop", "stage", name)
+	}()
+}
+
+// Reload applies a new configuration's peer set (SIGHUP). Interface settings
+// need a restart; peers that did not change keep their association and flows.
+func (e *Endpoint) Reload(cfg *configs.Config) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	old := e.cfg
+	if cfg.Name != old.Name || cfg.Listen != old.Listen || cfg.MTU != old.MTU || cfg.PrivateKeyFile != old.PrivateKeyFile {
+		e.log.Warn("reload: [interface] changes need a restart; applying peer changes only")
+	}
+	for _, pc := range cfg.Peers {
+		e.links.Store(pc.Name, pc.Link)
+	}
+	if err := e.dev.SetPeers(peerConfigs(cfg)); err != nil {
+		return fmt.Errorf("reload peers: %w", err)
+	}
+	want := map[string]configs.PeerConfig{}
+	for _, pc := range cfg.Peers {
+		want[pc.Name] = pc
+	}
+	for name, a := range e.assocs {
+		pc, ok := want[name]
+		if !ok || pc.PublicKey != a.cfg.PublicKey || !samePrefixes(pc.Subnets, a.cfg.Subnets) || pc.Link != a.cfg.Link {
+			e.log.Info("reload: peer removed or changed", "peer", name)
+			a.close()
+			delete(e.assocs, name)
+		}
+	}
+	for _, pc := range cfg.Peers {
+		if _, ok := e.assocs[pc.Name]; !ok {
+			if err := e.addAssocLocked(pc); err != nil {
+				return err
+			}
+		}
+	}
+	newCfg := *old
+	newCfg.Peers = cfg.Peers
+	e.cfg = &newCfg
+	if err := e.net.setRoutes(allSubnets(&newCfg)); err != nil {
+		return err
+	}
+	e.log.Info("reload done", "peers", len(cfg.Peers))
+	return nil
+}
+
+// Stats returns the endpoint's counters.
+func (e *Endpoint) Stats() *Stats { return &e.stats }
+
+func (e *Endpoint) closeAssocs() {
+	e.mu.Lock()
+	as := e.assocs
+	e.assocs = map[string]*assoc{}
+	e.mu.Unlock()
+	for _, a := range as {
+		a.close()
+	}
+}
+
+// assocFor returns the association of the peer owning dst.
+func (e *Endpoint) assocFor(dst netip.Addr) *assoc {
+	p, ok := e.dev.Lookup(dst)
+	if !ok {
+		return nil
+	}
+	e.mu.Lock()
+	a := e.assocs[p.Name()]
+	e.mu.Unlock()
+	return a
+}
+
+func (e *Endpoint) assocByName(name string) *assoc {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.assocs[name]
+}
+
+// handshakePayload is called by peers with a peer's lock held, so it reads
+// only its own snapshot of the link settings, never e.mu.
+func (e *Endpoint) handshakePayload(peer string) []byte {
+	p := assocParams{version: wireVersion, instance: e.instance}
+	if v, ok := e.links.Load(peer); ok {
+		l := v.(configs.LinkConfig)
+		p.up, p.down = uint64(l.Up), uint64(l.Down)
+		p.rttMS = uint64(l.RTT / time.Millisecond)
+	}
+	return p.marshal()
+}
+
+// timers drives the handshake and rekey timers and watches peers' liveness.
+func (e *Endpoint) timers() {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, d := range e.dev.Tick() {
+			e.sendUDP(d.Data, d.To)
+		}
+		e.mu.Lock()
+		as := make([]*assoc, 0, len(e.assocs))
+		for _, a := range e.assocs {
+			as = append(as, a)
+		}
+		e.mu.Unlock()
+		for _, a := range as {
+			a.tick()
+		}
+	}
+}
+
+func peerConfigs(cfg *configs.Config) []peers.PeerConfig {
+	out := make([]peers.PeerConfig, 0, len(cfg.Peers))
+	for _, p := range cfg.Peers {
+		out = append(out, peers.PeerConfig{
+			Name:      p.Name,
+			PublicKey: peers.Key(p.PublicKey),
+			Endpoint:  p.Endpoint,
+			Subnets:   p.Subnets,
+		})
+	}
+	return out
+}
+
+func allSubnets(cfg *configs.Config) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range cfg.Peers {
+		out = append(out, p.Subnets...)
+	}
+	return out
+}
+
+func samePrefixes(a, b []netip.Prefix) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+var errClosed = errors.New("endpoint closed")

@@ -1,0 +1,146 @@
+package tunnel
+
+// Flows: one local TCP connection carried as one stream of an association.
+// The opening side accepts the client's connection at once (optimistic open)
+// and sends the stream's metadata with its first data; the far side dials the
+// server from the client's own address through its stack. A refusal or reset
+// at either end becomes a reset at the other; a FIN becomes a FIN.
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"scpsvpn/scps"
+	"scpsvpn/stack"
+)
+
+// Stream reset codes carried to the far side.
+const (
+	codeRefused  = 1 // the far side could not connect to the server
+	codeReset    = 2 // one of the TCP ends reset its connection
+	codeShutdown = 3 // the endpoint is stopping
+	codeDenied   = 4 // metadata malformed or not allowed for this peer
+)
+
+// dialTimeout bounds the far side's connection attempt; a SYN to a host that
+// never answers fails here rather than holding the client forever.
+const dialTimeout = 30 * time.Second
+
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
+
+// handleTCP is called by the stack for each new local connection (a SYN).
+func (e *Endpoint) handleTCP(req *stack.TCPRequest) {
+	a := e.assocFor(req.Dst.Addr())
+	if a == nil {
+		e.stats.FlowsRefused.Add(1)
+		e.log.Debug("flow refused: no peer owns the destination", "src", req.Src, "dst", req.Dst)
+		req.Refuse()
+		return
+	}
+	go e.carryOut(a, req)
+}
+
+// carryOut serves a local client's connection through the peer's association.
+func (e *Endpoint) carryOut(a *assoc, req *stack.TCPRequest) {
+	st, err := a.openStream(flowMeta{src: req.Src, dst: req.Dst}.marshal())
+	if err != nil {
+		e.stats.FlowsRefused.Add(1)
+		e.log.Debug("flow refused: cannot open stream", "peer", a.cfg.Name, "src", req.Src, "dst", req.Dst, "err", err)
+		req.Refuse()
+		return
+	}
+	conn, err := req.Accept()
+	if err != nil {
+		st.Reset(codeReset)
+		e.log.Debug("flow: local accept failed", "src", req.Src, "dst", req.Dst, "err", err)
+		return
+	}
+	e.stats.FlowsOpened.Add(1)
+	e.log.Debug("flow open", "peer", a.cfg.Name, "src", req.Src, "dst", req.Dst, "stream", st.ID())
+	e.splice(conn, st)
+}
+
+// serveStream re-originates a connection a peer opened.
+func (e *Endpoint) serveStream(a *assoc, st *scps.Stream) {
+	m, err := parseMeta(st.Meta())
+	if err != nil {
+		e.stats.FlowsRefused.Add(1)
+		e.log.Debug("stream denied: bad metadata", "peer", a.cfg.Name, "err", err)
+		st.Reset(codeDenied)
+		return
+	}
+	// A peer may only speak for its own subnets, as with WireGuard's
+	// allowed IPs: anything else would let it spoof our other sites.
+	if !a.owns(m.src.Addr()) {
+		e.stats.FlowsRefused.Add(1)
+		e.log.Warn("stream denied: source not in the peer's subnets", "peer", a.cfg.Name, "src", m.src)
+		st.Reset(codeDenied)
+		return
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, dialTimeout)
+	conn, err := e.stk.DialTCP(ctx, m.src, m.dst)
+	cancel()
+	if err != nil {
+		e.stats.FlowsRefused.Add(1)
+		e.log.Debug("flow refused by server", "peer", a.cfg.Name, "src", m.src, "dst", m.dst, "err", err)
+		st.Reset(codeRefused)
+		return
+	}
+	e.stats.FlowsAccepted.Add(1)
+	e.log.Debug("flow open", "peer", a.cfg.Name, "src", m.src, "dst", m.dst, "stream", st.ID())
+	e.splice(conn, st)
+}
+
+// splice copies both ways until both directions have ended. A clean end of
+// one direction is passed on as a FIN (half-close); any error resets both.
+func (e *Endpoint) splice(conn *stack.Conn, st *scps.Stream) {
+	e.stats.FlowsActive.Add(1)
+	defer e.stats.FlowsActive.Add(-1)
+
+	var once sync.Once
+	abort := func() {
+		once.Do(func() {
+			st.Reset(codeReset)
+			conn.Abort()
+		})
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // local client -> stream
+		defer wg.Done()
+		if err := copyData(st, conn); err != nil {
+			abort()
+			return
+		}
+		if err := st.CloseWrite(); err != nil {
+			abort()
+		}
+	}()
+	// stream -> local client
+	if err := copyData(conn, st); err != nil {
+		abort()
+	} else if err := conn.CloseWrite(); err != nil {
+		abort()
+	}
+	wg.Wait()
+	conn.Close()
+	st.Close()
+}
+
+func copyData(dst io.Writer, src io.Reader) error {
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	_, err := io.CopyBuffer(onlyWriter{dst}, onlyReader{src}, *bp)
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
+// onlyWriter and onlyReader hide ReadFrom/WriteTo so io.CopyBuffer uses our
+// pooled buffer instead of allocating one per flow.
+type onlyWriter struct{ io.Writer }
+type onlyReader struct{ io.Reader }

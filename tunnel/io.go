@@ -1,0 +1,197 @@
+package tunnel
+
+// The endpoint's I/O stages: TUN reads (batched, GSO split by wireguard's
+// tun), TUN writes, and UDP reads and writes batched with recvmmsg and
+// sendmmsg so the association costs few syscalls per packet.
+
+import (
+	"errors"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+
+	"golang.org/x/net/ipv4"
+	"golang.org/x/sys/unix"
+	"golang.zx2c4.com/wireguard/tun"
+)
+
+// udpBatch is how many datagrams one recvmmsg/sendmmsg moves.
+const udpBatch = 64
+
+// readTUN routes every packet the kernel sends into the TUN: TCP into the
+// stack, anything else as a datagram to the peer owning the destination.
+func (e *Endpoint) readTUN() {
+	n := e.tun.BatchSize()
+	bufs := make([][]byte, n)
+	sizes := make([]int, n)
+	for i := range bufs {
+		bufs[i] = make([]byte, tunOffset+65535)
+	}
+	for {
+		count, err := e.tun.Read(bufs, sizes, tunOffset)
+		for i := 0; i < count; i++ {
+			e.routeFromTUN(bufs[i][tunOffset : tunOffset+sizes[i]])
+		}
+		if err != nil {
+			if errors.Is(err, tun.ErrTooManySegments) {
+				continue
+			}
+			if !errors.Is(err, os.ErrClosed) && e.ctx.Err() == nil {
+				e.log.Error("TUN read", "err", err)
+			}
+			return
+		}
+	}
+}
+
+func (e *Endpoint) routeFromTUN(pkt []byte) {
+	e.stats.TunPackets.Add(1)
+	info, ok := parseIP(pkt)
+	if !ok {
+		e.stats.TunMalformed.Add(1)
+		return
+	}
+	if info.proto == protoTCP {
+		e.stk.Inject(pkt)
+		return
+	}
+	a := e.assocFor(info.dst)
+	if a == nil {
+		// Multicast and router chatter the kernel sends into any link.
+		e.stats.TunNoPeer.Add(1)
+		return
+	}
+	if err := a.session().SendDatagram(pkt); err != nil {
+		e.log.Debug("datagram dropped", "peer", a.cfg.Name, "err", err)
+	}
+}
+
+// writeTUN is the stack's output: batches of IP packets with headroom.
+func (e *Endpoint) writeTUN(bufs [][]byte, offset int) error {
+	_, err := e.tun.Write(bufs, offset)
+	return err
+}
+
+var tunBufs = sync.Pool{New: func() any { b := make([]byte, tunOffset+65535); return &b }}
+
+// writeTUNPacket writes one packet that arrived as a datagram.
+func (e *Endpoint) writeTUNPacket(p []byte) {
+	bp := tunBufs.Get().(*[]byte)
+	b := (*bp)[:tunOffset+len(p)]
+	copy(b[tunOffset:], p)
+	if _, err := e.tun.Write([][]byte{b}, tunOffset); err != nil && e.ctx.Err() == nil {
+		e.log.Debug("TUN write", "err", err)
+	}
+	tunBufs.Put(bp)
+}
+
+// readUDP authenticates and dispatches every datagram on the association
+// port. Anything that fails is dropped and counted, with no reply.
+func (e *Endpoint) readUDP() {
+	pc := ipv4.NewPacketConn(e.udp)
+	msgs := make([]ipv4.Message, udpBatch)
+	for i := range msgs {
+		msgs[i].Buffers = [][]byte{make([]byte, 65535)}
+	}
+	plain := make([]byte, 65535)
+	for {
+		n, err := pc.ReadBatch(msgs, 0)
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) && e.ctx.Err() == nil {
+				e.log.Error("UDP read", "err", err)
+			}
+			return
+		}
+		for i := 0; i < n; i++ {
+			m := &msgs[i]
+			ua, ok := m.Addr.(*net.UDPAddr)
+			if !ok {
+				continue
+			}
+			src := ua.AddrPort()
+			src = netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
+			e.handleUDP(src, m.Buffers[0][:m.N], plain)
+		}
+	}
+}
+
+func (e *Endpoint) handleUDP(src netip.AddrPort, pkt, plain []byte) {
+	e.stats.UDPIn.Add(1)
+	res, err := e.dev.Receive(src, pkt, plain)
+	for _, d := range res.Send {
+		e.sendUDP(d.Data, d.To)
+	}
+	if err != nil {
+		e.stats.UDPDropped.Add(1)
+		return
+	}
+	if res.Peer == nil {
+		return
+	}
+	a := e.assocByName(res.Peer.Name())
+	if a == nil {
+		return
+	}
+	if res.Established {
+		a.established(res.RemotePayload)
+	}
+	if res.Data != nil {
+		a.input(res.Data)
+	}
+}
+
+func (e *Endpoint) sendUDP(b []byte, to netip.AddrPort) {
+	if !to.IsValid() {
+		return
+	}
+	if _, err := e.udp.WriteToUDPAddrPort(b, to); err != nil && e.ctx.Err() == nil {
+		e.log.Debug("UDP send", "to", to, "err", err)
+	}
+}
+
+// sendBatch sends datagrams to one destination with sendmmsg.
+func (e *Endpoint) sendBatch(pkts [][]byte, to netip.AddrPort) {
+	if len(pkts) == 1 {
+		e.sendUDP(pkts[0], to)
+		return
+	}
+	pc := ipv4.NewPacketConn(e.udp)
+	addr := net.UDPAddrFromAddrPort(to)
+	msgs := make([]ipv4.Message, len(pkts))
+	for i, p := range pkts {
+		msgs[i].Buffers = [][]byte{p}
+		msgs[i].Addr = addr
+	}
+	for len(msgs) > 0 {
+		n, err := pc.WriteBatch(msgs, 0)
+		if err != nil {
+			if e.ctx.Err() == nil {
+				e.log.Debug("UDP batch send", "to", to, "err", err)
+			}
+			return
+		}
+		msgs = msgs[n:]
+	}
+}
+
+// setSocketBuffers asks for large socket buffers: a burst of a satellite
+// window arriving at once must not overflow the receive queue. As root the
+// FORCE variants pass the sysctl caps.
+func setSocketBuffers(c *net.UDPConn, log *slog.Logger) {
+	const size = 8 << 20
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Control(func(fd uintptr) {
+		for _, opt := range [][2]int{{unix.SO_RCVBUFFORCE, unix.SO_RCVBUF}, {unix.SO_SNDBUFFORCE, unix.SO_SNDBUF}} {
+			if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, opt[0], size) != nil {
+				if err := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, opt[1], size); err != nil {
+					log.Debug("socket buffer", "err", err)
+				}
+			}
+		}
+	})
+}
