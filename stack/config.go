@@ -66,7 +66,11 @@ type Config struct {
 	// ErrFlowLimit.
 	MaxFlows int
 	// MaxInFlight caps forwarded handshakes not yet accepted or refused.
-	// gVisor drops SYNs beyond it silently; Stats.InFlightDrops counts them.
+	// gVisor drops SYNs beyond it silently (the client retries after its
+	// SYN timeout); Stats.InFlightDrops counts them. With optimistic open a
+	// request lives for a LAN round trip; a tunnel that accepts only after
+	// the far side connected should size it to its connection rate times
+	// the satellite round trip.
 	MaxInFlight int
 	// HandleTCP is called for each new inbound TCP connection (SYN), possibly
 	// concurrently. It must not block for long and must eventually call

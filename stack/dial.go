@@ -72,6 +72,11 @@ func (s *Stack) dial(ctx context.Context, src, dst netip.AddrPort, netProto tcpi
 		ep.Close()
 		return nil, opError("dial", src, dst, terr)
 	}
+	if !s.trackDial(ep, true) {
+		ep.Close()
+		return nil, ErrClosed
+	}
+	defer s.trackDial(ep, false)
 	configureEndpoint(ep)
 	// The client may use one port towards several servers; the 4-tuples
 	// still differ, so allow binding the same spoofed address and port.
@@ -150,5 +155,21 @@ func (s *Stack) evictTimeWait(netProto tcpip.NetworkProtocolNumber, src, dst net
 		return false
 	}
 	ep.Abort()
+	return true
+}
+
+// trackDial adds (or removes) a connecting endpoint so that Close can abort
+// it; adding fails once the stack is closing.
+func (s *Stack) trackDial(ep tcpip.Endpoint, add bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !add {
+		delete(s.dialing, ep)
+		return true
+	}
+	if s.closing {
+		return false
+	}
+	s.dialing[ep] = struct{}{}
 	return true
 }

@@ -130,7 +130,13 @@ func TestInjectSYNRefusedWithRST(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			s.Inject(buildTCP(tc.src, tc.dst, header.TCPFlagSyn, 1000, nil))
+			syn := buildTCP(tc.src, tc.dst, header.TCPFlagSyn, 1000, nil)
+			if tc.src.Addr().Is4() {
+				s.Inject(syn)
+			} else { // the batch form, as read from a tun.Device
+				buf := append(make([]byte, Headroom), syn...)
+				s.InjectBatch([][]byte{buf, nil}, []int{len(syn), 0}, Headroom, 1)
+			}
 			select {
 			case r := <-seen:
 				if r.Src != tc.src || r.Dst != tc.dst {

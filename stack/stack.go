@@ -64,6 +64,7 @@ type Stack struct {
 	flows   int
 	conns   map[*Conn]struct{}
 	pending map[*TCPRequest]struct{}
+	dialing map[tcpip.Endpoint]struct{} // DialTCP handshakes in progress
 	closing bool
 
 	accepted     atomic.Uint64
@@ -112,6 +113,7 @@ func New(cfg Config) (*Stack, error) {
 		log:     cfg.Logger,
 		conns:   make(map[*Conn]struct{}),
 		pending: make(map[*TCPRequest]struct{}),
+		dialing: make(map[tcpip.Endpoint]struct{}),
 	}
 	s.gs = gstack.New(gstack.Options{
 		NetworkProtocols:   []gstack.NetworkProtocolFactory{ipv4.NewProtocol, ipv6.NewProtocol},
@@ -237,6 +239,18 @@ func (s *Stack) Inject(pkt []byte) {
 		s.link.inject(pkt)
 	}
 	s.injecting.Add(-1)
+}
+
+// InjectBatch injects packets as read by wireguard's tun.Device.Read: packet
+// i is bufs[i][offset:offset+sizes[i]]; n packets are taken from the front
+// (len(sizes) if n < 0).
+func (s *Stack) InjectBatch(bufs [][]byte, sizes []int, offset, n int) {
+	if n < 0 {
+		n = len(sizes)
+	}
+	for i := range n {
+		s.Inject(bufs[i][offset : offset+sizes[i]])
+	}
 }
 
 // reclaimTimeWait aborts our endpoint in TIME-WAIT for the 4-tuple of an
@@ -381,8 +395,16 @@ func (s *Stack) Close() error {
 	for c := range s.conns {
 		conns = append(conns, c)
 	}
+	dialing := make([]tcpip.Endpoint, 0, len(s.dialing))
+	for ep := range s.dialing {
+		dialing = append(dialing, ep)
+	}
 	s.mu.Unlock()
 
+	// Wake DialTCP calls still in their handshake; they return an error.
+	for _, ep := range dialing {
+		ep.Abort()
+	}
 	for _, r := range reqs {
 		r.complete(true)
 	}

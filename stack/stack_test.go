@@ -755,3 +755,29 @@ func TestRedialSameTuple(t *testing.T) {
 		})
 	}
 }
+
+// TestCloseDuringDial closes the dialing stack while a DialTCP without a
+// deadline waits for a SYN-ACK that never comes.
+func TestCloseDuringDial(t *testing.T) {
+	n := newTestNet(t, Config{}, Config{})
+	dropAll := func([]byte) bool { return true }
+	n.ba.drop.Store(&dropAll)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := n.b.DialTCP(context.Background(), client4, server4)
+		errc <- err
+	}()
+	if !waitFor(5*time.Second, func() bool { return n.b.Stats().FlowsActive == 1 }) {
+		t.Fatal("dial not started")
+	}
+	time.Sleep(20 * time.Millisecond)
+	n.b.Close()
+	select {
+	case err := <-errc:
+		if err == nil {
+			t.Fatal("dial succeeded")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("DialTCP still blocked after Close")
+	}
+}

@@ -189,9 +189,7 @@ func (h *tunHarness) readLoop() {
 	sizes := make([]int, n)
 	for {
 		k, err := h.dev.Read(bufs, sizes, Headroom)
-		for i := range k {
-			h.stack.Inject(bufs[i][Headroom : Headroom+sizes[i]])
-		}
+		h.stack.InjectBatch(bufs, sizes, Headroom, k)
 		if err != nil {
 			if errors.Is(err, tun.ErrTooManySegments) {
 				continue
