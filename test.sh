@@ -14,5 +14,6 @@ while read -r pkg target; do
   fuzz "$pkg" "$target"
 done < <(grep -rEo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]+' . \
            | sed -E 's#^\./(.*)/[^/]+_test\.go:func (Fuzz[A-Za-z0-9_]+)#./\1 \2#' | sort -u)
-# End-to-end tests (namespaces, TUN, the real binary): root only.
-go test -count=1 -timeout 20m ./cmd/...
+# End-to-end tests (namespaces, TUN, the real binary): root only. One package
+# at a time: they measure timing and sweep stale namespaces of dead runs.
+go test -p 1 -count=1 -timeout 20m ./cmd/...

@@ -281,6 +281,13 @@ func (a *assoc) onDatagram(p []byte) {
 		return
 	}
 	a.e.stats.DatagramsIn.Add(1)
+	// A hub relays datagrams between its peers directly.
+	if other := a.e.assocFor(info.dst); other != nil {
+		if other != a {
+			_ = other.session().SendDatagram(p)
+		}
+		return
+	}
 	a.e.writeTUNPacket(p)
 }
 

@@ -53,7 +53,8 @@ type Endpoint struct {
 	stop context.CancelFunc
 	wg   sync.WaitGroup
 
-	stats Stats
+	stats   Stats
+	started time.Time
 }
 
 // Stats counts what the endpoint did with packets and flows.
@@ -167,6 +168,12 @@ func (e *Endpoint) Run(ctx context.Context) (err error) {
 	// streams are gone, while the UDP socket is still open to tell them.
 	cleanup = append(cleanup, e.closeAssocs)
 
+	stopStatus, err := e.serveStatus()
+	if err != nil {
+		return err
+	}
+	cleanup = append(cleanup, stopStatus)
+	e.started = time.Now()
 	e.log.Info("endpoint up", "tun", e.cfg.Name, "listen", e.udp.LocalAddr().String(), "mtu", e.cfg.MTU, "peers", len(e.cfg.Peers))
 	e.goLoop("tun-reader", e.readTUN)
 	e.goLoop("udp-reader", e.readUDP)

@@ -60,7 +60,7 @@ func (e *Endpoint) carryOut(a *assoc, req *stack.TCPRequest) {
 	}
 	e.stats.FlowsOpened.Add(1)
 	e.log.Debug("flow open", "peer", a.cfg.Name, "src", req.Src, "dst", req.Dst, "stream", st.ID())
-	e.splice(conn, st)
+	e.splice(connEnd{conn}, streamEnd{st})
 }
 
 // serveStream re-originates a connection a peer opened.
@@ -80,6 +80,25 @@ func (e *Endpoint) serveStream(a *assoc, st *scps.Stream) {
 		st.Reset(codeDenied)
 		return
 	}
+	// A hub relays a flow between two of its peers stream to stream,
+	// without a detour through its own kernel.
+	if other := e.assocFor(m.dst.Addr()); other != nil {
+		if other == a {
+			e.stats.FlowsRefused.Add(1)
+			st.Reset(codeDenied) // the peer's own subnet: a routing loop
+			return
+		}
+		out, err := other.openStream(st.Meta())
+		if err != nil {
+			e.stats.FlowsRefused.Add(1)
+			st.Reset(codeRefused)
+			return
+		}
+		e.stats.FlowsAccepted.Add(1)
+		e.log.Debug("flow relayed", "from", a.cfg.Name, "to", other.cfg.Name, "src", m.src, "dst", m.dst)
+		e.splice(streamEnd{st}, streamEnd{out})
+		return
+	}
 	ctx, cancel := context.WithTimeout(e.ctx, dialTimeout)
 	conn, err := e.stk.DialTCP(ctx, m.src, m.dst)
 	cancel()
@@ -91,43 +110,56 @@ func (e *Endpoint) serveStream(a *assoc, st *scps.Stream) {
 	}
 	e.stats.FlowsAccepted.Add(1)
 	e.log.Debug("flow open", "peer", a.cfg.Name, "src", m.src, "dst", m.dst, "stream", st.ID())
-	e.splice(conn, st)
+	e.splice(connEnd{conn}, streamEnd{st})
 }
+
+// flowEnd is one side of a spliced flow: a local TCP connection or a stream.
+type flowEnd interface {
+	io.Reader
+	io.Writer
+	CloseWrite() error
+	Close() error
+	abort()
+}
+
+type connEnd struct{ *stack.Conn }
+
+func (c connEnd) abort() { c.Abort() }
+
+type streamEnd struct{ *scps.Stream }
+
+func (s streamEnd) abort() { s.Reset(codeReset) }
 
 // splice copies both ways until both directions have ended. A clean end of
 // one direction is passed on as a FIN (half-close); any error resets both.
-func (e *Endpoint) splice(conn *stack.Conn, st *scps.Stream) {
+func (e *Endpoint) splice(x, y flowEnd) {
 	e.stats.FlowsActive.Add(1)
 	defer e.stats.FlowsActive.Add(-1)
 
 	var once sync.Once
 	abort := func() {
 		once.Do(func() {
-			st.Reset(codeReset)
-			conn.Abort()
+			x.abort()
+			y.abort()
 		})
+	}
+	half := func(dst, src flowEnd) {
+		if err := copyData(dst, src); err != nil {
+			abort()
+		} else if err := dst.CloseWrite(); err != nil {
+			abort()
+		}
 	}
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { // local client -> stream
+	go func() {
 		defer wg.Done()
-		if err := copyData(st, conn); err != nil {
-			abort()
-			return
-		}
-		if err := st.CloseWrite(); err != nil {
-			abort()
-		}
+		half(y, x)
 	}()
-	// stream -> local client
-	if err := copyData(conn, st); err != nil {
-		abort()
-	} else if err := conn.CloseWrite(); err != nil {
-		abort()
-	}
+	half(x, y)
 	wg.Wait()
-	conn.Close()
-	st.Close()
+	x.Close()
+	y.Close()
 }
 
 func copyData(dst io.Writer, src io.Reader) error {

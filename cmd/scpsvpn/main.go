@@ -25,6 +25,7 @@ func main() {
 			configCommand(),
 			genkeyCommand(),
 			pubkeyCommand(),
+			statusCommand(),
 			linkemu.Command(),
 		},
 		HideHelpCommand: true,

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"sync"
 	"syscall"
 	"time"
@@ -26,8 +27,19 @@ func upCommand() *cli.Command {
 		Usage: "run an endpoint in the foreground until SIGINT or SIGTERM",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "config file (TOML)", Required: true},
+			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile to this file (for developers)", Hidden: true},
 		},
 		Action: func(c *cli.Context) error {
+			if p := c.String("cpuprofile"); p != "" {
+				f, err := os.Create(p)
+				if err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				defer pprof.StopCPUProfile()
+			}
 			// Signals first: os/signal's own loop goroutine then counts
 			// in the baseline that reportLeftovers compares against.
 			hup := make(chan os.Signal, 1)
