@@ -236,6 +236,7 @@ func (a *assoc) transmitter() func(pkts [][]byte) {
 	var bufs [][]byte
 	var out [][]byte
 	var to netip.AddrPort
+	sender := a.e.sock.sender()
 	return func(pkts [][]byte) {
 		p, ok := a.e.dev.Peer(a.cfg.Name)
 		if !ok {
@@ -260,7 +261,9 @@ func (a *assoc) transmitter() func(pkts [][]byte) {
 		}
 		if len(out) > 0 {
 			a.lastSend.Store(time.Now().UnixNano())
-			a.e.sendBatch(out, to)
+			if err := sender.send(out, to); err != nil && a.e.ctx.Err() == nil {
+				a.log.Debug("UDP send", "to", to, "err", err)
+			}
 		}
 	}
 }

@@ -49,6 +49,7 @@ type Endpoint struct {
 	stk  *stack.Stack
 	dev  *peers.Device
 	udp  *net.UDPConn
+	sock *udpSock
 	ctx  context.Context
 	stop context.CancelFunc
 	wg   sync.WaitGroup
@@ -110,6 +111,7 @@ func (e *Endpoint) Run(ctx context.Context) (err error) {
 	}
 	cleanup = append(cleanup, func() { e.udp.Close() })
 	setSocketBuffers(e.udp, e.log)
+	e.sock = newUDPSock(e.udp)
 
 	e.dev, err = peers.NewDevice(priv, peerConfigs(e.cfg), peers.Options{
 		Payload: e.handshakePayload,

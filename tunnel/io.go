@@ -12,7 +12,6 @@ import (
 	"os"
 	"sync"
 
-	"golang.org/x/net/ipv4"
 	"golang.org/x/sys/unix"
 	"golang.zx2c4.com/wireguard/tun"
 )
@@ -90,29 +89,15 @@ func (e *Endpoint) writeTUNPacket(p []byte) {
 // readUDP authenticates and dispatches every datagram on the association
 // port. Anything that fails is dropped and counted, with no reply.
 func (e *Endpoint) readUDP() {
-	pc := ipv4.NewPacketConn(e.udp)
-	msgs := make([]ipv4.Message, udpBatch)
-	for i := range msgs {
-		msgs[i].Buffers = [][]byte{make([]byte, 65535)}
-	}
+	r := e.sock.receiver(udpBatch)
 	plain := make([]byte, 65535)
+	handle := func(src netip.AddrPort, pkt []byte) { e.handleUDP(src, pkt, plain) }
 	for {
-		n, err := pc.ReadBatch(msgs, 0)
-		if err != nil {
+		if err := r.read(handle); err != nil {
 			if !errors.Is(err, net.ErrClosed) && e.ctx.Err() == nil {
 				e.log.Error("UDP read", "err", err)
 			}
 			return
-		}
-		for i := 0; i < n; i++ {
-			m := &msgs[i]
-			ua, ok := m.Addr.(*net.UDPAddr)
-			if !ok {
-				continue
-			}
-			src := ua.AddrPort()
-			src = netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
-			e.handleUDP(src, m.Buffers[0][:m.N], plain)
 		}
 	}
 }
@@ -148,31 +133,6 @@ func (e *Endpoint) sendUDP(b []byte, to netip.AddrPort) {
 	}
 	if _, err := e.udp.WriteToUDPAddrPort(b, to); err != nil && e.ctx.Err() == nil {
 		e.log.Debug("UDP send", "to", to, "err", err)
-	}
-}
-
-// sendBatch sends datagrams to one destination with sendmmsg.
-func (e *Endpoint) sendBatch(pkts [][]byte, to netip.AddrPort) {
-	if len(pkts) == 1 {
-		e.sendUDP(pkts[0], to)
-		return
-	}
-	pc := ipv4.NewPacketConn(e.udp)
-	addr := net.UDPAddrFromAddrPort(to)
-	msgs := make([]ipv4.Message, len(pkts))
-	for i, p := range pkts {
-		msgs[i].Buffers = [][]byte{p}
-		msgs[i].Addr = addr
-	}
-	for len(msgs) > 0 {
-		n, err := pc.WriteBatch(msgs, 0)
-		if err != nil {
-			if e.ctx.Err() == nil {
-				e.log.Debug("UDP batch send", "to", to, "err", err)
-			}
-			return
-		}
-		msgs = msgs[n:]
 	}
 }
 

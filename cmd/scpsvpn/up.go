@@ -11,6 +11,8 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -27,11 +29,11 @@ func upCommand() *cli.Command {
 		Usage: "run an endpoint in the foreground until SIGINT or SIGTERM",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "config file (TOML)", Required: true},
-			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile to this file (for developers)", Hidden: true},
+			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile to this file; %p becomes the PID (for developers)", Hidden: true, EnvVars: []string{"SCPSVPN_CPUPROFILE"}},
 		},
 		Action: func(c *cli.Context) error {
 			if p := c.String("cpuprofile"); p != "" {
-				f, err := os.Create(p)
+				f, err := os.Create(strings.ReplaceAll(p, "%p", strconv.Itoa(os.Getpid())))
 				if err != nil {
 					return fmt.Errorf("--cpuprofile: %w", err)
 				}
