@@ -46,7 +46,8 @@ type assoc struct {
 	up     bool
 	closed bool
 
-	lastRecv atomic.Int64 // unix nanoseconds of the last authenticated packet
+	gen      atomic.Uint64 // session generation: a replaced session sends nothing more
+	lastRecv atomic.Int64  // unix nanoseconds of the last authenticated packet
 	lastSend atomic.Int64
 }
 
@@ -90,9 +91,10 @@ func (a *assoc) newSession() error {
 	}
 	applyLinkConfig(&cfg, link)
 	ctx, cancel := context.WithCancel(a.e.ctx)
+	gen := a.gen.Add(1)
 	sess, err := scps.NewSession(scps.SessionConfig{
 		Config:     cfg,
-		Transmit:   a.transmitter(),
+		Transmit:   a.transmitter(gen),
 		OnDatagram: a.onDatagram,
 		Logger:     a.log.With("part", "scps"),
 	})
@@ -156,11 +158,11 @@ func (a *assoc) owns(addr netip.Addr) bool {
 func (a *assoc) input(pkt []byte) {
 	a.lastRecv.Store(time.Now().UnixNano())
 	a.mu.Lock()
-	sess, wasUp := a.sess, a.up
+	sess, wasUp, remote := a.sess, a.up, a.remote
 	a.up = true
 	a.mu.Unlock()
-	if !wasUp && a.remote != 0 {
-		a.log.Info("association up", "instance", fmt.Sprintf("%016x", a.remote))
+	if !wasUp && remote != 0 {
+		a.log.Info("association up", "instance", fmt.Sprintf("%016x", remote))
 	}
 	sess.Input(pkt)
 }
@@ -232,12 +234,17 @@ func (a *assoc) close() {
 // transmitter returns the session's Transmit callback: it seals each packet
 // for the peer and sends the batch. The scratch buffers belong to the one
 // session goroutine that calls it.
-func (a *assoc) transmitter() func(pkts [][]byte) {
+func (a *assoc) transmitter(gen uint64) func(pkts [][]byte) {
 	var bufs [][]byte
 	var out [][]byte
 	var to netip.AddrPort
 	sender := a.e.sock.sender()
 	return func(pkts [][]byte) {
+		// A session replaced because the peer restarted must not reach
+		// the peer's new association (its close would end it).
+		if a.gen.Load() != gen {
+			return
+		}
 		p, ok := a.e.dev.Peer(a.cfg.Name)
 		if !ok {
 			return

@@ -481,3 +481,58 @@ func TestMemoryBounded(t *testing.T) {
 		t.Errorf("peak RSS A %d MiB, B %d MiB: over %d MiB", peakA>>20, peakB>>20, rssLimit>>20)
 	}
 }
+
+// TestPeerRestart: when a site's endpoint dies and comes back, the other
+// site notices the new association instance, resets the flows that were
+// carried by the old one, and carries new flows.
+func TestPeerRestart(t *testing.T) {
+	tb := twoSites(t, testbed.Config{})
+	ln, err := tb.Listen(testbed.B, "tcp", hostPort(tb.B.TUN4, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); io.Copy(c, c) }() // echo
+		}
+	}()
+	old, err := tb.Dial(testbed.A, "tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	if _, err := old.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(old, make([]byte, 4)); err != nil {
+		t.Fatalf("echo before restart: %v", err)
+	}
+	if code, _ := tb.StopEndpoint(testbed.B, syscall.SIGKILL); code == 0 {
+		t.Fatal("SIGKILL reported a clean exit")
+	}
+	if err := tb.StartEndpoint(testbed.B); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, tb, testbed.A, "peer restarted", 10*time.Second)
+	old.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := old.Read(make([]byte, 1)); !isReset(err) {
+		t.Errorf("a flow of the old association ended with %v, want a reset", err)
+	}
+	c, err := tb.Dial(testbed.A, "tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write([]byte("again")); err != nil {
+		t.Fatal(err)
+	}
+	if b := make([]byte, 5); func() error { _, err := io.ReadFull(c, b); return err }() != nil || string(b) != "again" {
+		t.Fatalf("echo after restart failed")
+	}
+}
