@@ -5,6 +5,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/urfave/cli/v2"
@@ -16,6 +17,12 @@ import (
 var version = "dev"
 
 func main() {
+	os.Exit(run(os.Args, os.Stderr))
+}
+
+// run executes one command line and returns the exit code; errors are one
+// line on stderr.
+func run(args []string, stderr io.Writer) int {
 	app := &cli.App{
 		Name:    "scpsvpn",
 		Usage:   "split-TCP VPN that makes TCP fast across satellite hops",
@@ -29,9 +36,11 @@ func main() {
 			linkemu.Command(),
 		},
 		HideHelpCommand: true,
+		ErrWriter:       stderr,
 	}
-	if err := app.Run(os.Args); err != nil {
-		fmt.Fprintf(os.Stderr, "scpsvpn: %v\n", err)
-		os.Exit(1)
+	if err := app.Run(args); err != nil {
+		fmt.Fprintf(stderr, "scpsvpn: %v\n", err)
+		return 1
 	}
+	return 0
 }
