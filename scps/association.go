@@ -3,8 +3,9 @@ package scps
 // This file owns the Association type: its state, construction, the
 // time-driven entry points (Deadline, Tick), the event queue through which
 // the driver learns what changed, connection close and Stats. Receiving is
-// in recv.go, packet assembly in send.go, loss recovery in recovery.go and
-// the stream operations in streamops.go.
+// in recv.go, packet assembly in send.go, loss recovery in recovery.go,
+// the loss-cause decision in losscause.go, outages and keep-alives in
+// outage.go and the stream operations in streamops.go.
 
 import (
 	"fmt"
@@ -44,6 +45,9 @@ const (
 	EventStreamClosed
 	// EventClosed: the association closed; Err says why.
 	EventClosed
+	// EventOutage: the association entered (Outage true) or left (false)
+	// outage mode.
+	EventOutage
 )
 
 // Event is something the driver must act on.
@@ -51,6 +55,7 @@ type Event struct {
 	Kind     EventKind
 	StreamID uint64
 	Err      error
+	Outage   bool // EventOutage: entered (true) or left (false)
 	s        *stream
 }
 
@@ -82,6 +87,16 @@ type Association struct {
 	ptoCount          int
 	probes            int
 	pingPending       bool
+
+	// Loss cause, outage and keep-alive.
+	loss            lossClassifier
+	ackWaitSince    time.Duration // since when ack-eliciting packets wait with nothing newly acknowledged
+	ackProgress     bool          // the packet being received acknowledged something new
+	outage          bool
+	outageBySilence bool // entered because nothing was heard (else: nothing acknowledged)
+	outageStart     time.Duration
+	nextProbe       time.Duration
+	lastKeepAlive   time.Duration
 
 	// Receiver side.
 	ack      ackState
@@ -147,7 +162,15 @@ func NewAssociation(cfg Config, now time.Time) (*Association, error) {
 	}
 	a.lastRecv = a.now
 	a.lastElicitingSent = a.now
+	a.ackWaitSince = a.now
+	a.lastKeepAlive = a.now
+	a.loss.mode = parseLossMode(cfg.Loss)
+	a.loss.noise = a.rttNoise()
 	a.connEpochStart = a.now
+	if w := cfg.initialConnWindow(); w > a.connWindow {
+		// A known link rate: grant the bandwidth-delay product at once.
+		a.connWindow, a.connRecvMax, a.maxDataQueued = w, w, true
+	}
 	if !cfg.EvenStreams {
 		a.nextLocalID = 1
 	}
@@ -155,12 +178,14 @@ func NewAssociation(cfg Config, now time.Time) (*Association, error) {
 		MaxDatagramSize: cfg.MaxPacketSize,
 		RTT:             a.rtt,
 		SendRate:        cfg.SendRate,
+		RTTNoise:        a.rttNoise(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("scps: %w", err)
 	}
 	a.cc = ctl
 	a.stats.Congestion = ctl.Name()
+	a.stats.Loss = cfg.Loss
 	a.updatePacer()
 	ackRate := 0.0
 	if cfg.RecvRate > 0 {
@@ -172,13 +197,30 @@ func NewAssociation(cfg Config, now time.Time) (*Association, error) {
 			ackRate = r
 		}
 	}
-	a.ackBudget.setRate(a.now, ackRate, float64(8*(64+cfg.WireOverhead)))
+	a.ackBudget.setRate(a.now, ackRate, float64(ackBurstPackets*(64+cfg.WireOverhead)))
 	a.ackBudget.tokens = a.ackBudget.maxBurst
 	a.pacer.tokens = a.pacer.maxBurst
 	a.ackDelay = MaxAckDelay
 	a.maybeMaxStreams()
 	return a, nil
 }
+
+// rttNoise is the RTT variation our own ACKs cause on the return link:
+// three ACK packets' serialization at RecvRate (two ACKs back to back, and
+// one carrying credit frames), at least minRTTNoise. Delay-based decisions
+// (congestion control, loss cause) ignore that much queueing delay.
+func (a *Association) rttNoise() time.Duration {
+	d := minRTTNoise
+	if r := a.cfg.RecvRate; r > 0 {
+		ack := time.Duration(float64(8*a.ackPacketCost()) / float64(r) * float64(time.Second))
+		d = max(d, 3*ack)
+	}
+	return d
+}
+
+// minRTTNoise is the RTT variation assumed of any path (timers,
+// scheduling).
+const minRTTNoise = time.Millisecond
 
 // Config returns the configuration in use (defaults filled in).
 func (a *Association) Config() Config { return a.cfg }
@@ -219,7 +261,7 @@ func (a *Association) updatePacer() {
 		}
 	}
 	pkt := float64(a.cfg.MaxPacketSize + a.cfg.WireOverhead)
-	burst := max(10*pkt, rate*pacerBurstTime.Seconds())
+	burst := max(pacerMinBurst*pkt, rate*pacerBurstTime.Seconds())
 	if rate == a.pacer.rate && burst == a.pacer.maxBurst {
 		a.pacer.refill(a.now)
 		return
@@ -242,6 +284,17 @@ func (a *Association) Deadline() time.Time {
 			d = t
 		}
 	}
+	if a.cfg.IdleTimeout > 0 {
+		consider(a.lastRecv + a.cfg.IdleTimeout)
+	}
+	if a.outage {
+		// Only probes and the end of patience.
+		consider(a.nextProbe)
+		consider(a.outageStart + a.cfg.MaxOutage)
+		return a.abs(d)
+	}
+	consider(a.outageDeadline())
+	consider(a.keepAliveDue())
 	consider(a.lossTime)
 	if a.lossTime == 0 {
 		consider(a.ptoDeadline())
@@ -263,20 +316,14 @@ func (a *Association) Deadline() time.Time {
 			consider(a.pacer.readyAt(a.now, full))
 		}
 	}
-	if a.cfg.IdleTimeout > 0 {
-		consider(a.lastRecv + a.cfg.IdleTimeout)
-		if a.elicitingInFlight == 0 {
-			consider(a.lastElicitingSent + a.cfg.IdleTimeout/3)
-		}
-	}
 	if d == 0 {
 		return time.Time{}
 	}
 	return a.abs(d)
 }
 
-// Tick runs the timers that expired by now: idle timeout, loss detection
-// by time, probe timeout, keep-alive.
+// Tick runs the timers that expired by now: idle timeout, outage entry
+// and maximum outage, loss detection by time, probe timeout, keep-alive.
 func (a *Association) Tick(now time.Time) {
 	a.setNow(now)
 	if a.state != stateOpen {
@@ -286,13 +333,22 @@ func (a *Association) Tick(now time.Time) {
 		a.closeWith(ErrIdleTimeout, CodeIdleTimeout, "idle timeout", ErrIdleTimeout)
 		return
 	}
+	a.checkOutage()
+	if a.outage {
+		if a.now-a.outageStart >= a.cfg.MaxOutage {
+			a.closeWith(ErrOutage, CodeOutage, "link outage", ErrOutage)
+		}
+		return
+	}
 	if a.lossTime != 0 && a.now >= a.lossTime {
 		a.detectLoss()
 	} else if pto := a.ptoDeadline(); pto != 0 && a.now >= pto {
 		a.onPTO()
 	}
-	if a.cfg.IdleTimeout > 0 && a.elicitingInFlight == 0 && a.now-a.lastElicitingSent >= a.cfg.IdleTimeout/3 {
+	if due := a.keepAliveDue(); due != 0 && a.now >= due {
 		a.pingPending = true
+		a.lastKeepAlive = a.now
+		a.stats.KeepAlives++
 	}
 }
 
@@ -398,5 +454,14 @@ func (a *Association) Stats() Stats {
 	s.RTTVar = a.rtt.Var()
 	s.MinRTT = a.rtt.Min()
 	s.LatestRTT = a.rtt.Latest()
+	s.QueueDelay = a.loss.lastQueue
+	s.DeliveryRate = a.loss.rate
+	s.Outage = a.outage
+	if a.outage {
+		s.OutageTime += a.now - a.outageStart
+	}
 	return s
 }
+
+// InOutage reports whether the association is in outage mode.
+func (a *Association) InOutage() bool { return a.outage }

@@ -1,8 +1,12 @@
 // Package scps is the SCPS-TP association of scpsvpn: many reliable,
 // ordered byte streams and unreliable datagrams multiplexed over one
 // packet exchange with a peer, with selective acknowledgement of every hole,
-// thinned ACKs, loss detection by packet and time thresholds, credit-based
-// flow control, pluggable congestion control and pacing at the link rate.
+// thinned ACKs within the return link's rate, loss detection by packet and
+// time thresholds, credit-based flow control with windows sized to the
+// bandwidth-delay product, pluggable congestion control, loss-cause
+// detection (congestion or corruption), pacing at the link rate and link
+// outage handling (suspend, probe at a fixed interval, resume at the old
+// rate).
 //
 // The core, Association, does no I/O and keeps no goroutines: packets and
 // the time go in, packets and the next deadline come out, so it runs
@@ -17,6 +21,7 @@ package scps
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"scpsvpn/scps/cc"
@@ -59,16 +64,28 @@ type Config struct {
 	// RecvRate is the link rate from the peer in bit/s; 0 = unknown. Our
 	// ACK traffic is held to 1/20 of it.
 	RecvRate int64
-	// Congestion names the congestion controller ("" = "vj").
+	// Congestion names the congestion controller: "vj", "vegas",
+	// "hybla", "hybrid" or "rate" ("" = cc.DefaultName, "hybrid"). "rate"
+	// needs SendRate.
 	Congestion string
-	// StreamWindow is the largest receive window of one stream; windows
-	// start at InitialStreamCredit and grow toward it while the
-	// application keeps up.
+	// Loss says what a lost packet means to congestion control: LossAuto
+	// ("" = "auto": a loss after queue growth is congestion, one without
+	// is corruption), LossCongestion (every loss) or LossCorruption (no
+	// loss ever shrinks the window).
+	Loss string
+	// StreamWindow is the largest receive window of one stream; 0 = auto:
+	// three times the bandwidth-delay product of RecvRate and InitialRTT,
+	// at least DefaultStreamWindow. Windows start at InitialStreamCredit
+	// (or twice that product when RecvRate is known) and grow toward it
+	// while the application keeps up.
 	StreamWindow uint64
-	// ConnWindow is the largest receive window of the association.
+	// ConnWindow is the largest receive window of the association; 0 =
+	// auto: twice StreamWindow, at least DefaultConnWindow.
 	ConnWindow uint64
 	// SendBuffer is how many bytes one stream may hold unsent or
-	// unacknowledged before Write blocks.
+	// unacknowledged before Write blocks; 0 = auto: three times the
+	// bandwidth-delay product of SendRate and InitialRTT, at least
+	// DefaultSendBuffer.
 	SendBuffer int
 	// MaxStreams is how many streams the peer may have open at once.
 	MaxStreams int
@@ -78,13 +95,43 @@ type Config struct {
 	// AckEvery is how many ack-eliciting packets may arrive before an ACK
 	// must go out (0 = default 10).
 	AckEvery int
+	// AcksPerRTT (k) bounds the ACK delay to srtt/k (and MaxAckDelay)
+	// after an ack-eliciting packet (0 = default 4).
+	AcksPerRTT int
+	// OutageAfter is the silence after which the association enters
+	// outage mode: nothing received for this long, or nothing newly
+	// acknowledged for this long while packets are outstanding. 0 =
+	// DefaultOutageAfter. When idle the association sends a keep-alive
+	// PING after a quarter of it without hearing the peer.
+	OutageAfter time.Duration
+	// ProbeInterval is the fixed interval of probes during an outage (no
+	// backoff); it also caps the backoff of the probe timeout. 0 =
+	// DefaultProbeInterval.
+	ProbeInterval time.Duration
+	// MaxOutage is how long an outage may last before the association
+	// closes and resets its streams. 0 = DefaultMaxOutage.
+	MaxOutage time.Duration
 }
 
-// Defaults. SendBuffer is 4 MiB: unacknowledged data stays in the send
-// buffer, so one stream can only keep SendBuffer in flight; 4 MiB covers
-// 2.5 times the bandwidth-delay product of a 20 Mbit/s GEO link at 650 ms
-// (1.6 MB) and 30 ms at 1 Gbit/s, while memory is only taken as data is
-// actually queued (8 KiB chunks) and returned as it is acknowledged.
+// Loss-cause modes (Config.Loss).
+const (
+	LossAuto       = "auto"
+	LossCongestion = "congestion"
+	LossCorruption = "corruption"
+)
+
+// LossModes lists the valid Config.Loss values.
+func LossModes() []string { return []string{LossAuto, LossCongestion, LossCorruption} }
+
+// Defaults. DefaultSendBuffer, DefaultStreamWindow and DefaultConnWindow
+// are the floors of the automatic sizes: unacknowledged data stays in the
+// send buffer, so one stream can only keep SendBuffer in flight; 4 MiB
+// covers 2.5 times the bandwidth-delay product of a 20 Mbit/s GEO link at
+// 650 ms (1.6 MB) and 30 ms at 1 Gbit/s. With configured rates the sizes
+// grow to three times the product (a hole takes a round trip to repair, and
+// its repair may be lost too). Memory is only taken as data is actually
+// queued (8 KiB chunks) and returned as it is acknowledged or read, and the
+// association window bounds what all streams hold together.
 const (
 	DefaultMaxPacketSize = 1350
 	DefaultWireOverhead  = 16 + 16 + 8 + 20 // AEAD tag + header, UDP, IPv4
@@ -95,9 +142,19 @@ const (
 	DefaultSendBuffer    = 4 << 20
 	DefaultMaxStreams    = 4096
 	DefaultAckEvery      = 10
+	DefaultAcksPerRTT    = 4
+	// DefaultOutageAfter is a few round trips even on GEO (600 ms), so a
+	// lost keep-alive and its probe fit inside it.
+	DefaultOutageAfter   = 3 * time.Second
+	DefaultProbeInterval = time.Second
+	DefaultMaxOutage     = 10 * time.Minute
+	// maxAutoWindow caps the automatic window and buffer sizes.
+	maxAutoWindow = 256 << 20
 )
 
-// DefaultConfig returns a Config with every default filled in.
+// DefaultConfig returns a Config with every default filled in; the
+// window and buffer sizes stay 0 (automatic), since they follow the rates
+// and RTT set afterwards.
 func DefaultConfig() Config {
 	return Config{
 		MaxPacketSize: DefaultMaxPacketSize,
@@ -105,12 +162,25 @@ func DefaultConfig() Config {
 		InitialRTT:    DefaultInitialRTT,
 		MinRTO:        DefaultMinRTO,
 		Congestion:    cc.DefaultName,
-		StreamWindow:  DefaultStreamWindow,
-		ConnWindow:    DefaultConnWindow,
-		SendBuffer:    DefaultSendBuffer,
+		Loss:          LossAuto,
 		MaxStreams:    DefaultMaxStreams,
 		AckEvery:      DefaultAckEvery,
+		AcksPerRTT:    DefaultAcksPerRTT,
+		OutageAfter:   DefaultOutageAfter,
+		ProbeInterval: DefaultProbeInterval,
+		MaxOutage:     DefaultMaxOutage,
 	}
+}
+
+// bdp is rate (bit/s) times rtt in bytes.
+func bdp(rate int64, rtt time.Duration) float64 { return float64(rate) / 8 * rtt.Seconds() }
+
+// autoSize is three times the bandwidth-delay product, between floor and
+// maxAutoWindow, rounded up to a multiple of 64 KiB.
+func autoSize(rate int64, rtt time.Duration, floor uint64) uint64 {
+	v := uint64(3 * bdp(rate, rtt))
+	v = (v + 0xffff) &^ 0xffff
+	return min(max(v, floor), maxAutoWindow)
 }
 
 // withDefaults fills zero fields with their defaults, so a Config built by
@@ -126,14 +196,20 @@ func (c Config) withDefaults() Config {
 	if c.MinRTO == 0 {
 		c.MinRTO = d.MinRTO
 	}
+	if c.Congestion == "" {
+		c.Congestion = d.Congestion
+	}
+	if c.Loss == "" {
+		c.Loss = d.Loss
+	}
 	if c.StreamWindow == 0 {
-		c.StreamWindow = d.StreamWindow
+		c.StreamWindow = autoSize(c.RecvRate, c.InitialRTT, DefaultStreamWindow)
 	}
 	if c.ConnWindow == 0 {
-		c.ConnWindow = max(d.ConnWindow, c.StreamWindow)
+		c.ConnWindow = max(DefaultConnWindow, 2*c.StreamWindow)
 	}
 	if c.SendBuffer == 0 {
-		c.SendBuffer = d.SendBuffer
+		c.SendBuffer = int(autoSize(c.SendRate, c.InitialRTT, DefaultSendBuffer))
 	}
 	if c.MaxStreams == 0 {
 		c.MaxStreams = d.MaxStreams
@@ -141,7 +217,45 @@ func (c Config) withDefaults() Config {
 	if c.AckEvery == 0 {
 		c.AckEvery = d.AckEvery
 	}
+	if c.AcksPerRTT == 0 {
+		c.AcksPerRTT = d.AcksPerRTT
+	}
+	if c.OutageAfter == 0 {
+		c.OutageAfter = d.OutageAfter
+	}
+	if c.ProbeInterval == 0 {
+		c.ProbeInterval = d.ProbeInterval
+	}
+	if c.MaxOutage == 0 {
+		c.MaxOutage = max(d.MaxOutage, c.OutageAfter)
+	}
 	return c
+}
+
+// initialStreamWindow is the credit a new stream gets at once: twice the
+// bandwidth-delay product of the configured receive rate, so a known link
+// is filled from the second round trip on instead of after the window has
+// doubled its way up from InitialStreamCredit.
+func (c Config) initialStreamWindow() uint64 {
+	w := uint64(2 * bdp(c.RecvRate, c.InitialRTT))
+	return min(max(w, InitialStreamCredit), c.StreamWindow)
+}
+
+// initialConnWindow is the association credit granted at once.
+func (c Config) initialConnWindow() uint64 {
+	return min(max(2*c.initialStreamWindow(), InitialConnCredit), c.ConnWindow)
+}
+
+// keepAliveInterval is how long the association waits without hearing the
+// peer before it sends a keep-alive PING while idle: a quarter of the
+// silence that would make the peer declare an outage (or close for
+// IdleTimeout), so a lost PING and two rounds of probes still fit.
+func (c Config) keepAliveInterval() time.Duration {
+	d := c.OutageAfter / 4
+	if c.IdleTimeout > 0 {
+		d = min(d, c.IdleTimeout/3)
+	}
+	return d
 }
 
 // ErrConfig is wrapped by every Validate error.
@@ -169,6 +283,10 @@ func (c Config) Validate() error {
 		return bad("RecvRate", c.RecvRate, "must be 0 (unknown) or at least 8000 bit/s")
 	case !cc.Known(c.Congestion):
 		return bad("Congestion", fmt.Sprintf("%q", c.Congestion), fmt.Sprintf("must be one of %v", cc.Names()))
+	case c.Congestion == "rate" && c.SendRate == 0:
+		return bad("Congestion", `"rate"`, "sends open loop at the link rate, so SendRate must be set")
+	case !slices.Contains(LossModes(), c.Loss):
+		return bad("Loss", fmt.Sprintf("%q", c.Loss), fmt.Sprintf("must be one of %v", LossModes()))
 	case c.StreamWindow < InitialStreamCredit || c.StreamWindow > 1<<30:
 		return bad("StreamWindow", c.StreamWindow, fmt.Sprintf("must be between %d and %d bytes", InitialStreamCredit, 1<<30))
 	case c.ConnWindow < max(InitialConnCredit, c.StreamWindow) || c.ConnWindow > 1<<32:
@@ -183,6 +301,16 @@ func (c Config) Validate() error {
 		return bad("IdleTimeout", c.IdleTimeout, fmt.Sprintf("must be 0 or at least 2*MinRTO (%v)", 2*c.MinRTO))
 	case c.AckEvery < 1 || c.AckEvery > 64:
 		return bad("AckEvery", c.AckEvery, "must be between 1 and 64 packets")
+	case c.AcksPerRTT < 1 || c.AcksPerRTT > 64:
+		return bad("AcksPerRTT", c.AcksPerRTT, "must be between 1 and 64")
+	case c.OutageAfter < 100*time.Millisecond || c.OutageAfter > time.Hour:
+		return bad("OutageAfter", c.OutageAfter, "must be between 100ms and 1h")
+	case c.ProbeInterval < 10*time.Millisecond || c.ProbeInterval > time.Minute:
+		return bad("ProbeInterval", c.ProbeInterval, "must be between 10ms and 1m")
+	case c.MaxOutage < time.Second || c.MaxOutage > 7*24*time.Hour:
+		return bad("MaxOutage", c.MaxOutage, "must be between 1s and 168h")
+	case c.MaxOutage < c.OutageAfter:
+		return bad("MaxOutage", c.MaxOutage, fmt.Sprintf("must be at least OutageAfter (%v)", c.OutageAfter))
 	}
 	return nil
 }

@@ -39,6 +39,9 @@ const (
 	// CodeIdleTimeout closes an association that heard nothing for
 	// IdleTimeout.
 	CodeIdleTimeout = 0xb
+	// CodeOutage closes an association whose link outage outlasted
+	// MaxOutage.
+	CodeOutage = 0xc
 )
 
 var (
@@ -46,6 +49,9 @@ var (
 	ErrClosed = errors.New("scps: association closed")
 	// ErrIdleTimeout: nothing was received for Config.IdleTimeout.
 	ErrIdleTimeout = errors.New("scps: idle timeout")
+	// ErrOutage: a link outage lasted longer than Config.MaxOutage; the
+	// association closed and its streams were reset.
+	ErrOutage = errors.New("scps: link outage outlasted MaxOutage")
 	// ErrProtocol: the peer broke the protocol; the association closed.
 	ErrProtocol = errors.New("scps: protocol violation by peer")
 	// ErrBadPacket wraps the reason a received packet was rejected.

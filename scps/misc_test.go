@@ -226,6 +226,12 @@ func TestConfigValidate(t *testing.T) {
 		{"MaxStreams", func(c *Config) { c.MaxStreams = 3 }},
 		{"IdleTimeout", func(c *Config) { c.IdleTimeout = time.Millisecond }},
 		{"AckEvery", func(c *Config) { c.AckEvery = 1000 }},
+		{"Congestion", func(c *Config) { c.Congestion = "rate"; c.SendRate = 0 }},
+		{"Loss", func(c *Config) { c.Loss = "sometimes" }},
+		{"AcksPerRTT", func(c *Config) { c.AcksPerRTT = 100 }},
+		{"OutageAfter", func(c *Config) { c.OutageAfter = time.Millisecond }},
+		{"ProbeInterval", func(c *Config) { c.ProbeInterval = time.Hour }},
+		{"MaxOutage", func(c *Config) { c.MaxOutage = 2 * time.Second; c.OutageAfter = 5 * time.Second }},
 	}
 	for _, b := range bad {
 		c := DefaultConfig()
@@ -237,6 +243,41 @@ func TestConfigValidate(t *testing.T) {
 		if _, err := NewAssociation(c, time.Now()); err == nil {
 			t.Errorf("%s: NewAssociation accepted it", b.field)
 		}
+	}
+}
+
+func TestConfigAutoSizes(t *testing.T) {
+	// Unknown rates: the floors.
+	c := DefaultConfig().withDefaults()
+	if c.StreamWindow != DefaultStreamWindow || c.ConnWindow != DefaultConnWindow || c.SendBuffer != DefaultSendBuffer {
+		t.Errorf("defaults without rates: %d %d %d", c.StreamWindow, c.ConnWindow, c.SendBuffer)
+	}
+	if c.initialStreamWindow() != InitialStreamCredit || c.initialConnWindow() != InitialConnCredit {
+		t.Errorf("initial windows without rates: %d %d", c.initialStreamWindow(), c.initialConnWindow())
+	}
+	// 50 Mbit/s down, 10 up, 600 ms: three BDPs, granted two at once.
+	c = DefaultConfig()
+	c.RecvRate, c.SendRate, c.InitialRTT = 50e6, 10e6, 600*time.Millisecond
+	c = c.withDefaults()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	bdpDown := uint64(50e6 / 8 * 0.6)
+	if c.StreamWindow < 3*bdpDown || c.StreamWindow > 3*bdpDown+65536 || c.ConnWindow != max(DefaultConnWindow, 2*c.StreamWindow) {
+		t.Errorf("windows %d / %d for a %d-byte BDP", c.StreamWindow, c.ConnWindow, bdpDown)
+	}
+	if c.SendBuffer != DefaultSendBuffer {
+		t.Errorf("send buffer %d: 3 x 750 kB is below the floor", c.SendBuffer)
+	}
+	if w := c.initialStreamWindow(); w != 2*bdpDown {
+		t.Errorf("initial stream window %d, want %d", w, 2*bdpDown)
+	}
+	// An explicit cap wins.
+	c = DefaultConfig()
+	c.RecvRate, c.InitialRTT, c.StreamWindow = 50e6, 600*time.Millisecond, 1<<20
+	c = c.withDefaults()
+	if c.StreamWindow != 1<<20 || c.initialStreamWindow() != 1<<20 {
+		t.Errorf("explicit StreamWindow: %d, initial %d", c.StreamWindow, c.initialStreamWindow())
 	}
 }
 

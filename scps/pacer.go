@@ -11,10 +11,22 @@ import (
 	"time"
 )
 
-// pacerBurstTime is how much of the rate one burst may carry: the session's
-// timer wakes up with about millisecond granularity, so a shorter burst
-// would leave the link idle between wake-ups.
-const pacerBurstTime = 2 * time.Millisecond
+// A burst is what the bucket holds: pacerBurstTime of the rate, since the
+// session's timer wakes up with about millisecond granularity and a shorter
+// burst would leave the link idle between wake-ups; but at least
+// pacerMinBurst packets. It is kept that small on slow links on purpose: a
+// burst queues at the bottleneck, and ten packets at 1.5 Mbit/s are 80 ms
+// of queue, which the delay-based controllers and the loss-cause detector
+// would read as congestion.
+const (
+	pacerBurstTime = 2 * time.Millisecond
+	pacerMinBurst  = 2
+)
+
+// ackBurstPackets is the burst of the ACK budget in ACK packets: a burst of
+// ACKs queues on a narrow return link (one ACK is 11 ms at 64 kbit/s), and
+// that queue looks like congestion to the sender's delay measure.
+const ackBurstPackets = 2
 
 // bucket is a token bucket. rate 0 means unlimited.
 type bucket struct {

@@ -54,15 +54,15 @@ func TestSatelliteLossyGoodput(t *testing.T) {
 	cfg.InitialRTT = 300 * time.Millisecond
 	gp, s := bulk(t, cfg, fwd, rev, 4<<20, 600*time.Second)
 	st := s.a[0].Stats()
-	t.Logf("C2 (1.5 Mbit/s, 300 ms, 3%% loss, vj): goodput %.0f kbit/s (%.0f%% of link); lost %d retx %d pto %d",
-		gp/1e3, gp/1.5e6*100, st.PacketsLost, st.Retransmits, st.PTOs)
+	t.Logf("C2 (1.5 Mbit/s, 300 ms, 3%% loss, %s): goodput %.0f kbit/s (%.0f%% of link); lost %d retx %d pto %d",
+		st.Congestion, gp/1e3, gp/1.5e6*100, st.PacketsLost, st.Retransmits, st.PTOs)
 	if gp < 100e3 {
 		t.Fatalf("goodput %.0f kbit/s is not sane", gp/1e3)
 	}
 	// Clean reference (C1).
 	fwd.Loss = 0
 	gp1, _ := bulk(t, cfg, fwd, rev, 4<<20, 600*time.Second)
-	t.Logf("C1 (1.5 Mbit/s, 300 ms, no loss, vj): goodput %.0f kbit/s (%.0f%% of link)", gp1/1e3, gp1/1.5e6*100)
+	t.Logf("C1 (1.5 Mbit/s, 300 ms, no loss, %s): goodput %.0f kbit/s (%.0f%% of link)", st.Congestion, gp1/1e3, gp1/1.5e6*100)
 	if gp1 < 0.85*1.5e6*1350/1410 {
 		t.Fatalf("clean satellite goodput %.0f kbit/s", gp1/1e3)
 	}

@@ -3,10 +3,12 @@ package scps
 // This file owns loss recovery on the sending side (RFC 9002 in spirit):
 // processing ACK frames against the sent-packet history, RTT samples, loss
 // detection by packet threshold (3) and time threshold (9/8 RTT), the probe
-// timeout with a MinRTO floor, persistent congestion, and what happens to
-// the frames of acknowledged and lost packets. Retransmissions always go in
-// new packets, so a repair can only be declared lost again once its own
-// packet is: one loss costs one repair (the SNACK embargo of SCPS-TP).
+// timeout with a MinRTO floor and its backoff capped at the probe interval,
+// persistent congestion, reporting losses with their cause, and what
+// happens to the frames of acknowledged and lost packets. Retransmissions
+// always go in new packets, so a repair can only be declared lost again
+// once its own packet is: one loss costs one repair (the SNACK embargo of
+// SCPS-TP).
 
 import (
 	"time"
@@ -74,22 +76,30 @@ func (a *Association) onAck(f *wire.Ack) {
 	if !a.anyAcked || f.Largest > a.largestAcked {
 		a.largestAcked, a.anyAcked = f.Largest, true
 	}
-	rttUpdated := false
+	var sample time.Duration
 	if largestWasNewly && newlyEliciting {
-		delay := min(time.Duration(f.Delay)*time.Microsecond, MaxAckDelay)
+		// The peer's reported delay is trusted up to a quarter RTT beyond
+		// MaxAckDelay: the ACK budget of a narrow return link can hold an
+		// ACK back that long, and counting it as path delay would look like
+		// a queue.
+		delay := min(time.Duration(f.Delay)*time.Microsecond, max(MaxAckDelay, a.rtt.Smoothed()/4))
 		a.rtt.Update(a.now-largestNewlyAt, delay)
-		rttUpdated = true
+		sample = a.rtt.Adjusted()
 	}
+	a.loss.onAck(a.now, ackedBytes, sample, a.rtt.Min(), a.rtt.Smoothed())
 	if ackedBytes > 0 {
 		a.cc.OnAck(a.abs(a.now), cc.AckEvent{
 			AckedBytes:    ackedBytes,
 			PriorInFlight: priorInFlight,
 			LargestSentAt: a.abs(largestNewlyAt),
-			RTTUpdated:    rttUpdated,
+			RTTUpdated:    sample > 0,
+			RTT:           sample,
 		})
 	}
 	if newly {
 		a.ptoCount = 0
+		a.ackWaitSince = a.now
+		a.ackProgress = true
 	}
 	a.detectLoss()
 }
@@ -145,15 +155,34 @@ func (a *Association) detectLoss() {
 	}
 	a.hist.popResolved()
 	if lostBytes > 0 {
-		a.stats.CongestionEvents++
-		a.cc.OnCongestionEvent(a.abs(a.now), cc.LossEvent{
-			LostBytes:     lostBytes,
-			PriorInFlight: a.bytesInFlight + lostBytes,
-			LargestSentAt: a.abs(largestLostAt),
-			Cause:         cc.CauseCongestion,
-			Persistent:    persistent,
-		})
+		fallback := a.pacer.rate
+		if fallback == 0 && a.rtt.Smoothed() > 0 {
+			fallback = float64(a.cc.Window()) / a.rtt.Smoothed().Seconds()
+		}
+		cause := a.loss.cause(a.now, a.rtt.Smoothed(), a.rtt.Min(), a.cfg.MaxPacketSize+a.cfg.WireOverhead, fallback)
+		a.reportLoss(lostBytes, largestLostAt, persistent, cause)
 	}
+}
+
+// reportLoss tells congestion control about lostBytes lost together and
+// counts the event by cause.
+func (a *Association) reportLoss(lostBytes int, largestLostAt time.Duration, persistent bool, cause cc.Cause) {
+	a.stats.CongestionEvents++
+	switch cause {
+	case cc.CauseCongestion:
+		a.stats.LossEventsCongestion++
+	case cc.CauseCorruption:
+		a.stats.LossEventsCorruption++
+	case cc.CauseOutage:
+		a.stats.LossEventsOutage++
+	}
+	a.cc.OnCongestionEvent(a.abs(a.now), cc.LossEvent{
+		LostBytes:     lostBytes,
+		PriorInFlight: a.bytesInFlight + lostBytes,
+		LargestSentAt: a.abs(largestLostAt),
+		Cause:         cause,
+		Persistent:    persistent,
+	})
 }
 
 func (a *Association) markLost(p *sentPacket) {
@@ -170,12 +199,16 @@ func (a *Association) markLost(p *sentPacket) {
 }
 
 // ptoDeadline is when the probe timeout fires; 0 when nothing
-// ack-eliciting is in flight.
+// ack-eliciting is in flight. The backoff doubles the timeout but stops at
+// the probe interval: a link that went quiet for a moment is probed at a
+// fixed pace, so its return is noticed within the interval, not after a
+// backed-off timeout (an outage proper then takes over).
 func (a *Association) ptoDeadline() time.Duration {
 	if a.elicitingInFlight == 0 {
 		return 0
 	}
-	pto := a.rtt.PTO(MaxAckDelay, a.cfg.MinRTO) << min(a.ptoCount, maxPTOBackoff)
+	base := a.rtt.PTO(MaxAckDelay, a.cfg.MinRTO)
+	pto := min(base<<min(a.ptoCount, maxPTOBackoff), max(base, a.cfg.ProbeInterval))
 	return a.lastElicitingSent + pto
 }
 

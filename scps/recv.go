@@ -39,8 +39,10 @@ func (a *Association) Receive(now time.Time, pkt []byte) error {
 	a.stats.PacketsReceived++
 	a.stats.BytesReceived += uint64(len(pkt))
 	a.lastRecv = a.now
-	a.ackDelay = max(min(MaxAckDelay, a.rtt.Smoothed()/4), time.Millisecond)
+	a.ackDelay = max(min(MaxAckDelay, a.rtt.Smoothed()/time.Duration(a.cfg.AcksPerRTT)), time.Millisecond)
 	a.ack.onReceived(pn, a.now, eliciting, a.cfg.AckEvery, a.ackDelay)
+	a.ackProgress = false
+	defer a.maybeResume()
 
 	var f wire.Frame
 	for p := hl; p < len(pkt); {
@@ -54,6 +56,15 @@ func (a *Association) Receive(now time.Time, pkt []byte) error {
 		}
 	}
 	return nil
+}
+
+// maybeResume leaves outage mode after a packet from the peer: any packet
+// ends an outage of silence; an acknowledgement stall ends with a new
+// acknowledgement.
+func (a *Association) maybeResume() {
+	if a.outage && a.state == stateOpen && (a.outageBySilence || a.ackProgress) {
+		a.leaveOutage()
+	}
 }
 
 // validate decodes every frame and checks what can be checked without

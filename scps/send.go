@@ -7,6 +7,7 @@ package scps
 // streams (little queued) before bulk ones, round robin within each, one
 // stream per turn. Ack-eliciting content needs congestion window and pacer
 // tokens unless it is a probe; ACK-only packets need only the ACK budget.
+// In outage mode only outage probes go out (outage.go).
 
 import (
 	"time"
@@ -38,6 +39,9 @@ func (a *Association) sendReady() bool {
 	case stateClosed:
 		return false
 	}
+	if a.outage {
+		return a.now >= a.nextProbe
+	}
 	if a.probes > 0 || a.pingPending || a.ack.due(a.now) {
 		return true
 	}
@@ -57,6 +61,12 @@ func (a *Association) Send(now time.Time, buf []byte) int {
 		return 0
 	case stateClosing:
 		return a.sendClose(buf)
+	}
+	if a.outage {
+		if a.now < a.nextProbe {
+			return 0
+		}
+		return a.sendProbe(buf)
 	}
 	limit := min(len(buf), a.cfg.MaxPacketSize)
 	if limit < 64 {
@@ -96,11 +106,13 @@ func (a *Association) Send(now time.Time, buf []byte) int {
 	var el bool
 	b, el = a.appendControl(b, limit)
 	eliciting = eliciting || el
+	carried := false // stream data or datagrams
 	if canSend {
 		b, el = a.appendDatagrams(b, limit)
-		eliciting = eliciting || el
+		carried = el
 		b, el = a.appendStreams(b, limit)
-		eliciting = eliciting || el
+		carried = carried || el
+		eliciting = eliciting || carried
 	}
 	if !eliciting && (probe || (ackLen > 0 && a.ack.ackOnlyCount+1 >= ackOnlyBeforePing)) && len(b) < limit {
 		b = append(b, wire.FramePing)
@@ -124,6 +136,9 @@ func (a *Association) Send(now time.Time, buf []byte) int {
 	a.stats.BytesSent += uint64(size)
 	a.pacer.take(size + a.cfg.WireOverhead)
 	if eliciting {
+		if a.elicitingInFlight == 0 {
+			a.ackWaitSince = a.now
+		}
 		a.bytesInFlight += size
 		a.elicitingInFlight++
 		a.lastElicitingSent = a.now
@@ -133,7 +148,12 @@ func (a *Association) Send(now time.Time, buf []byte) int {
 		if a.probes > 0 {
 			a.probes--
 		}
-		if ackLen > 0 {
+		switch {
+		case ackLen > 0 && !carried:
+			// An ACK with control frames or a PING: all of it is
+			// acknowledgement traffic on the return link.
+			a.ackBudget.take(size + a.cfg.WireOverhead)
+		case ackLen > 0:
 			a.ackBudget.take(ackLen)
 		}
 	} else {
@@ -408,13 +428,18 @@ func (a *Association) recordStream(id, off, n uint64, fin bool) {
 
 // SendDatagram queues p (copied) for unreliable delivery. It never blocks:
 // when the queue is full or would hold more than a short burst at the link
-// rate, p is dropped and ErrDatagramDropped returned.
+// rate, or the link is in an outage, p is dropped and ErrDatagramDropped
+// returned.
 func (a *Association) SendDatagram(p []byte) error {
 	if a.state != stateOpen {
 		return a.err
 	}
 	if len(p) > a.maxDatagram {
 		return ErrDatagramTooLarge
+	}
+	if a.outage {
+		a.stats.DatagramsDropped++
+		return ErrDatagramDropped
 	}
 	limit := 1 << 30
 	if a.cfg.SendRate > 0 {

@@ -5,7 +5,7 @@ package scps
 // into batches for Transmit; Input runs Receive on the caller's goroutine;
 // Streams block in Read and Write on channels the session signals when the
 // core reports a change. The association is guarded by one mutex that is
-// never held while calling out (Transmit, OnDatagram).
+// never held while calling out (Transmit, OnDatagram, OnState).
 
 import (
 	"context"
@@ -29,6 +29,12 @@ type SessionConfig struct {
 	// that called Input; p is valid only during the call. It must not
 	// block. It may call into the Session.
 	OnDatagram func(p []byte)
+	// OnState, if set, is called when the association enters (true) or
+	// leaves (false) outage mode, so the owner can log "association
+	// down/up". Calls come in order, never concurrently, from the session
+	// goroutine or the caller of Input; it must not block for long. It may
+	// call into the Session.
+	OnState func(outage bool)
 	// Logger may be nil.
 	Logger *slog.Logger
 }
@@ -52,6 +58,9 @@ type Session struct {
 
 	inputMu sync.Mutex
 	dgrams  [][]byte // datagrams of the packet being received (alias the packet)
+
+	stateQ  []bool     // outage state changes not yet handed to OnState (guarded by mu)
+	stateMu sync.Mutex // serializes OnState calls
 
 	bufs  [][]byte
 	batch [][]byte
@@ -127,6 +136,7 @@ func (s *Session) run() {
 			s.cfg.Transmit(batch)
 			clear(batch) // drop references to the buffers
 		}
+		s.deliverStates()
 		if finished {
 			return
 		}
@@ -202,6 +212,32 @@ func (s *Session) dispatchLocked() {
 		case EventClosed:
 			s.log.Debug("scps association closed", "err", ev.Err)
 			signal(s.acceptCh)
+		case EventOutage:
+			s.log.Debug("scps link state", "outage", ev.Outage)
+			s.stateQ = append(s.stateQ, ev.Outage)
+			// The session goroutine hands it on if nobody else does.
+			s.sleeping = false
+			signal(s.wake)
+		}
+	}
+}
+
+// deliverStates hands queued outage state changes to OnState, in order,
+// without holding the session lock.
+func (s *Session) deliverStates() {
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	for {
+		s.mu.Lock()
+		if len(s.stateQ) == 0 {
+			s.mu.Unlock()
+			return
+		}
+		outage := s.stateQ[0]
+		s.stateQ = s.stateQ[1:]
+		s.mu.Unlock()
+		if s.cfg.OnState != nil {
+			s.cfg.OnState(outage)
 		}
 	}
 }
@@ -228,6 +264,7 @@ func (s *Session) Input(pkt []byte) {
 		signal(s.wake)
 	}
 	s.mu.Unlock()
+	s.deliverStates()
 	if err != nil {
 		s.log.Debug("scps packet rejected", "err", err)
 	}
@@ -302,6 +339,14 @@ func (s *Session) SendDatagram(p []byte) error {
 
 // MaxDatagramSize is the largest payload SendDatagram accepts.
 func (s *Session) MaxDatagramSize() int { return s.a.MaxDatagramSize() }
+
+// InOutage reports whether the association is in outage mode (the link
+// is silent; streams wait, writers block once their buffers fill).
+func (s *Session) InOutage() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.a.InOutage()
+}
 
 // Stats returns the association's counters.
 func (s *Session) Stats() Stats {

@@ -420,3 +420,97 @@ func TestSessionDatagrams(t *testing.T) {
 		t.Errorf("oversize: %v", err)
 	}
 }
+
+func TestSessionOutageState(t *testing.T) {
+	defer checkGoroutines(t)()
+	pab, pba := newPipe(0, 1), newPipe(0, 2)
+	cfg := DefaultConfig()
+	cfg.InitialRTT = 10 * time.Millisecond
+	cfg.MinRTO = 20 * time.Millisecond
+	cfg.OutageAfter = 300 * time.Millisecond
+	cfg.ProbeInterval = 50 * time.Millisecond
+	states := make(chan bool, 16)
+	ca, cb := cfg, cfg
+	ca.EvenStreams = true
+	a, err := NewSession(SessionConfig{Config: ca, Transmit: pab.transmit, OnState: func(outage bool) { states <- outage }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewSession(SessionConfig{Config: cb, Transmit: pba.transmit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pab.start(b)
+	pba.start(a)
+	defer func() {
+		a.Close()
+		b.Close()
+		pab.stop()
+		pba.stop()
+	}()
+	setLoss := func(l float64) {
+		for _, p := range []*pipe{pab, pba} {
+			p.mu.Lock()
+			p.loss = l
+			p.mu.Unlock()
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	data := payload(2<<20, 9)
+	st, err := a.OpenStream([]byte("outage"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan []byte, 1)
+	go func() {
+		ps, err := b.AcceptStream(ctx)
+		if err != nil {
+			got <- nil
+			return
+		}
+		buf, _ := io.ReadAll(ps)
+		got <- buf
+	}()
+	written := make(chan error, 1)
+	go func() {
+		_, err := st.Write(data)
+		if err == nil {
+			err = st.CloseWrite()
+		}
+		written <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	setLoss(1) // the link dies
+	select {
+	case s := <-states:
+		if !s {
+			t.Fatalf("first state change %v, want outage", s)
+		}
+	case <-ctx.Done():
+		t.Fatal("no outage reported")
+	}
+	if !a.InOutage() || !a.Stats().Outage {
+		t.Errorf("InOutage false during the outage")
+	}
+	time.Sleep(200 * time.Millisecond)
+	setLoss(0) // and comes back
+	select {
+	case s := <-states:
+		if s {
+			t.Fatalf("second state change %v, want resume", s)
+		}
+	case <-ctx.Done():
+		t.Fatal("no resume reported")
+	}
+	if err := <-written; err != nil {
+		t.Fatalf("write across the outage: %v", err)
+	}
+	if buf := <-got; !bytes.Equal(buf, data) {
+		t.Fatalf("received %d bytes, want the %d written", len(buf), len(data))
+	}
+	if s := a.Stats(); s.Outages != 1 || s.OutageProbes == 0 {
+		t.Errorf("outages %d, probes %d", s.Outages, s.OutageProbes)
+	}
+	st.Close()
+}

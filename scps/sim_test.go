@@ -331,6 +331,7 @@ type simApp struct {
 	buf      []byte
 	dgrams   int
 	events   int
+	outages  []bool // EventOutage reports, in order
 	now      func() time.Duration
 }
 
@@ -388,6 +389,8 @@ func (p *simApp) pump() {
 			}
 		case EventClosed:
 			p.closedAt = ev.Err
+		case EventOutage:
+			p.outages = append(p.outages, ev.Outage)
 		}
 	}
 }

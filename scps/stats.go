@@ -33,7 +33,19 @@ type Stats struct {
 
 	AcksDeferred uint64 // ACKs held back by the ACK rate budget
 
+	// Loss batches by the cause they were attributed to.
+	LossEventsCongestion uint64
+	LossEventsCorruption uint64
+	LossEventsOutage     uint64
+
+	Outage       bool          // in outage mode now
+	Outages      uint64        // times outage mode was entered
+	OutageTime   time.Duration // time spent in outage mode, including the current one
+	OutageProbes uint64        // probes sent in outage mode
+	KeepAlives   uint64        // keep-alive PINGs sent while idle
+
 	Congestion    string // controller name
+	Loss          string // loss-cause mode
 	InSlowStart   bool
 	Cwnd          int // congestion window, bytes
 	BytesInFlight int
@@ -42,4 +54,6 @@ type Stats struct {
 	RTTVar        time.Duration
 	MinRTT        time.Duration
 	LatestRTT     time.Duration
+	QueueDelay    time.Duration // latest RTT sample (less ACK delay) above the minimum
+	DeliveryRate  float64       // bytes/s acknowledged over the last round trip
 }

@@ -166,7 +166,7 @@ func TestFlowControlBoundsMemory(t *testing.T) {
 			t.Fatalf("receiver holds %d bytes of buffers", held)
 		}
 		for _, st := range s.a[0].streams {
-			if st.writeOff-st.ackedPrefix > uint64(cfg.SendBuffer) {
+			if st.writeOff-st.ackedPrefix > uint64(s.a[0].Config().SendBuffer) {
 				t.Fatalf("sender buffers %d bytes", st.writeOff-st.ackedPrefix)
 			}
 		}
@@ -176,7 +176,7 @@ func TestFlowControlBoundsMemory(t *testing.T) {
 	for _, c := range cls {
 		written += c.written
 	}
-	if max := uint64(6*cfg.SendBuffer) + cfg.ConnWindow; written > max {
+	if max := uint64(6*s.a[0].Config().SendBuffer) + cfg.ConnWindow; written > max {
 		t.Fatalf("writers got %d bytes in while the reader stalled (bound %d)", written, max)
 	}
 	t.Logf("stalled: %d bytes written, receiver holds %d", written, s.a[1].connRecvd-s.a[1].connConsumed)

@@ -21,16 +21,26 @@ func (a *Association) onWire(s *stream) bool {
 	return !s.local || s.id>>1 < a.peerMaxStreams
 }
 
+// newStream adds a stream to the table. With a known receive rate its
+// receive window starts at twice the bandwidth-delay product and the
+// credit goes out at once (with the stream's first frame for a local
+// stream, with the first ACK for a peer's), so a known link fills from the
+// second round trip on.
 func (a *Association) newStream(id uint64, local bool) *stream {
+	w := a.cfg.initialStreamWindow()
 	s := &stream{
 		id:         id,
 		local:      local,
 		peerMax:    InitialStreamCredit,
-		recvMax:    InitialStreamCredit,
-		recvWindow: InitialStreamCredit,
+		recvMax:    w,
+		recvWindow: w,
 		epochStart: a.now,
 	}
 	a.streams[id] = s
+	if w > InitialStreamCredit {
+		s.maxDataQueued = true
+		a.scheduleCtrl(s)
+	}
 	return s
 }
 
@@ -423,9 +433,10 @@ func (a *Association) releasePending() {
 			break
 		}
 		n++
-		if s.resetQueued {
+		if s.resetQueued || s.maxDataQueued {
 			a.scheduleCtrl(s)
-		} else {
+		}
+		if !s.resetQueued {
 			a.scheduleNew(s)
 		}
 	}

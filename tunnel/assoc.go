@@ -12,27 +12,17 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"scpsvpn/configs"
 	"scpsvpn/peers"
 	"scpsvpn/scps"
-	"scpsvpn/scps/cc"
 )
 
 // maxUDPPayload fits an association packet in one 1500-byte underlay packet
 // over IPv4 or IPv6 (1500 - 40 IPv6 - 8 UDP).
 const maxUDPPayload = 1452
-
-// downAfter is how long a peer may stay silent before we log it as down;
-// the session keeps a keepalive going well inside this.
-const (
-	downAfter     = 15 * time.Second
-	keepaliveIdle = 4 * time.Second
-)
 
 type assoc struct {
 	e   *Endpoint
@@ -46,9 +36,7 @@ type assoc struct {
 	up     bool
 	closed bool
 
-	gen      atomic.Uint64 // session generation: a replaced session sends nothing more
-	lastRecv atomic.Int64  // unix nanoseconds of the last authenticated packet
-	lastSend atomic.Int64
+	gen atomic.Uint64 // session generation: a replaced session sends nothing more
 }
 
 // addAssocLocked creates the association of a configured peer. e.mu held.
@@ -84,11 +72,10 @@ func (a *assoc) newSession() error {
 	cfg.SendRate = link.Up
 	cfg.RecvRate = link.Down
 	cfg.Congestion = link.Congestion
-	if !slices.Contains(cc.Names(), cfg.Congestion) {
-		// TEMPORARY until the transport offers every controller.
-		a.log.Warn("congestion controller not available yet; using the default", "congestion", cfg.Congestion)
-		cfg.Congestion = ""
-	}
+	cfg.Loss = link.Loss
+	cfg.OutageAfter = link.OutageAfter
+	cfg.ProbeInterval = link.ProbeInterval
+	cfg.MaxOutage = link.MaxOutage
 	applyLinkConfig(&cfg, link)
 	ctx, cancel := context.WithCancel(a.e.ctx)
 	gen := a.gen.Add(1)
@@ -96,6 +83,7 @@ func (a *assoc) newSession() error {
 		Config:     cfg,
 		Transmit:   a.transmitter(gen),
 		OnDatagram: a.onDatagram,
+		OnState:    a.onState,
 		Logger:     a.log.With("part", "scps"),
 	})
 	if err != nil {
@@ -110,12 +98,52 @@ func (a *assoc) newSession() error {
 		oldCancel()
 		old.Close()
 	}
-	a.e.wg.Add(1)
+	a.e.wg.Add(2)
 	go func() {
 		defer a.e.wg.Done()
 		a.acceptLoop(ctx, sess)
 	}()
+	go func() {
+		defer a.e.wg.Done()
+		a.watch(ctx, sess)
+	}()
 	return nil
+}
+
+// watch replaces a session that ended on its own (an outage longer than
+// max_outage, or a protocol error), so the association can begin afresh
+// when the peer is heard again.
+func (a *assoc) watch(ctx context.Context, sess *scps.Session) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-sess.Done():
+	}
+	a.mu.Lock()
+	current := a.sess == sess && !a.closed
+	a.up = false
+	a.mu.Unlock()
+	if !current || a.e.ctx.Err() != nil {
+		return
+	}
+	a.log.Info("association down", "reason", sess.Err())
+	if err := a.newSession(); err != nil {
+		a.log.Error("new association", "err", err)
+	}
+}
+
+// onState logs the transport's outage transitions.
+func (a *assoc) onState(outage bool) {
+	a.mu.Lock()
+	wasUp := a.up
+	a.up = !outage
+	a.mu.Unlock()
+	switch {
+	case outage && wasUp:
+		a.log.Info("association down", "reason", "link outage: probing")
+	case !outage && !wasUp:
+		a.log.Info("association up", "reason", "link back")
+	}
 }
 
 func (a *assoc) session() *scps.Session {
@@ -156,7 +184,6 @@ func (a *assoc) owns(addr netip.Addr) bool {
 
 // input takes one decrypted association packet from the peer.
 func (a *assoc) input(pkt []byte) {
-	a.lastRecv.Store(time.Now().UnixNano())
 	a.mu.Lock()
 	sess, wasUp, remote := a.sess, a.up, a.remote
 	a.up = true
@@ -174,7 +201,6 @@ func (a *assoc) established(payload []byte) {
 		a.log.Warn("handshake payload rejected", "err", err)
 		return
 	}
-	a.lastRecv.Store(time.Now().UnixNano())
 	a.mu.Lock()
 	restarted := a.remote != 0 && a.remote != p.instance
 	first := a.remote == 0
@@ -190,27 +216,6 @@ func (a *assoc) established(payload []byte) {
 	}
 	if first || restarted || !wasUp {
 		a.log.Info("association up", "instance", fmt.Sprintf("%016x", p.instance), "peer_up", p.up, "peer_down", p.down, "peer_rtt_ms", p.rttMS)
-	}
-}
-
-// tick runs every 100 ms: liveness and keepalive.
-func (a *assoc) tick() {
-	now := time.Now()
-	last := time.Unix(0, a.lastRecv.Load())
-	a.mu.Lock()
-	up := a.up
-	if up && now.Sub(last) > downAfter {
-		a.up = false
-	}
-	sess := a.sess
-	a.mu.Unlock()
-	if up && now.Sub(last) > downAfter {
-		a.log.Info("association down", "silent_for", now.Sub(last).Round(time.Second))
-	}
-	// An empty datagram keeps NAT bindings and the peer's liveness view
-	// fresh when no flow is sending; the far side drops it.
-	if up && now.Sub(time.Unix(0, a.lastSend.Load())) > keepaliveIdle {
-		_ = sess.SendDatagram(nil)
 	}
 }
 
@@ -267,7 +272,6 @@ func (a *assoc) transmitter(gen uint64) func(pkts [][]byte) {
 			out, to = append(out, sealed), dst
 		}
 		if len(out) > 0 {
-			a.lastSend.Store(time.Now().UnixNano())
 			if err := sender.send(out, to); err != nil && a.e.ctx.Err() == nil {
 				a.log.Debug("UDP send", "to", to, "err", err)
 			}
@@ -276,7 +280,7 @@ func (a *assoc) transmitter(gen uint64) func(pkts [][]byte) {
 }
 
 // onDatagram writes a peer's datagram to the TUN unchanged, if its source
-// belongs to the peer. Empty datagrams are keepalives.
+// belongs to the peer.
 func (a *assoc) onDatagram(p []byte) {
 	if len(p) == 0 {
 		return
@@ -305,8 +309,5 @@ func (a *assoc) onDatagram(p []byte) {
 func applyLinkConfig(cfg *scps.Config, link configs.LinkConfig) {
 	if link.Window > 0 {
 		cfg.StreamWindow = uint64(link.Window)
-		if cfg.ConnWindow < cfg.StreamWindow {
-			cfg.ConnWindow = cfg.StreamWindow
-		}
 	}
 }

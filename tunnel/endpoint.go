@@ -292,7 +292,7 @@ func (e *Endpoint) handshakePayload(peer string) []byte {
 	return p.marshal()
 }
 
-// timers drives the handshake and rekey timers and watches peers' liveness.
+// timers drives the handshake and rekey timers.
 func (e *Endpoint) timers() {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
@@ -304,15 +304,6 @@ func (e *Endpoint) timers() {
 		}
 		for _, d := range e.dev.Tick() {
 			e.sendUDP(d.Data, d.To)
-		}
-		e.mu.Lock()
-		as := make([]*assoc, 0, len(e.assocs))
-		for _, a := range e.assocs {
-			as = append(as, a)
-		}
-		e.mu.Unlock()
-		for _, a := range as {
-			a.tick()
 		}
 	}
 }

@@ -1,9 +1,10 @@
 // Package cc owns congestion control for the SCPS association: one small
 // Controller interface, the events that drive it, a shared RTT estimator and
-// a registry of controllers by name. "vj" (NewReno with slow start) is the
-// baseline; delay-based and rate-based controllers (vegas, hybla, hybrid,
-// rate) fit the same interface. Loss events carry a Cause so a controller
-// can leave its window alone for corruption or outage losses.
+// a registry of controllers by name: "vj" (NewReno), "vegas", "hybla",
+// "hybrid" (Hybla's slow start with Vegas' congestion avoidance, the seed
+// paper's proposal and the default) and "rate" (open loop at the configured
+// link rate). Loss events carry a Cause so a controller leaves its window
+// alone for corruption or outage losses; the association decides the cause.
 package cc
 
 import (
@@ -43,6 +44,10 @@ type AckEvent struct {
 	PriorInFlight int       // bytes in flight before these were removed
 	LargestSentAt time.Time // send time of the largest newly acknowledged packet
 	RTTUpdated    bool      // this ACK produced an RTT sample
+	// RTT is that sample less the peer's reported ACK delay (never below
+	// the minimum RTT); 0 when RTTUpdated is false. Delay-based
+	// controllers read queueing from it.
+	RTT time.Duration
 }
 
 // LossEvent reports packets declared lost together.
@@ -83,6 +88,11 @@ type Params struct {
 	MaxDatagramSize int       // largest packet the association sends (bytes)
 	RTT             *RTTStats // shared estimator
 	SendRate        int64     // configured link rate toward the peer, bit/s; 0 = unknown
+	// RTTNoise is how much the RTT varies with no queue of ours: a narrow
+	// return link serializes each ACK for milliseconds (11 ms at 64
+	// kbit/s), so two ACKs back to back add that much. Delay-based
+	// controllers ignore queueing delay up to it.
+	RTTNoise time.Duration
 }
 
 // Factory builds a controller.
@@ -90,8 +100,9 @@ type Factory func(p Params) Controller
 
 var registry = map[string]Factory{}
 
-// DefaultName is the controller used when none is configured.
-const DefaultName = "vj"
+// DefaultName is the controller used when none is configured: "hybrid"
+// measured best across the simulated conditions (see docs/transport.md).
+const DefaultName = "hybrid"
 
 // Register adds a controller under name; it is meant for init functions.
 func Register(name string, f Factory) { registry[name] = f }
@@ -130,6 +141,12 @@ func New(name string, p Params) (Controller, error) {
 	}
 	if p.RTT == nil {
 		return nil, fmt.Errorf("congestion controller %q: no RTT estimator", name)
+	}
+	if p.SendRate < 0 {
+		return nil, fmt.Errorf("congestion controller %q: SendRate %d must be >= 0", name, p.SendRate)
+	}
+	if name == "rate" && p.SendRate == 0 {
+		return nil, fmt.Errorf("congestion controller %q sends open loop at the link rate: SendRate must be set", name)
 	}
 	return f(p), nil
 }

@@ -21,9 +21,11 @@ func TestRTTStats(t *testing.T) {
 	if want := (7*50*time.Millisecond + 55*time.Millisecond) / 8; r.Smoothed() != want {
 		t.Errorf("smoothed %v, want %v", r.Smoothed(), want)
 	}
+	// An ACK delay that would take the sample below min RTT is subtracted
+	// down to min RTT only.
 	r.Update(52*time.Millisecond, 20*time.Millisecond)
-	if r.Min() != 50*time.Millisecond || r.Latest() != 52*time.Millisecond {
-		t.Errorf("min %v latest %v", r.Min(), r.Latest())
+	if r.Min() != 50*time.Millisecond || r.Latest() != 52*time.Millisecond || r.Adjusted() != 50*time.Millisecond {
+		t.Errorf("min %v latest %v adjusted %v", r.Min(), r.Latest(), r.Adjusted())
 	}
 	if pto := r.PTO(25*time.Millisecond, time.Second); pto != time.Second {
 		t.Errorf("PTO floor not applied: %v", pto)

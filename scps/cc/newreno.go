@@ -4,7 +4,9 @@ package cc
 // section 7): slow start doubling per RTT by counting acknowledged bytes,
 // additive increase of one packet per window in congestion avoidance, one
 // halving per round trip of losses, and the minimum window after persistent
-// congestion. Corruption and outage losses leave the window alone.
+// congestion. Corruption and outage losses leave the window alone. With a
+// configured link rate the window stops at twice the bandwidth-delay
+// product (the pacer is the limit beyond it).
 
 import "time"
 
@@ -20,6 +22,7 @@ const (
 
 // NewReno is the "vj" controller.
 type NewReno struct {
+	p             Params
 	mss           int
 	rtt           *RTTStats
 	cwnd          int
@@ -32,6 +35,7 @@ type NewReno struct {
 // NewNewReno builds a NewReno controller.
 func NewNewReno(p Params) *NewReno {
 	return &NewReno{
+		p:        p,
 		mss:      p.MaxDatagramSize,
 		rtt:      p.RTT,
 		cwnd:     initialWindow(p.MaxDatagramSize),
@@ -66,14 +70,15 @@ func (c *NewReno) OnAck(now time.Time, ev AckEvent) {
 	if ev.PriorInFlight*2 < c.cwnd {
 		return
 	}
+	limit := windowCap(&c.p)
 	if c.InSlowStart() {
-		c.cwnd = min(c.cwnd+ev.AckedBytes, maxWindow)
+		c.cwnd = max(c.cwnd, min(c.cwnd+ev.AckedBytes, limit))
 		return
 	}
 	c.ackedInCA += ev.AckedBytes
 	for c.ackedInCA >= c.cwnd {
 		c.ackedInCA -= c.cwnd
-		c.cwnd = min(c.cwnd+c.mss, maxWindow)
+		c.cwnd = max(c.cwnd, min(c.cwnd+c.mss, limit))
 	}
 }
 

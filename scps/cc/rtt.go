@@ -14,6 +14,7 @@ const TimerGranularity = time.Millisecond
 type RTTStats struct {
 	initial  time.Duration
 	latest   time.Duration
+	adjusted time.Duration // latest less the ACK delay, never below min
 	smoothed time.Duration
 	rttvar   time.Duration
 	min      time.Duration
@@ -30,12 +31,11 @@ func NewRTTStats(initial time.Duration) *RTTStats {
 
 // Reset forgets every sample.
 func (r *RTTStats) Reset() {
-	r.latest, r.smoothed, r.rttvar, r.min, r.samples = 0, r.initial, r.initial/2, 0, 0
+	r.latest, r.adjusted, r.smoothed, r.rttvar, r.min, r.samples = 0, 0, r.initial, r.initial/2, 0, 0
 }
 
 // Update adds a sample. ackDelay is the peer's reported delay, capped by the
-// caller at its maximum ack delay; it is subtracted only when that does not
-// take the sample below min RTT.
+// caller; it is subtracted, but never below min RTT.
 func (r *RTTStats) Update(sample, ackDelay time.Duration) {
 	if sample <= 0 {
 		sample = time.Microsecond
@@ -45,14 +45,17 @@ func (r *RTTStats) Update(sample, ackDelay time.Duration) {
 		r.min = sample
 	}
 	r.samples++
+	// RFC 9002 keeps the whole sample when subtracting the ACK delay would
+	// go below the minimum; we clamp to the minimum instead. Timing jitter
+	// of a few microseconds would otherwise leave a full 25 ms ACK delay
+	// in the sample, which delay-based decisions read as a queue. The
+	// peer is authenticated and reports its delay honestly.
+	adjusted := max(sample-ackDelay, r.min)
+	r.adjusted = adjusted
 	if r.samples == 1 {
 		r.smoothed = sample
 		r.rttvar = sample / 2
 		return
-	}
-	adjusted := sample
-	if sample-ackDelay >= r.min {
-		adjusted = sample - ackDelay
 	}
 	d := r.smoothed - adjusted
 	if d < 0 {
@@ -73,6 +76,11 @@ func (r *RTTStats) Min() time.Duration { return r.min }
 
 // Latest is the most recent sample (0 before any sample).
 func (r *RTTStats) Latest() time.Duration { return r.latest }
+
+// Adjusted is the most recent sample less the peer's ACK delay (never
+// below Min): the path's round trip including queueing but not the peer's
+// deliberate wait. 0 before any sample.
+func (r *RTTStats) Adjusted() time.Duration { return r.adjusted }
 
 // Samples is the number of samples taken.
 func (r *RTTStats) Samples() uint64 { return r.samples }

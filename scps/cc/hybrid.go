@@ -1,0 +1,227 @@
+package cc
+
+// This file owns "hybrid", the controller the seed paper proposes for
+// SCPS-TP: Hybla's slow start (2^rho - 1 packets per packet acknowledged,
+// so a long round trip opens as fast per second as a short one), Vegas'
+// measure of the queue (diff = inFlight * (RTT - BaseRTT) / RTT) to leave
+// slow start and to steer congestion avoidance, and window reductions only
+// for losses the association attributes to congestion.
+//
+// The queue is judged on the freshest samples (the smallest RTT of the last
+// eighth of a round trip), less the burst an ACK releases (rounds.burst)
+// and the RTT noise of the return link (Params.RTTNoise). Slow start ends
+// when more than gamma packets queue. Congestion avoidance runs once per
+// round, and grows the window at most every other round (a growth shows in
+// the RTT a round later):
+//   - diff < alpha: the link is underused: with no queue at all grow fast,
+//     by min(rho^2 packets, cwnd/16) (Hybla's per-round growth, bounded so
+//     one round cannot add more queue than a sixteenth of the round trip),
+//     with a little queue by one packet, as Vegas;
+//   - alpha <= diff <= beta: hold;
+//   - diff > beta: jump to the target window, what the pipe holds plus
+//     (alpha+beta)/2 packets, so a capacity drop is followed within a
+//     round, not one packet per round as in Vegas (see target).
+//
+// A congestion loss sets the window to min(target, 0.85 cwnd).
+//
+// Slow start is paced at the configured link rate when there is one (the
+// association's pacer), so Hybla's growth fills a known link in one round
+// trip. Without a configured rate the pacer is held to twice the recent
+// delivery rate, so the sending rate at most doubles per round trip and
+// the delay signal arrives before the queue has grown by more than about
+// one bandwidth-delay product.
+
+import (
+	"math"
+	"time"
+)
+
+func init() { Register("hybrid", func(p Params) Controller { return NewHybrid(p) }) }
+
+// Hybrid thresholds in packets.
+const (
+	hybridAlpha = 2
+	hybridBeta  = 4
+	hybridGamma = 2
+	// hybridLossFactor is the most a congestion loss leaves of the window:
+	// a loss the delay measure did not see coming (a shallow buffer, a
+	// loss-mode "congestion" link) still costs something.
+	hybridLossFactor = 0.85
+	// queueSamples: the queue is judged on the smallest RTT of the last
+	// eighth of a round trip, and of at least this many samples.
+	queueSamples = 4
+	// hybridGrowthDivisor bounds fast growth to cwnd/16 per round: the
+	// queue one round of growth can build (a sixteenth of the round trip)
+	// stays well below what the loss-cause detector takes for congestion
+	// (an eighth).
+	hybridGrowthDivisor = 16
+	// rateSamples: the delivery rate is measured over the last quarter
+	// round trip, and at least this many ACKs.
+	rateSamples = 8
+)
+
+// Hybrid is the "hybrid" controller.
+type Hybrid struct {
+	p             Params
+	mss           int
+	cwnd          int
+	ssthresh      int  // slow start ends here (or earlier, on delay)
+	ss            bool // in slow start: the window only moves up, until ssthresh or a queue shows
+	r             rounds
+	rates         [3]float64 // delivery rates of the last rounds (ring)
+	rateIdx       int
+	ackRate       float64 // delivery rate over the last half round trip
+	grew          bool    // the window grew at the end of the last round
+	recoveryStart time.Time
+	inRecovery    bool
+}
+
+// NewHybrid builds a hybrid controller.
+func NewHybrid(p Params) *Hybrid {
+	return &Hybrid{p: p, mss: p.MaxDatagramSize, cwnd: initialWindow(p.MaxDatagramSize), ssthresh: maxWindow, ss: true}
+}
+
+// Name implements Controller.
+func (c *Hybrid) Name() string { return "hybrid" }
+
+// OnPacketSent implements Controller.
+func (c *Hybrid) OnPacketSent(time.Time, int, int) {}
+
+// InSlowStart implements Controller.
+func (c *Hybrid) InSlowStart() bool { return c.ss }
+
+// Window implements Controller.
+func (c *Hybrid) Window() int { return c.cwnd }
+
+// Diff is the queue estimate of the last completed round, in packets.
+func (c *Hybrid) Diff() float64 {
+	return queued(c.r.lastMaxIn, c.r.lastMinRTT, c.p.RTT.Min(), c.p.RTTNoise) / float64(c.mss)
+}
+
+// target is the window that leaves (alpha+beta)/2 packets queued: what the
+// pipe holds plus that. The pipe is the recent delivery rate times BaseRTT
+// when enough ACKs measure it: that is right at once after a capacity drop,
+// when the RTT has not caught up with the queue yet, and right when flow
+// control rather than the window held the sender back. Otherwise it is
+// Vegas' inFlight * BaseRTT / RTT.
+func (c *Hybrid) target(now time.Time, inFlight int, rtt time.Duration) int {
+	base := c.p.RTT.Min()
+	if rtt <= 0 || base <= 0 {
+		return c.cwnd
+	}
+	pipe := float64(inFlight) * float64(min(base+c.p.RTTNoise, rtt)) / float64(rtt)
+	if rate := c.r.recentRate(now, c.p.RTT.Smoothed()/4, rateSamples); rate > 0 {
+		pipe = rate * base.Seconds()
+	}
+	return int(pipe) + (hybridAlpha+hybridBeta)*c.mss/2
+}
+
+func (c *Hybrid) clamp(w float64) int {
+	return int(max(float64(minWindowPackets*c.mss), min(w, float64(windowCap(&c.p)))))
+}
+
+// OnAck implements Controller.
+func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
+	ended := c.r.onAck(now, ev)
+	if ended && c.r.lastRate > 0 {
+		c.rates[c.rateIdx] = c.r.lastRate
+		c.rateIdx = (c.rateIdx + 1) % len(c.rates)
+	}
+	if r := c.r.recentRate(now, c.p.RTT.Smoothed()/2, minSlowStartSamples); r > 0 {
+		c.ackRate = r
+	}
+	if c.inRecovery && !ev.LargestSentAt.After(c.recoveryStart) {
+		return
+	}
+	c.inRecovery = false
+	base := c.p.RTT.Min()
+	rtt := c.r.recentMinRTT(now, c.p.RTT.Smoothed()/8, queueSamples)
+	in := ev.PriorInFlight
+	queue := 0.0
+	if rtt > 0 {
+		queue = queued(in, rtt, base, c.p.RTTNoise) - c.r.burst(ev)
+	}
+	if c.ss {
+		if queue > hybridGamma*float64(c.mss) {
+			c.cwnd = c.clamp(float64(min(c.cwnd, c.target(now, in, rtt))))
+			c.ss = false
+			return
+		}
+		if in*2 >= c.cwnd {
+			grow := (math.Exp2(rhoOf(c.p.RTT)) - 1) * float64(ev.AckedBytes)
+			c.cwnd = c.clamp(float64(c.cwnd) + grow)
+			c.ss = c.ssthresh == maxWindow || c.cwnd < c.ssthresh
+		}
+		return
+	}
+	if !ended || rtt == 0 {
+		return
+	}
+	diff := queue / float64(c.mss)
+	grew := c.grew
+	c.grew = false
+	switch {
+	case diff < hybridAlpha:
+		// Not application limited, and the last growth has had a round
+		// to show in the RTT: the packets it let out are acknowledged a
+		// round trip after it, so growing again before would double the
+		// overshoot.
+		if in*2 >= c.cwnd && !grew {
+			step := float64(c.mss)
+			if diff <= 0 {
+				// No queue at all: far from capacity, grow fast.
+				rho := rhoOf(c.p.RTT)
+				step = max(step, min(rho*rho*float64(c.mss), float64(c.cwnd)/hybridGrowthDivisor))
+			}
+			c.cwnd = c.clamp(float64(c.cwnd) + step)
+			c.grew = true
+		}
+	case diff > hybridBeta:
+		c.cwnd = c.clamp(float64(min(c.cwnd, c.target(now, in, rtt))))
+	}
+}
+
+// OnCongestionEvent implements Controller. A congestion loss means the
+// queue overflowed: the window drops to what the pipe holds by the latest
+// delay measure (draining the queue without emptying the pipe), and by at
+// least 1 - hybridLossFactor.
+func (c *Hybrid) OnCongestionEvent(now time.Time, ev LossEvent) {
+	if ev.Cause != CauseCongestion {
+		return
+	}
+	if ev.Persistent {
+		// The path may have changed: start over, slow start up to half
+		// the old window.
+		c.ssthresh = max(c.cwnd/2, minWindowPackets*c.mss)
+		c.cwnd, c.ss = minWindowPackets*c.mss, true
+		c.rates, c.ackRate = [3]float64{}, 0 // pace the new slow start from scratch
+		c.recoveryStart, c.inRecovery = now, true
+		return
+	}
+	if c.inRecovery && !ev.LargestSentAt.After(c.recoveryStart) {
+		return
+	}
+	c.recoveryStart, c.inRecovery = now, true
+	w := float64(c.cwnd) * hybridLossFactor
+	if rtt := c.r.recentMinRTT(now, c.p.RTT.Smoothed()/8, 1); rtt > 0 {
+		w = min(w, float64(c.target(now, ev.PriorInFlight, rtt)))
+	}
+	c.cwnd = c.clamp(w)
+	c.ss = false
+}
+
+// PacingRate implements Controller.
+func (c *Hybrid) PacingRate() float64 {
+	r := pacing(c.p.RTT, c.cwnd, c.InSlowStart())
+	if c.InSlowStart() && c.p.SendRate == 0 {
+		// Before a round was measured, the initial window per RTT. The
+		// ACKs of the last half round trip tell the rate sent a round
+		// trip ago, so twice it doubles the rate every round trip.
+		best := max(float64(initialWindow(c.mss))/c.p.RTT.Smoothed().Seconds(), c.ackRate)
+		for _, x := range c.rates {
+			best = max(best, x)
+		}
+		r = min(r, 2*best)
+	}
+	return r
+}

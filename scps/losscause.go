@@ -1,0 +1,141 @@
+package scps
+
+// This file owns the loss-cause decision (Config.Loss). "congestion" and
+// "corruption" are fixed answers; "auto" reads the delay signal: a
+// bottleneck queue that overflows has grown first, so a loss is congestion
+// when the round trips measured around the lost packet's time exceed the
+// minimum by more than a few packets' worth of queue, and corruption (a
+// bit error, a modem's FEC giving up) when they do not. A delay-based
+// controller keeps its own standing queue at 2-4 packets, below the
+// threshold, so its random losses stay corruption; a drop-tail queue that
+// overflows is at least the threshold deep, so its losses are congestion.
+
+import (
+	"time"
+
+	"scpsvpn/scps/cc"
+)
+
+const (
+	// congestionQueuePackets is the queue, in packets at the delivery
+	// rate, above which a loss counts as congestion.
+	congestionQueuePackets = 6
+	// congestionQueueFraction: ... or above this fraction of the minimum
+	// RTT (so RTT noise on fast links is not taken for a queue).
+	congestionQueueFraction = 8
+	// minCongestionQueue is the smallest queue delay that can mean
+	// congestion at all.
+	minCongestionQueue = 2 * time.Millisecond
+	// queueSamples is how many recent queue-delay samples are kept.
+	queueSamples = 32
+)
+
+type lossMode uint8
+
+const (
+	lossAuto lossMode = iota
+	lossCongestion
+	lossCorruption
+)
+
+func parseLossMode(s string) lossMode {
+	switch s {
+	case LossCongestion:
+		return lossCongestion
+	case LossCorruption:
+		return lossCorruption
+	}
+	return lossAuto
+}
+
+type queueSample struct {
+	at, queue time.Duration
+}
+
+// lossClassifier keeps the recent queue-delay samples and a delivery-rate
+// estimate, and decides the cause of each batch of losses.
+type lossClassifier struct {
+	mode    lossMode
+	noise   time.Duration // RTT variation without a queue (Association.rttNoise)
+	samples [queueSamples]queueSample
+	next    int
+	n       int
+
+	rate       float64 // bytes/s acknowledged over the last rate window
+	rateStart  time.Duration
+	rateBytes  int
+	lastQueue  time.Duration // queue delay of the latest sample
+	lastJudged time.Duration // queue delay the last loss was judged on
+}
+
+// onAck records newly acknowledged bytes and, with sample > 0, the
+// queue delay sample-minRTT.
+func (l *lossClassifier) onAck(now time.Duration, acked int, sample, minRTT, srtt time.Duration) {
+	if sample > 0 {
+		q := max(sample-minRTT, 0)
+		l.samples[l.next] = queueSample{at: now, queue: q}
+		l.next = (l.next + 1) % queueSamples
+		l.n = min(l.n+1, queueSamples)
+		l.lastQueue = q
+	}
+	if l.rateStart == 0 {
+		l.rateStart = now
+	}
+	l.rateBytes += acked
+	if span := now - l.rateStart; span >= max(srtt, 10*time.Millisecond) {
+		l.rate = float64(l.rateBytes) / span.Seconds()
+		l.rateStart, l.rateBytes = now, 0
+	}
+}
+
+// recentQueue is the largest queue delay sampled within window before
+// now, or the latest sample when none is that recent.
+func (l *lossClassifier) recentQueue(now, window time.Duration) time.Duration {
+	if l.n == 0 {
+		return 0
+	}
+	var q time.Duration
+	found := false
+	for i := 0; i < l.n; i++ {
+		s := l.samples[(l.next-1-i+queueSamples)%queueSamples]
+		if now-s.at > window {
+			break
+		}
+		q, found = max(q, s.queue), true
+	}
+	if !found {
+		return l.lastQueue
+	}
+	return q
+}
+
+// threshold is the queue delay above which a loss is congestion: a few
+// packets at the delivery rate (fallback: rate), at least a fraction of
+// the minimum RTT, twice the RTT noise and minCongestionQueue.
+func (l *lossClassifier) threshold(minRTT time.Duration, packet int, fallback float64) time.Duration {
+	thr := max(minCongestionQueue, minRTT/congestionQueueFraction, 2*l.noise)
+	rate := l.rate
+	if rate <= 0 {
+		rate = fallback
+	}
+	if rate > 0 {
+		thr = max(thr, time.Duration(congestionQueuePackets*float64(packet)/rate*float64(time.Second)))
+	}
+	return thr
+}
+
+// cause decides the cause of losses detected now.
+func (l *lossClassifier) cause(now, srtt, minRTT time.Duration, packet int, fallbackRate float64) cc.Cause {
+	switch l.mode {
+	case lossCongestion:
+		return cc.CauseCongestion
+	case lossCorruption:
+		return cc.CauseCorruption
+	}
+	q := l.recentQueue(now, max(srtt/4, 5*time.Millisecond))
+	l.lastJudged = q
+	if q > l.threshold(minRTT, packet, fallbackRate) {
+		return cc.CauseCongestion
+	}
+	return cc.CauseCorruption
+}

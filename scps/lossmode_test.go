@@ -1,0 +1,166 @@
+package scps
+
+// This file tests the loss-cause modes and the behaviour the brief asks of
+// the default controller with "auto": full rate under random loss with no
+// queue, backing off to a bottleneck narrower than the configured rate,
+// following a capacity drop, and the performance targets of
+// docs/transport.md (asserted with margins, in virtual time).
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+func TestAutoKeepsFullRateUnderRandomLoss(t *testing.T) {
+	// C2: 1.5 Mbit/s configured and real, 3% random loss, no queue.
+	c := condC2()
+	c.dur = 40 * time.Second
+	for _, k := range []struct {
+		mode, loss string
+		min, max   float64 // % of the payload limit
+	}{
+		{"hybrid", LossAuto, 95, 101},
+		{"vj", LossAuto, 95, 101},
+		// The same losses taken for congestion: NewReno halves its window
+		// three times a second and cannot fill a 300 ms pipe.
+		{"vj", LossCongestion, 0, 60},
+	} {
+		r := measure(t, c, k.mode, k.loss, 1)
+		t.Logf("%s/%s: %.1f%% of the payload limit; loss events: %d congestion, %d corruption",
+			k.mode, k.loss, r.pct(), r.stats.LossEventsCongestion, r.stats.LossEventsCorruption)
+		if r.pct() < k.min || r.pct() > k.max {
+			t.Errorf("%s/%s: %.1f%% of the payload limit, want %.0f..%.0f%%", k.mode, k.loss, r.pct(), k.min, k.max)
+		}
+		// One loss costs one repair: the bytes sent again are the bytes
+		// the lost packets carried (about 1412 per full packet), not more.
+		if st := r.stats; st.PacketsLost > 0 {
+			ratio := float64(st.RetransmitBytes) / float64(st.PacketsLost*(tunnelPacketSize-11))
+			t.Logf("%s/%s: %d packets lost, %d bytes repaired: %.3f repairs per loss", k.mode, k.loss, st.PacketsLost, st.RetransmitBytes, ratio)
+			if ratio > 1.05 || ratio < 0.9 {
+				t.Errorf("%s/%s: %.3f repairs per lost packet, want one", k.mode, k.loss, ratio)
+			}
+		}
+		if k.loss == LossAuto {
+			if r.stats.LossEventsCorruption == 0 || r.stats.LossEventsCongestion > r.stats.LossEventsCorruption/20 {
+				t.Errorf("%s/auto: %d loss events taken for congestion, %d for corruption, with no queue",
+					k.mode, r.stats.LossEventsCongestion, r.stats.LossEventsCorruption)
+			}
+		}
+	}
+}
+
+func TestAutoBacksOffToNarrowBottleneck(t *testing.T) {
+	// 10 Mbit/s configured, 5 real, a one-BDP drop-tail queue.
+	for _, mode := range []string{"hybrid", "vegas"} {
+		r := measure(t, condNarrow(), mode, LossAuto, 1)
+		real := payloadLimit(5e6, 0)
+		t.Logf("%s: %.0f kbit/s (%.1f%% of the 5 Mbit/s payload limit), queue-overflow loss %.2f%%",
+			mode, r.goodput/1e3, 100*r.goodput/real, 100*r.queueLoss)
+		if r.goodput > real*1.001 || r.goodput < 0.85*real {
+			t.Errorf("%s: settled at %.0f kbit/s, want at or below %.0f and not collapsed", mode, r.goodput/1e3, real/1e3)
+		}
+		if r.queueLoss >= 0.02 {
+			t.Errorf("%s: %.2f%% of packets lost to queue overflow", mode, 100*r.queueLoss)
+		}
+	}
+}
+
+func TestFollowsCapacityDrop(t *testing.T) {
+	// 50 Mbit/s at 600 ms falls to 10 Mbit/s after 15 s; the queue holds
+	// one BDP of the old rate (3 s at the new one).
+	c := condDrop()
+	cfg := DefaultConfig()
+	cfg.MaxPacketSize, cfg.WireOverhead = tunnelPacketSize, tunnelOverhead
+	cfg.InitialRTT = c.rtt
+	ca, cb := cfg, cfg
+	ca.SendRate, ca.RecvRate = c.sendRate, c.recvRate
+	cb.SendRate, cb.RecvRate = c.recvRate, c.sendRate
+	fwd, rev := c.fwd, c.rev
+	fwd.Overhead, rev.Overhead = tunnelOverhead, tunnelOverhead
+	s := newSim(t, 1, ca, cb, fwd, rev)
+	s.attach()
+	s.apps[1].onAccept = func(id uint64, meta []byte) *appStream { return &appStream{expect: -1, resetAfter: -1} }
+	s.apps[0].open("stream-0", 1<<40, 0)
+	s.runUntil(c.atTime, func() bool { return false })
+	c.at(s)
+	drop := s.now
+	dropsBefore := s.dir[0].queueDrop
+	sentBefore := s.dir[0].sent
+	var sent []sample
+	var bytes uint64
+	var maxQueue time.Duration
+	s.observe = func(from int, p []byte) bool {
+		if from == 0 {
+			bytes += uint64(len(p) + tunnelOverhead)
+			sent = append(sent, sample{at: s.now, bytes: bytes})
+			maxQueue = max(maxQueue, s.dir[0].busyUntil-s.now)
+		}
+		return false
+	}
+	s.runUntil(c.dur, func() bool { return false })
+	// The first RTT-long window after the drop in which the sender put no
+	// more than 1.2 times the new rate on the wire.
+	followed := time.Duration(-1)
+	for i, j := 0, 0; i < len(sent); i++ {
+		for sent[i].at-sent[j].at > c.rtt {
+			j++
+		}
+		if sent[i].at-sent[j].at >= c.rtt*9/10 {
+			if rate := float64(sent[i].bytes-sent[j].bytes) * 8 / (sent[i].at - sent[j].at).Seconds(); rate <= 1.2*10e6 {
+				followed = sent[j].at - drop
+				break
+			}
+		}
+	}
+	drops := s.dir[0].queueDrop - dropsBefore
+	lossPct := 100 * float64(drops) / float64(s.dir[0].sent-sentBefore)
+	st := s.a[0].Stats()
+	t.Logf("sending at the new rate %v (%.1f RTTs) after the drop; queue peaked at %v of 3 s; %d packets (%.2f%%) lost to overflow; cwnd %d, srtt %v",
+		followed, followed.Seconds()/c.rtt.Seconds(), maxQueue.Round(time.Millisecond), drops, lossPct, st.Cwnd, st.SRTT)
+	if followed < 0 || followed > 4*c.rtt {
+		t.Errorf("sender followed the drop after %v, want within 4 RTTs", followed)
+	}
+	if lossPct >= 1 {
+		t.Errorf("%.2f%% lost to queue overflow after the drop", lossPct)
+	}
+}
+
+// TestPerformanceTargets asserts the brief's targets for the default
+// controller: 97% of the payload limit with the rate configured (90% of the
+// rate within 3 RTTs), 90% with the rate 2x too high or unset (under 2% lost
+// to queue overflow).
+func TestPerformanceTargets(t *testing.T) {
+	type target struct {
+		c       condition
+		pct     float64
+		to90RTT float64 // 0: not asserted
+	}
+	targets := []target{
+		{condC2(), 97, 3}, {condGEO(), 97, 3}, {condAsym(), 97, 3},
+		{wrongRate(condC2(), 2), 90, 0}, {wrongRate(condGEO(), 2), 90, 0},
+		{wrongRate(condC2(), 0), 90, 0}, {wrongRate(condGEO(), 0), 90, 0},
+	}
+	var rs []result
+	for _, k := range targets {
+		t.Run(k.c.name, func(t *testing.T) {
+			r := measure(t, k.c, DefaultConfig().Congestion, LossAuto, 1)
+			rs = append(rs, r)
+			if r.pct() < k.pct {
+				t.Errorf("%.1f%% of the payload limit, want >= %.0f%%", r.pct(), k.pct)
+			}
+			if k.to90RTT > 0 && (r.to90 < 0 || r.to90.Seconds() > k.to90RTT*r.rtt.Seconds()) {
+				t.Errorf("90%% of the rate after %v (%.1f RTTs), want within %.0f RTTs", r.to90, r.to90.Seconds()/r.rtt.Seconds(), k.to90RTT)
+			}
+			if r.queueLoss >= 0.02 {
+				t.Errorf("%.2f%% of packets lost to queue overflow", 100*r.queueLoss)
+			}
+		})
+	}
+	t.Logf("default controller %q:\n%s", DefaultConfig().Congestion, formatResults(rs))
+}
+
+func ExampleLossModes() {
+	fmt.Println(LossModes())
+	// Output: [auto congestion corruption]
+}

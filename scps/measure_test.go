@@ -1,0 +1,311 @@
+package scps
+
+// This file owns the measurement harness for the transport's performance
+// targets: one bulk stream over the simulated link for a fixed virtual
+// time, with the packet size and overheads the tunnel uses, sampled as it
+// goes, and the figures docs/transport.md reports: goodput against the
+// "payload limit" (link rate / 8 * 1460/1500 * (1 - loss)), the time to
+// reach 90% of it, packets lost to queue overflow and link bytes per
+// payload byte.
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Tunnel packet geometry (tunnel/assoc.go: 1452-byte UDP payload less the
+// 29-byte seal; AEAD, UDP and IPv4 headers below).
+const (
+	tunnelPacketSize = 1452 - 29
+	tunnelOverhead   = 29 + 8 + 20
+)
+
+// condition is one link and how the association is configured for it.
+type condition struct {
+	name string
+	fwd  linkParams // sender -> receiver
+	rev  linkParams
+	// Configured rates; 0 = unknown.
+	sendRate, recvRate int64
+	rtt                time.Duration // configured InitialRTT
+	dur                time.Duration // virtual transfer time
+	// at, if set, runs once at virtual time atTime (e.g. a capacity drop);
+	// afterRate is the forward rate after it, which goodput is then
+	// measured against, from ten RTTs after the event.
+	atTime    time.Duration
+	at        func(s *sim)
+	afterRate float64
+	// every, if set, takes both directions down for downFor out of every
+	// every (after the first period).
+	every, downFor time.Duration
+}
+
+// bdpBytes is the forward bandwidth-delay product.
+func (c condition) bdpBytes() int {
+	return int(c.fwd.Rate / 8 * (c.fwd.Delay + c.rev.Delay).Seconds())
+}
+
+// limit is the payload limit in bit/s of a forward rate and loss.
+func payloadLimit(rate, loss float64) float64 { return rate * 1460 / 1500 * (1 - loss) }
+
+// result is what one run measured.
+type result struct {
+	cond, mode    string
+	goodput       float64       // bit/s from warm-up to the end
+	overall       float64       // bit/s from the stream's open to the end
+	limit         float64       // payload limit, bit/s
+	to90          time.Duration // first time a one-RTT window reached 90% of the limit (-1 never)
+	rtt           time.Duration
+	queueLoss     float64 // fraction of forward packets dropped by the bottleneck queue
+	linkPerByte   float64 // forward link bytes (with overheads, repairs) per payload byte
+	returnPerByte float64 // return link bytes per payload byte
+	stats         Stats   // sender
+	peer          Stats   // receiver
+	delivered     uint64
+	series        []sample
+}
+
+type sample struct {
+	at    time.Duration
+	bytes uint64
+}
+
+func (r result) pct() float64 { return 100 * r.goodput / r.limit }
+
+// rateBetween is the goodput in bit/s between two times of the series.
+func (r result) rateBetween(from, to time.Duration) float64 {
+	var b0, b1 uint64
+	var t0, t1 time.Duration = -1, -1
+	for _, s := range r.series {
+		if t0 < 0 && s.at >= from {
+			t0, b0 = s.at, s.bytes
+		}
+		if s.at <= to {
+			t1, b1 = s.at, s.bytes
+		}
+	}
+	if t0 < 0 || t1 <= t0 {
+		return 0
+	}
+	return float64(b1-b0) * 8 / (t1 - t0).Seconds()
+}
+
+// measure runs cond with congestion controller mode and loss mode loss.
+func measure(t testing.TB, c condition, mode, loss string, seed uint64) result {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.MaxPacketSize, cfg.WireOverhead = tunnelPacketSize, tunnelOverhead
+	cfg.InitialRTT = c.rtt
+	cfg.Congestion, cfg.Loss = mode, loss
+	ca, cb := cfg, cfg
+	ca.SendRate, ca.RecvRate = c.sendRate, c.recvRate
+	cb.SendRate, cb.RecvRate = c.recvRate, c.sendRate
+	if mode == "rate" && cb.SendRate == 0 {
+		cb.Congestion = "hybrid" // the return side needs a rate for "rate"
+	}
+	fwd, rev := c.fwd, c.rev
+	fwd.Overhead, rev.Overhead = tunnelOverhead, tunnelOverhead
+	s := newSim(t, seed, ca, cb, fwd, rev)
+	s.attach()
+	const total = 1 << 40
+	s.apps[1].onAccept = func(id uint64, meta []byte) *appStream {
+		return &appStream{expect: -1, resetAfter: -1}
+	}
+	s.apps[0].open("stream-0", total, 0)
+	rtt := c.fwd.Delay + c.rev.Delay
+	res := result{cond: c.name, mode: mode, rtt: rtt, to90: -1,
+		limit: payloadLimit(c.fwd.Rate, c.fwd.Loss)}
+	step := rtt / 8
+	fired := false
+	for next := step; next <= c.dur; next += step {
+		s.runUntil(next, func() bool { return false })
+		if c.at != nil && !fired && s.now >= c.atTime {
+			c.at(s)
+			fired = true
+		}
+		if c.every > 0 {
+			down := s.now >= c.every && s.now%c.every < c.downFor
+			s.dir[0].p.Down, s.dir[1].p.Down = down, down
+		}
+		// Stream bytes that arrived (first copies; in-order delivery lags
+		// this by the repair time of a hole, one RTT at most).
+		got := s.a[1].connRecvd
+		res.series = append(res.series, sample{at: s.now, bytes: got})
+		if tr := os.Getenv("SCPS_TRACE"); tr != "" && strings.Contains(c.name+" "+mode, tr) && (len(res.series)%8 == 0 || s.now < 4*rtt) {
+			n := len(res.series)
+			prev := res.series[max(n-9, 0)]
+			st := s.a[0].Stats()
+			diff := -1.0
+			if d, ok := s.a[0].cc.(interface{ Diff() float64 }); ok {
+				diff = d.Diff()
+			}
+			t.Logf("t=%5.1fs q %v rate %6.0f kbit/s cwnd %7d inflight %7d ss %v srtt %v min %v diff %.1f pace %.0f kbit/s qdrop %d lost %d cong %d corr %d",
+				s.now.Seconds(), max(s.dir[0].busyUntil-s.now, 0).Round(time.Millisecond), float64(got-prev.bytes)*8/(s.now-prev.at).Seconds()/1e3, st.Cwnd, st.BytesInFlight, st.InSlowStart,
+				st.SRTT.Round(time.Millisecond), st.MinRTT.Round(time.Millisecond), diff, st.PacingRate*8/1e3, s.dir[0].queueDrop, st.PacketsLost,
+				st.LossEventsCongestion, st.LossEventsCorruption)
+		}
+	}
+	last := res.series[len(res.series)-1]
+	res.delivered = last.bytes
+	res.overall = float64(last.bytes) * 8 / last.at.Seconds()
+	warm := min(c.dur/4, 10*time.Second)
+	if c.afterRate > 0 {
+		warm = c.atTime + 10*rtt
+		res.limit = payloadLimit(c.afterRate, c.fwd.Loss)
+	}
+	if c.every > 0 {
+		// The limit is what the link carries while it is up.
+		res.limit *= 1 - float64(c.downFor)/float64(c.every)
+	}
+	res.goodput = res.rateBetween(warm, c.dur)
+	for i, smp := range res.series {
+		j := i - 8 // one RTT back
+		if j < 0 {
+			continue
+		}
+		w := float64(smp.bytes-res.series[j].bytes) * 8 / (smp.at - res.series[j].at).Seconds()
+		if w >= 0.9*res.limit {
+			res.to90 = smp.at
+			break
+		}
+	}
+	d := s.dir[0]
+	res.queueLoss = float64(d.queueDrop) / float64(max(d.sent, 1))
+	res.stats = s.a[0].Stats()
+	res.peer = s.a[1].Stats()
+	// Per payload byte sent (each arrives in the end; counting only what
+	// arrived by now would charge the bytes still in flight as overhead).
+	if sent := res.stats.StreamBytesSent; sent > 0 {
+		res.linkPerByte = float64(d.bytes+d.sent*uint64(tunnelOverhead)) / float64(sent)
+		r := s.dir[1]
+		res.returnPerByte = float64(r.bytes+r.sent*uint64(tunnelOverhead)) / float64(sent)
+	}
+	return res
+}
+
+// Conditions of the brief (design.md "Conditions to measure on").
+func condC2() condition {
+	return condition{name: "C2 1.5/1.5M 300ms 3%",
+		fwd:      linkParams{Rate: 1.5e6, Delay: 150 * time.Millisecond, Loss: 0.03, QueueBytes: 56_250},
+		rev:      linkParams{Rate: 1.5e6, Delay: 150 * time.Millisecond, QueueBytes: 56_250},
+		sendRate: 1.5e6, recvRate: 1.5e6, rtt: 300 * time.Millisecond, dur: 60 * time.Second}
+}
+
+func condGEO() condition {
+	return condition{name: "GEO 10/2M 600ms 1%/0.1%",
+		fwd:      linkParams{Rate: 10e6, Delay: 300 * time.Millisecond, Loss: 0.01, QueueBytes: 750_000},
+		rev:      linkParams{Rate: 2e6, Delay: 300 * time.Millisecond, Loss: 0.001, QueueBytes: 150_000},
+		sendRate: 10e6, recvRate: 2e6, rtt: 600 * time.Millisecond, dur: 40 * time.Second}
+}
+
+func condAsym() condition {
+	return condition{name: "ASYM 20/0.064M 600ms",
+		fwd:      linkParams{Rate: 20e6, Delay: 300 * time.Millisecond, QueueBytes: 1_500_000},
+		rev:      linkParams{Rate: 64e3, Delay: 300 * time.Millisecond, QueueBytes: 4_800},
+		sendRate: 20e6, recvRate: 64e3, rtt: 600 * time.Millisecond, dur: 30 * time.Second}
+}
+
+// wrongRate configures c's rates k times too high (k = 0: unknown).
+func wrongRate(c condition, k float64) condition {
+	if k == 0 {
+		c.name += ", rate unset"
+		c.sendRate, c.recvRate = 0, 0
+	} else {
+		c.name += fmt.Sprintf(", rate x%g", k)
+		c.sendRate, c.recvRate = int64(float64(c.sendRate)*k), int64(float64(c.recvRate)*k)
+	}
+	return c
+}
+
+// condNarrow: configured 10 Mbit/s, the bottleneck is 5 with a 1-BDP
+// drop-tail queue.
+func condNarrow() condition {
+	return condition{name: "narrow 10M set, 5M real, 600ms",
+		fwd:      linkParams{Rate: 5e6, Delay: 300 * time.Millisecond, QueueBytes: 375_000},
+		rev:      linkParams{Rate: 5e6, Delay: 300 * time.Millisecond},
+		sendRate: 10e6, recvRate: 10e6, rtt: 600 * time.Millisecond, dur: 40 * time.Second}
+}
+
+// condDrop: 50 Mbit/s at 600 ms, falling to 10 Mbit/s after 15 s; the
+// queue holds one BDP of the original rate.
+func condDrop() condition {
+	return condition{name: "drop 50->10M at 15s, 600ms",
+		fwd:      linkParams{Rate: 50e6, Delay: 300 * time.Millisecond, QueueBytes: 3_750_000},
+		rev:      linkParams{Rate: 10e6, Delay: 300 * time.Millisecond},
+		sendRate: 50e6, recvRate: 10e6, rtt: 600 * time.Millisecond, dur: 30 * time.Second,
+		atTime: 15 * time.Second, at: func(s *sim) { s.dir[0].p.Rate = 10e6 }, afterRate: 10e6}
+}
+
+// condLEO: 100/20 Mbit/s, 40 ms, 0.5% loss, down for 1 s every 15 s.
+func condLEO() condition {
+	return condition{name: "LEO 100/20M 40ms 0.5%, 1s outage/15s",
+		fwd:      linkParams{Rate: 100e6, Delay: 20 * time.Millisecond, Loss: 0.005, QueueBytes: 500_000},
+		rev:      linkParams{Rate: 20e6, Delay: 20 * time.Millisecond, Loss: 0.005, QueueBytes: 100_000},
+		sendRate: 100e6, recvRate: 20e6, rtt: 40 * time.Millisecond, dur: 60 * time.Second,
+		every: 15 * time.Second, downFor: time.Second}
+}
+
+// condB1 and condC1: the paper's clean references.
+func condB1() condition {
+	return condition{name: "B1 1.5/1.5M 50ms",
+		fwd:      linkParams{Rate: 1.5e6, Delay: 25 * time.Millisecond, QueueBytes: 20_000},
+		rev:      linkParams{Rate: 1.5e6, Delay: 25 * time.Millisecond, QueueBytes: 20_000},
+		sendRate: 1.5e6, recvRate: 1.5e6, rtt: 50 * time.Millisecond, dur: 30 * time.Second}
+}
+
+func condC1() condition {
+	c := condC2()
+	c.name = "C1 1.5/1.5M 300ms"
+	c.fwd.Loss = 0
+	return c
+}
+
+func formatResults(rs []result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "| conditions | mode | goodput kbit/s | %% of payload limit | to 90%% (RTTs) | queue-overflow loss %% | link B / payload B | return B / payload B |\n")
+	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rs {
+		to90 := "never"
+		if r.to90 >= 0 {
+			to90 = fmt.Sprintf("%.1f", r.to90.Seconds()/r.rtt.Seconds())
+		}
+		fmt.Fprintf(&b, "| %s | %s | %.0f | %.1f | %s | %.2f | %.3f | %.4f |\n",
+			r.cond, r.mode, r.goodput/1e3, r.pct(), to90, 100*r.queueLoss, r.linkPerByte, r.returnPerByte)
+	}
+	return b.String()
+}
+
+// TestMeasureMatrix runs every condition with every controller and logs the
+// table for docs/transport.md. It asserts nothing by itself (the targets
+// are asserted in TestPerformanceTargets for the default); run it with
+// SCPS_MATRIX=1.
+func TestMeasureMatrix(t *testing.T) {
+	if !matrixEnabled() {
+		t.Skip("set SCPS_MATRIX=1 to measure every controller in every condition")
+	}
+	conds := []condition{condB1(), condC1(), condC2(), condGEO(), condAsym(), condLEO(),
+		wrongRate(condC2(), 2), wrongRate(condGEO(), 2), wrongRate(condC2(), 0), wrongRate(condGEO(), 0),
+		condNarrow(), condDrop()}
+	var rs []result
+	for _, c := range conds {
+		for _, m := range []string{"hybrid", "vj", "vegas", "hybla", "rate"} {
+			if m == "rate" && c.sendRate == 0 {
+				continue
+			}
+			seed := uint64(1)
+			if v := os.Getenv("SCPS_SEED"); v != "" {
+				fmt.Sscan(v, &seed)
+			}
+			r := measure(t, c, m, LossAuto, seed)
+			rs = append(rs, r)
+			t.Logf("%s %s: %.0f kbit/s %.1f%% to90 %v qloss %.2f%% (sent %d lost %d retx %d/%dB pto %d, events cong %d corr %d)",
+				c.name, m, r.goodput/1e3, r.pct(), r.to90, 100*r.queueLoss, r.stats.PacketsSent, r.stats.PacketsLost, r.stats.Retransmits, r.stats.RetransmitBytes, r.stats.PTOs, r.stats.LossEventsCongestion, r.stats.LossEventsCorruption)
+		}
+	}
+	t.Logf("\n%s", formatResults(rs))
+}
+
+func matrixEnabled() bool { return os.Getenv("SCPS_MATRIX") != "" }

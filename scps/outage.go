@@ -1,0 +1,139 @@
+package scps
+
+// This file owns link outage handling and keep-alives. The association
+// enters outage mode after Config.OutageAfter of silence: nothing received
+// at all, or nothing newly acknowledged while packets are outstanding (the
+// link is dead in our direction only). In outage mode it
+//   - stops data, retransmission and loss timers: what was in flight is
+//     marked lost with cause "outage" (no window change) and queued for
+//     repair, and nothing but probes is sent;
+//   - sends a probe (PING plus an ACK of everything received) every
+//     ProbeInterval, with no backoff, so the link's return is noticed
+//     within an interval;
+//   - keeps every stream, its data and the congestion window and pacer
+//     rate; writers block once their send buffers fill (backpressure);
+//   - closes the association (resetting its streams) only after MaxOutage.
+// It leaves outage mode on the first packet from the peer after a silence,
+// or on the first new acknowledgement after an acknowledgement stall, and
+// resumes at once at the rate it had: the repairs go first.
+//
+// While idle, the association sends a keep-alive PING when it has not
+// heard the peer for a quarter of OutageAfter, so an idle link does not
+// look like an outage to either side (the PING's ACK refreshes the sender
+// too). A lost PING is retried by the probe timeout.
+
+import (
+	"time"
+
+	"scpsvpn/scps/cc"
+	"scpsvpn/scps/internal/wire"
+)
+
+// enterOutage switches to outage mode.
+func (a *Association) enterOutage(bySilence bool) {
+	a.outage, a.outageBySilence = true, bySilence
+	a.outageStart = a.now
+	a.nextProbe = a.now // the first probe goes at once
+	a.stats.Outages++
+	// Whatever was in flight is lost to the outage: queue it for repair
+	// now (it goes first on resume) and free the window it held.
+	var lostBytes int
+	for pn := a.hist.basePN; pn < a.hist.nextPN(); pn++ {
+		p := a.hist.get(pn)
+		if p.state != pktOutstanding {
+			continue
+		}
+		if p.inFlight {
+			lostBytes += int(p.size)
+		}
+		a.markLost(p)
+	}
+	a.hist.popResolved()
+	if lostBytes > 0 {
+		a.reportLoss(lostBytes, a.now, false, cc.CauseOutage)
+	}
+	a.lossTime, a.probes, a.pingPending, a.ptoCount = 0, 0, false, 0
+	for a.dgrams.count > 0 {
+		a.dgrams.pop()
+		a.stats.DatagramsDropped++
+	}
+	a.emit(Event{Kind: EventOutage, Outage: true})
+}
+
+// leaveOutage resumes normal operation.
+func (a *Association) leaveOutage() {
+	a.outage = false
+	a.stats.OutageTime += a.now - a.outageStart
+	a.ackWaitSince = a.now
+	a.lastKeepAlive = a.now
+	a.ptoCount = 0
+	a.emit(Event{Kind: EventOutage, Outage: false})
+}
+
+// checkOutage enters outage mode when the silence has lasted long enough.
+func (a *Association) checkOutage() {
+	if a.outage {
+		return
+	}
+	switch {
+	case a.now-a.lastRecv >= a.cfg.OutageAfter:
+		a.enterOutage(true)
+	case a.elicitingInFlight > 0 && a.now-a.ackWaitSince >= a.cfg.OutageAfter:
+		a.enterOutage(false)
+	}
+}
+
+// outageDeadline is when checkOutage may next change something.
+func (a *Association) outageDeadline() time.Duration {
+	d := a.lastRecv + a.cfg.OutageAfter
+	if a.elicitingInFlight > 0 {
+		d = min(d, a.ackWaitSince+a.cfg.OutageAfter)
+	}
+	return d
+}
+
+// keepAliveDue is when the next keep-alive PING is due (0: none while
+// something ack-eliciting is in flight: its ACK or probe timeout does the
+// job).
+func (a *Association) keepAliveDue() time.Duration {
+	if a.elicitingInFlight > 0 || a.pingPending {
+		return 0
+	}
+	return max(a.lastRecv, a.lastKeepAlive) + a.cfg.keepAliveInterval()
+}
+
+// sendProbe builds an outage probe: a PING, preceded by an ACK of
+// everything received so that whichever side hears the other first learns
+// at once what arrived before the outage. Probes are not counted in flight
+// and do not wait for the pacer: a few dozen bytes per interval.
+func (a *Association) sendProbe(buf []byte) int {
+	limit := min(len(buf), a.cfg.MaxPacketSize)
+	if limit < 64 {
+		return 0
+	}
+	firstFrame := a.hist.frameEnd()
+	b := wire.AppendHeader(buf[:0:limit], a.hist.nextPN())
+	if a.ack.any {
+		b = a.appendAck(b, limit-1)
+	}
+	b = append(b, wire.FramePing)
+	a.hist.addFrame().kind = sfPing
+	a.hist.add(sentPacket{
+		sentAt:       a.now,
+		firstFrame:   firstFrame,
+		nFrames:      uint16(a.hist.frameEnd() - firstFrame),
+		size:         int32(len(b)),
+		ackEliciting: true,
+	})
+	if a.elicitingInFlight == 0 {
+		a.ackWaitSince = a.now
+	}
+	a.elicitingInFlight++
+	a.lastElicitingSent = a.now
+	a.nextProbe = a.now + a.cfg.ProbeInterval
+	a.stats.PacketsSent++
+	a.stats.BytesSent += uint64(len(b))
+	a.stats.OutageProbes++
+	a.pacer.take(len(b) + a.cfg.WireOverhead)
+	return len(b)
+}
