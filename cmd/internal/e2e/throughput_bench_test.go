@@ -71,7 +71,12 @@ func BenchmarkVethThroughput(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("needs root")
 	}
-	tb, err := testbed.New(testbed.Config{Binary: binary, LogLevel: "info"})
+	cfg := testbed.Config{Binary: binary, LogLevel: "info"}
+	if cc := os.Getenv("SCPSVPN_BENCH_CC"); cc != "" { // compare controllers
+		cfg.PeerLinkA = "congestion = \"" + cc + "\""
+		cfg.PeerLinkB = cfg.PeerLinkA
+	}
+	tb, err := testbed.New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
