@@ -10,6 +10,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"scpsvpn/cmd/internal/bench"
+	"scpsvpn/cmd/internal/demo"
 	"scpsvpn/cmd/internal/linkemu"
 )
 
@@ -34,6 +36,8 @@ func run(args []string, stderr io.Writer) int {
 			pubkeyCommand(),
 			statusCommand(),
 			linkemu.Command(),
+			demo.Command(),
+			bench.Command(),
 		},
 		HideHelpCommand: true,
 		ErrWriter:       stderr,

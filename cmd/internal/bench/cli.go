@@ -1,0 +1,280 @@
+package bench
+
+// This file owns the `scpsvpn bench` command: its flags and their checks,
+// the loop over conditions x contenders with a progress display, and
+// writing the report directory (results.json, plots, report.md), also the
+// partial one of an interrupted run.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+)
+
+// Options are the parsed flags of `bench`.
+type Options struct {
+	Conditions []Condition
+	Contenders []Contender
+	Duration   time.Duration
+	Out        string
+	Seed       uint64
+	Timeline   string // condition of the goodput-over-time plot
+	ProbeEvery time.Duration
+	ProbeSize  int
+	KeepLogs   bool
+	Binary     string // endpoint binary; default this executable
+	Verbose    bool
+}
+
+// Command returns the `bench` command.
+func Command() *cli.Command {
+	return &cli.Command{
+		Name:  "bench",
+		Usage: "benchmark scpsvpn against kernel TCP over emulated satellite links and write a report (needs root)",
+		Description: "Runs every selected condition x contender on a fresh pair of network namespaces joined by the link\n" +
+			"emulator: a download from site B to site A for --duration, timed from connect(), with a small\n" +
+			"request/response probe on a second connection while it runs. Writes report.md, results.json and\n" +
+			"SVG plots into --out. Conditions: " + strings.Join(ConditionNames(), ", ") + ".\n" +
+			"Contenders: " + strings.Join(ContenderNames(), ", ") + " (scpsvpn = the endpoint's default mode).",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "conditions", Value: "all", Usage: "comma-separated conditions to run (" + strings.Join(ConditionNames(), ", ") + ", or all)"},
+			&cli.StringFlag{Name: "contenders", Value: "all", Usage: "comma-separated contenders: reno, cubic, bbr, tcp-<algorithm>, kernel, scpsvpn-<mode>, scpsvpn, scpsvpn-all, or all"},
+			&cli.DurationFlag{Name: "duration", Value: 20 * time.Second, Usage: "length of each download"},
+			&cli.StringFlag{Name: "out", Required: true, Usage: "report directory (created; report.md, results.json and plots are overwritten)"},
+			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the emulator's loss draws (the same for every contender)"},
+			&cli.StringFlag{Name: "timeline", Usage: "condition whose goodput over time is plotted (default C2 if selected, else the first)"},
+			&cli.DurationFlag{Name: "probe-every", Value: 500 * time.Millisecond, Usage: "interval of the request/response probe during the download"},
+			&cli.IntFlag{Name: "probe-size", Value: 100, Usage: "bytes of each probe request and response"},
+			&cli.BoolFlag{Name: "keep-logs", Usage: "keep the endpoint logs of every scpsvpn run in OUT/logs"},
+			&cli.StringFlag{Name: "binary", Usage: "endpoint binary for the scpsvpn runs (default: this executable)"},
+			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log the testbed's and the emulator's steps"},
+		},
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			return fmt.Errorf("bench: %w", err)
+		},
+		Action: runCommand,
+	}
+}
+
+// optionsFromFlags parses and checks the flags; errors name the flag.
+func optionsFromFlags(c *cli.Context) (Options, error) {
+	o := Options{
+		Duration: c.Duration("duration"), Out: c.String("out"), Seed: c.Uint64("seed"),
+		ProbeEvery: c.Duration("probe-every"), ProbeSize: c.Int("probe-size"),
+		KeepLogs: c.Bool("keep-logs"), Binary: c.String("binary"), Verbose: c.Bool("verbose"),
+	}
+	var err error
+	if o.Conditions, err = SelectConditions(c.String("conditions")); err != nil {
+		return o, fmt.Errorf("--conditions: %w", err)
+	}
+	if o.Contenders, err = SelectContenders(c.String("contenders")); err != nil {
+		return o, fmt.Errorf("--contenders: %w", err)
+	}
+	if o.Duration < time.Second || o.Duration > time.Hour {
+		return o, fmt.Errorf("--duration %v: use 1s to 1h", o.Duration)
+	}
+	if strings.TrimSpace(o.Out) == "" {
+		return o, errors.New("--out: give a report directory")
+	}
+	if o.ProbeEvery < 10*time.Millisecond {
+		return o, fmt.Errorf("--probe-every %v: use at least 10ms", o.ProbeEvery)
+	}
+	if o.ProbeSize < 1 || o.ProbeSize > maxEchoSize {
+		return o, fmt.Errorf("--probe-size %d: use 1 to %d bytes", o.ProbeSize, maxEchoSize)
+	}
+	o.Timeline, err = timelineCondition(c.String("timeline"), o.Conditions)
+	if err != nil {
+		return o, fmt.Errorf("--timeline: %w", err)
+	}
+	return o, nil
+}
+
+// timelineCondition picks the condition of the timeline plot: the one
+// named (it must be selected), else C2, else the first.
+func timelineCondition(name string, conds []Condition) (string, error) {
+	if name != "" {
+		for _, c := range conds {
+			if strings.EqualFold(c.Name, name) {
+				return c.Name, nil
+			}
+		}
+		return "", fmt.Errorf("condition %q is not among those selected", name)
+	}
+	for _, c := range conds {
+		if c.Name == "C2" {
+			return c.Name, nil
+		}
+	}
+	return conds[0].Name, nil
+}
+
+// RequireRoot says clearly what is missing for demo and bench to run.
+func RequireRoot(what string) error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("%s needs root: it creates network namespaces, TUN devices and runs the endpoints in them; run it with sudo", what)
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		return fmt.Errorf("%s needs the ip command (iproute2) to run the endpoints in their namespaces: %w", what, err)
+	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		return fmt.Errorf("%s needs TUN devices (/dev/net/tun): %w", what, err)
+	}
+	return nil
+}
+
+// NewLogger logs the testbed's steps to stderr: warnings only, unless
+// verbose.
+func NewLogger(verbose bool) *slog.Logger {
+	level := slog.LevelWarn
+	if verbose {
+		level = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+func runCommand(c *cli.Context) error {
+	o, err := optionsFromFlags(c)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	if err := RequireRoot("scpsvpn bench"); err != nil {
+		return err
+	}
+	if o.Binary == "" {
+		if o.Binary, err = os.Executable(); err != nil {
+			return fmt.Errorf("bench: finding the endpoint binary: %w", err)
+		}
+	}
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	rep := Bench(ctx, o, NewDisplay(c.App.ErrWriter), os.Args)
+	if err := WriteReport(rep, o.Out, o.Timeline); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	fmt.Fprintf(c.App.Writer, "report: %s\n", filepath.Join(o.Out, "report.md"))
+	if rep.Interrupted {
+		return cli.Exit(fmt.Sprintf("bench: interrupted; the partial report is in %s", o.Out), 130)
+	}
+	return nil
+}
+
+// Bench runs the matrix and returns the report (Interrupted if ctx ended
+// it early).
+func Bench(ctx context.Context, o Options, d *Display, argv []string) *Report {
+	start := time.Now()
+	rep := &Report{
+		Command: CommandLine(argv), Date: start, Machine: DescribeMachine(),
+		DurationS: o.Duration.Seconds(), Seed: o.Seed,
+		Probe: fmt.Sprintf("a %d-byte request answered by %d bytes every %v on a second connection, opened once the download's first byte arrived",
+			o.ProbeSize, o.ProbeSize, o.ProbeEvery),
+	}
+	for _, c := range o.Conditions {
+		rep.Conditions = append(rep.Conditions, NewConditionInfo(c))
+	}
+	for _, c := range o.Contenders {
+		rep.Contenders = append(rep.Contenders, NewContenderInfo(c))
+	}
+	total := len(o.Conditions) * len(o.Contenders)
+	est := time.Duration(total) * (o.Duration + 4*time.Second) // setup and teardown take a few seconds
+	if est > 2*time.Minute {
+		est = est.Round(time.Minute)
+	} else {
+		est = est.Round(time.Second)
+	}
+	d.Line(fmt.Sprintf("bench: %d conditions x %d contenders = %d runs of %v (about %v)", len(o.Conditions), len(o.Contenders), total, o.Duration, est))
+	log := NewLogger(o.Verbose)
+	logDir := ""
+	if o.KeepLogs {
+		logDir = filepath.Join(o.Out, "logs")
+	}
+	i := 0
+	for _, cond := range o.Conditions {
+		for _, ct := range o.Contenders {
+			i++
+			if ctx.Err() != nil {
+				break
+			}
+			label := fmt.Sprintf("[%*d/%d] %-10s %-15s", len(fmt.Sprint(total)), i, total, cond.Name, ct.Name)
+			d.Update(label, Progress{Duration: o.Duration})
+			r := Run(ctx, RunConfig{
+				Condition: cond, Contender: ct, Duration: o.Duration, Binary: o.Binary, Seed: o.Seed,
+				Probe: true, ProbeEvery: o.ProbeEvery, ProbeSize: o.ProbeSize,
+				Progress: func(p Progress) { d.Update(label, p) },
+				LogDir:   logDir, Logger: log,
+			})
+			if ctx.Err() != nil {
+				d.Line(label + " interrupted")
+				break
+			}
+			rep.Results = append(rep.Results, r)
+			d.Line(label + " " + RunSummary(r))
+		}
+	}
+	rep.Interrupted = ctx.Err() != nil
+	rep.ElapsedS = time.Since(start).Seconds()
+	return rep
+}
+
+// RunSummary is one line about a finished run.
+func RunSummary(r *Result) string {
+	if !r.OK() {
+		return r.Status
+	}
+	s := fmt.Sprintf("%.1f kB/s (%.0f%% of the link)", r.GoodputKBps, r.Share*100)
+	if r.TTFBMs != nil {
+		s += fmt.Sprintf(", first byte %.0f ms", *r.TTFBMs)
+	}
+	if r.Probe != nil && r.Probe.Count > 0 {
+		s += fmt.Sprintf(", probe p50 %.0f ms", r.Probe.P50Ms)
+	}
+	if r.Note != "" {
+		s += " (" + r.Note + ")"
+	}
+	return s
+}
+
+// WriteReport writes results.json, the plots and report.md into dir.
+// Plots that cannot be drawn (no run measured) are left out and said so in
+// the report's JSON; a failure to write a file is an error.
+func WriteReport(rep *Report, dir, timeline string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var plotErrs []error
+	if len(rep.Results) > 0 {
+		if err := rep.PlotGoodput(filepath.Join(dir, "goodput.svg")); err != nil {
+			plotErrs = append(plotErrs, err)
+		} else {
+			rep.Plots = append(rep.Plots, "goodput.svg")
+		}
+		name := "timeline-" + fileSafe(timeline) + ".svg"
+		if err := rep.PlotTimeline(timeline, filepath.Join(dir, name)); err != nil {
+			plotErrs = append(plotErrs, err)
+		} else {
+			rep.Plots = append(rep.Plots, name)
+		}
+	}
+	if err := rep.WriteJSON(filepath.Join(dir, "results.json")); err != nil {
+		return err
+	}
+	if err := rep.WriteMarkdown(filepath.Join(dir, "report.md")); err != nil {
+		return err
+	}
+	for _, err := range plotErrs {
+		slog.Warn("plot left out", "err", err)
+	}
+	return nil
+}

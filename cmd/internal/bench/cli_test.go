@@ -1,0 +1,92 @@
+package bench
+
+import (
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/urfave/cli/v2"
+)
+
+// parseFlags runs the bench command's flag parsing on args.
+func parseFlags(t *testing.T, args ...string) (Options, error) {
+	t.Helper()
+	cmd := Command()
+	var got Options
+	var perr error
+	cmd.Action = func(c *cli.Context) error {
+		got, perr = optionsFromFlags(c)
+		return nil
+	}
+	app := &cli.App{Name: "scpsvpn", Commands: []*cli.Command{cmd}, Writer: io.Discard, ErrWriter: io.Discard}
+	if err := app.Run(append([]string{"scpsvpn", "bench"}, args...)); err != nil {
+		return got, err
+	}
+	return got, perr
+}
+
+func TestFlagDefaults(t *testing.T) {
+	o, err := parseFlags(t, "--out", "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.Conditions) != len(Conditions) || len(o.Contenders) != len(AllContenders()) {
+		t.Errorf("default selection: %d conditions, %d contenders", len(o.Conditions), len(o.Contenders))
+	}
+	if o.Duration != 20*time.Second || o.Seed != 1 || o.ProbeEvery != 500*time.Millisecond || o.ProbeSize != 100 || o.Out != "r" {
+		t.Errorf("defaults %+v", o)
+	}
+	if o.Timeline != "C2" {
+		t.Errorf("timeline %q, want C2", o.Timeline)
+	}
+}
+
+func TestFlagSelection(t *testing.T) {
+	o, err := parseFlags(t, "--conditions", "leo,C1", "--contenders", "cubic,scpsvpn-vj", "--duration", "3s", "--out", "x", "--seed", "9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.Conditions) != 2 || o.Conditions[0].Name != "LEO" || o.Contenders[1].Congestion != "vj" || o.Duration != 3*time.Second || o.Seed != 9 {
+		t.Errorf("%+v", o)
+	}
+	if o.Timeline != "LEO" {
+		t.Errorf("timeline %q, want the first condition without C2", o.Timeline)
+	}
+	o, err = parseFlags(t, "--conditions", "C1,C2", "--timeline", "c1", "--out", "x")
+	if err != nil || o.Timeline != "C1" {
+		t.Errorf("--timeline c1: %q, %v", o.Timeline, err)
+	}
+}
+
+func TestFlagErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{}, "out"},
+		{[]string{"--out", "x", "--conditions", "C9"}, "--conditions"},
+		{[]string{"--out", "x", "--contenders", "quic"}, "--contenders"},
+		{[]string{"--out", "x", "--duration", "100ms"}, "--duration"},
+		{[]string{"--out", "x", "--duration", "2h"}, "--duration"},
+		{[]string{"--out", " "}, "--out"},
+		{[]string{"--out", "x", "--probe-every", "1ms"}, "--probe-every"},
+		{[]string{"--out", "x", "--probe-size", "0"}, "--probe-size"},
+		{[]string{"--out", "x", "--conditions", "C1", "--timeline", "C2"}, "--timeline"},
+	} {
+		_, err := parseFlags(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want an error naming %s", tc.args, err, tc.want)
+		}
+	}
+}
+
+func TestRunSummary(t *testing.T) {
+	r := &Result{Status: StatusOK, GoodputKBps: 91.25, Share: 0.5, TTFBMs: ptr(612.4), Probe: &Latency{Count: 3, P50Ms: 400}}
+	if got, want := RunSummary(r), "91.2 kB/s (50% of the link), first byte 612 ms, probe p50 400 ms"; got != want {
+		t.Errorf("%q, want %q", got, want)
+	}
+	if got := RunSummary(&Result{Status: "failed: because"}); got != "failed: because" {
+		t.Errorf("%q", got)
+	}
+}

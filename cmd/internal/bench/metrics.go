@@ -1,0 +1,136 @@
+package bench
+
+// This file owns the numbers of a run: the Result record (what
+// results.json holds per condition and contender) and the arithmetic that
+// fills it from a Transfer and the emulator's counters: goodput and its
+// share of the link's payload capacity, latency percentiles, and the bytes
+// the link carried per payload byte delivered.
+
+import (
+	"math"
+	"slices"
+	"time"
+
+	"scpsvpn/cmd/internal/linkemu"
+)
+
+// StatusOK marks a run that measured; anything else starts with "failed: "
+// or "interrupted".
+const StatusOK = "ok"
+
+// Result is one condition x contender run.
+type Result struct {
+	Condition string `json:"condition"`
+	Contender string `json:"contender"`
+	Label     string `json:"label"`
+	Status    string `json:"status"`
+
+	DurationS    float64  `json:"duration_s"`        // measurement window
+	PayloadBytes int64    `json:"payload_bytes"`     // download bytes delivered in the window
+	GoodputKBps  float64  `json:"goodput_kBps"`      // kB = 1000 bytes
+	Share        float64  `json:"share_of_link"`     // goodput / payload capacity (0..1)
+	TTFBMs       *float64 `json:"ttfb_ms,omitempty"` // dial start to first byte; absent if none came
+	Probe        *Latency `json:"request_response,omitempty"`
+	LinkPerByte  *float64 `json:"link_bytes_per_payload_byte,omitempty"`
+	LinkBytes    int64    `json:"link_bytes"` // both directions, during the window
+	// TCPCongestion is the congestion control read back from the client
+	// and server sockets of a kernel contender ("cubic/cubic").
+	TCPCongestion string           `json:"tcp_congestion,omitempty"`
+	Counters      linkemu.Counters `json:"link_counters"` // emulator counters over the window
+	Timeline      []Point          `json:"timeline,omitempty"`
+	Note          string           `json:"note,omitempty"` // what went wrong in a run that still measured
+}
+
+// Latency summarizes the request/response probe.
+type Latency struct {
+	Count      int     `json:"count"`
+	P50Ms      float64 `json:"p50_ms"`
+	P95Ms      float64 `json:"p95_ms"`
+	MaxMs      float64 `json:"max_ms"`
+	Unanswered int     `json:"unanswered"` // still waiting when the window closed
+	Error      string  `json:"error,omitempty"`
+}
+
+// OK reports whether the run measured.
+func (r *Result) OK() bool { return r.Status == StatusOK }
+
+// Percentile returns the p-quantile (0..1) of samples by linear
+// interpolation between the closest ranks; false for no samples.
+func Percentile(samples []time.Duration, p float64) (time.Duration, bool) {
+	if len(samples) == 0 {
+		return 0, false
+	}
+	s := slices.Clone(samples)
+	slices.Sort(s)
+	p = min(max(p, 0), 1)
+	pos := p * float64(len(s)-1)
+	lo := int(math.Floor(pos))
+	hi := min(lo+1, len(s)-1)
+	frac := pos - float64(lo)
+	return s[lo] + time.Duration(math.Round(frac*float64(s[hi]-s[lo]))), true
+}
+
+// summarize fills the measured fields of r from a transfer and the
+// emulator counters over its window.
+func summarize(r *Result, cond Condition, t *Transfer, delta linkemu.Counters, probe bool) {
+	r.DurationS = t.Window.Seconds()
+	r.PayloadBytes = t.Bytes
+	g := t.Goodput()
+	r.GoodputKBps = g / 1000
+	if c := cond.PayloadCapacity(); c > 0 {
+		r.Share = g / c
+	}
+	if t.TTFB > 0 {
+		r.TTFBMs = ptr(ms(t.TTFB))
+	}
+	if probe {
+		l := &Latency{Count: len(t.Latencies), Unanswered: t.Unanswered}
+		if p50, ok := Percentile(t.Latencies, 0.5); ok {
+			p95, _ := Percentile(t.Latencies, 0.95)
+			l.P50Ms, l.P95Ms, l.MaxMs = ms(p50), ms(p95), ms(slices.Max(t.Latencies))
+		}
+		if t.ProbeErr != nil {
+			l.Error = t.ProbeErr.Error()
+		}
+		r.Probe = l
+	}
+	r.Counters = delta
+	r.LinkBytes = LinkBytes(delta)
+	if payload := t.Bytes + t.ProbeBytes; payload > 0 {
+		r.LinkPerByte = ptr(float64(r.LinkBytes) / float64(payload))
+	}
+	r.Timeline = t.Timeline
+}
+
+// LinkBytes is what the link carried in both directions: the packets
+// delivered plus those lost on the way (they were sent, and used the link,
+// as a corrupted frame does). Lost bytes are estimated at the direction's
+// mean packet size, since the emulator counts lost packets, not bytes.
+// Packets dropped at the queue or in an outage never went on the link.
+func LinkBytes(c linkemu.Counters) int64 {
+	var total float64
+	for _, d := range []linkemu.DirCounters{c.Fwd, c.Ret} {
+		total += float64(d.Bytes)
+		if d.InPackets > 0 {
+			total += float64(d.DropLoss) * float64(d.InBytes) / float64(d.InPackets)
+		}
+	}
+	return int64(math.Round(total))
+}
+
+// CountersDelta returns after - before, field by field.
+func CountersDelta(before, after linkemu.Counters) linkemu.Counters {
+	d := func(b, a linkemu.DirCounters) linkemu.DirCounters {
+		return linkemu.DirCounters{
+			InPackets: a.InPackets - b.InPackets, InBytes: a.InBytes - b.InBytes,
+			Packets: a.Packets - b.Packets, Bytes: a.Bytes - b.Bytes,
+			DropLoss: a.DropLoss - b.DropLoss, DropQueue: a.DropQueue - b.DropQueue,
+			DropOutage: a.DropOutage - b.DropOutage, Errors: a.Errors - b.Errors,
+		}
+	}
+	return linkemu.Counters{Fwd: d(before.Fwd, after.Fwd), Ret: d(before.Ret, after.Ret)}
+}
+
+func ms(d time.Duration) float64 { return math.Round(float64(d)/1e4) / 100 } // 0.01 ms resolution
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,391 @@
+package bench
+
+// This file owns the traffic of one measurement, independent of how the
+// sites are connected: the server (bulk downloads and echoes, on any
+// listener) and the client's measurement of a download of fixed duration
+// (time to first byte, bytes over time) with, optionally, a small
+// request/response probe on a second connection while the download runs.
+// Dialing is the caller's, so the same code measures kernel TCP end to end,
+// scpsvpn, or loopback in the unit tests.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Server answers benchmark requests on a listener until closed.
+type Server struct {
+	ln  net.Listener
+	log *slog.Logger
+	// accepted, when set, runs on each new connection before the request
+	// is read (e.g. to set and check its congestion control); an error
+	// closes the connection and is kept for Err.
+	accepted func(net.Conn) error
+
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+	err    error // first error of accepted
+	served atomic.Int64
+}
+
+// bulkChunk is the size of the server's writes of a download.
+const bulkChunk = 64 << 10
+
+// tickJitter is the slack that keeps timeline points on the ticks nearest
+// to each interval boundary instead of slipping a whole tick late.
+const tickJitter = 100 * time.Millisecond
+
+// requestTimeout bounds the wait for a request line; far above any RTT.
+const requestTimeout = 30 * time.Second
+
+// Serve starts answering requests on ln. accepted may be nil.
+func Serve(ln net.Listener, accepted func(net.Conn) error, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Server{ln: ln, log: log.With("component", "bench-server"), accepted: accepted, conns: map[net.Conn]struct{}{}}
+	s.wg.Add(1)
+	go s.acceptLoop()
+	return s
+}
+
+// Addr is the listener's address.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Served counts the connections that made a valid request.
+func (s *Server) Served() int64 { return s.served.Load() }
+
+// Err returns the first error of the accepted hook.
+func (s *Server) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Close stops accepting, closes every connection and waits for the
+// handlers, so no socket outlives the server (a socket would keep its
+// network namespace alive).
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	err := s.ln.Close()
+	s.wg.Wait()
+	return err
+}
+
+func (s *Server) acceptLoop() {
+	defer s.wg.Done()
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			c.Close()
+			return
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			defer func() {
+				s.mu.Lock()
+				delete(s.conns, c)
+				s.mu.Unlock()
+				c.Close()
+			}()
+			s.handle(c)
+		}()
+	}
+}
+
+func (s *Server) handle(c net.Conn) {
+	if s.accepted != nil {
+		if err := s.accepted(c); err != nil {
+			s.mu.Lock()
+			if s.err == nil {
+				s.err = err
+			}
+			s.mu.Unlock()
+			s.log.Warn("connection refused by the accept hook", "remote", c.RemoteAddr(), "err", err)
+			return
+		}
+	}
+	c.SetReadDeadline(time.Now().Add(requestTimeout))
+	req, err := readRequest(c)
+	if err != nil {
+		s.log.Debug("dropping connection", "remote", c.RemoteAddr(), "err", err)
+		return
+	}
+	c.SetReadDeadline(time.Time{})
+	s.served.Add(1)
+	switch req.mode {
+	case modeBulk:
+		buf := make([]byte, bulkChunk)
+		for i := range buf {
+			buf[i] = byte(i*7 + i>>8) // not all zeros, in case anything on the path compresses
+		}
+		for {
+			if _, err := c.Write(buf); err != nil {
+				return // the client hung up: the normal end of a download
+			}
+		}
+	case modeEcho:
+		buf := make([]byte, req.size)
+		for {
+			if _, err := io.ReadFull(c, buf); err != nil {
+				return
+			}
+			if _, err := c.Write(buf); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// Dialer opens a client connection to the server.
+type Dialer func(ctx context.Context) (net.Conn, error)
+
+// TransferConfig describes one measured download.
+type TransferConfig struct {
+	Dial     Dialer
+	Duration time.Duration // the measurement window, from the start of the dial
+	// RequestEvery, when positive, runs the request/response probe: a
+	// second connection, opened once the download's first byte arrived,
+	// sends RequestSize bytes every RequestEvery and times the echo.
+	RequestEvery time.Duration
+	RequestSize  int
+	Interval     time.Duration  // timeline resolution; default 1s
+	Progress     func(Progress) // called about every 250ms from another goroutine; may be nil
+}
+
+// Progress is a snapshot of a running download.
+type Progress struct {
+	Elapsed, Duration time.Duration
+	Bytes             int64
+	Rate              float64 // bytes per second over about the last second
+}
+
+// Point is one timeline sample: the download's rate over the interval
+// ending at T seconds after the start.
+type Point struct {
+	T    float64 `json:"t_s"`
+	Rate float64 `json:"bytes_per_s"`
+}
+
+// Transfer is the outcome of a measured download.
+type Transfer struct {
+	Bytes    int64         // payload bytes received within the window
+	Window   time.Duration // the window actually measured (shorter if cancelled)
+	TTFB     time.Duration // from the start of the dial to the first byte; 0 = none arrived
+	Timeline []Point
+	Err      error // what ended the download early, if anything
+
+	Latencies  []time.Duration // request/response times
+	Unanswered int             // a probe request unanswered at the end, after waiting longer than any answered one
+	ProbeBytes int64           // probe payload delivered, both ways
+	ProbeErr   error
+}
+
+// Goodput is the download's payload rate in bytes per second.
+func (t *Transfer) Goodput() float64 {
+	if t.Window <= 0 {
+		return 0
+	}
+	return float64(t.Bytes) / t.Window.Seconds()
+}
+
+// Measure runs one download of cfg.Duration and returns what it saw.
+// Cancelling ctx ends it early (Err says so).
+func Measure(ctx context.Context, cfg TransferConfig) *Transfer {
+	if cfg.Interval <= 0 {
+		// A second smooths the bursts in-order delivery makes after a
+		// repaired loss, and still shows slow start on a 600 ms link.
+		cfg.Interval = time.Second
+	}
+	res := &Transfer{}
+	start := time.Now()
+	end := start.Add(cfg.Duration)
+	wctx, cancel := context.WithDeadline(ctx, end)
+	defer cancel()
+
+	var received atomic.Int64
+	firstByte := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() { // timeline and progress
+		defer close(sampled)
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		lastT, lastB := time.Duration(0), int64(0)
+		// The progress rate is over the last second: a quarter second
+		// shows the bursts of in-order delivery after a repaired loss.
+		type sample struct {
+			t time.Duration
+			b int64
+		}
+		recent := []sample{{}}
+		point := func(now time.Duration, b int64) {
+			res.Timeline = append(res.Timeline, Point{T: now.Seconds(), Rate: float64(b-lastB) / (now - lastT).Seconds()})
+			lastT, lastB = now, b
+		}
+		for {
+			select {
+			case <-wctx.Done():
+				now := min(time.Since(start), cfg.Duration)
+				if b := received.Load(); now-lastT >= cfg.Interval/5 {
+					point(now, b)
+				}
+				return
+			case <-tick.C:
+			}
+			now, b := time.Since(start), received.Load()
+			if now >= cfg.Duration {
+				continue // the window is over: the final point is the Done branch's
+			}
+			if now >= lastT+cfg.Interval-tickJitter {
+				point(now, b)
+			}
+			if cfg.Progress != nil {
+				rate := float64(b-recent[0].b) / (now - recent[0].t).Seconds()
+				cfg.Progress(Progress{Elapsed: now, Duration: cfg.Duration, Bytes: b, Rate: rate})
+			}
+			recent = append(recent, sample{now, b})
+			for len(recent) > 1 && now-recent[0].t > time.Second {
+				recent = recent[1:]
+			}
+		}
+	}()
+
+	var probe sync.WaitGroup
+	if cfg.RequestEvery > 0 {
+		probe.Add(1)
+		go func() {
+			defer probe.Done()
+			select {
+			case <-firstByte:
+			case <-wctx.Done():
+				return
+			}
+			runProbe(wctx, cfg, end, res)
+		}()
+	}
+
+	res.Err = download(wctx, cfg.Dial, start, end, &received, firstByte, &res.TTFB)
+	cancel()
+	probe.Wait()
+	<-sampled
+	res.Bytes = received.Load()
+	// A download that died early still had the whole window to deliver
+	// in; only an interrupted one is judged on the time it had.
+	res.Window = cfg.Duration
+	if ctx.Err() != nil {
+		res.Window = min(time.Since(start), cfg.Duration)
+		res.Err = fmt.Errorf("interrupted after %v: %w", res.Window.Round(time.Millisecond), ctx.Err())
+	}
+	return res
+}
+
+// download reads the bulk connection until the window ends.
+func download(ctx context.Context, dial Dialer, start, end time.Time, received *atomic.Int64, firstByte chan struct{}, ttfb *time.Duration) error {
+	c, err := dial(ctx)
+	if err != nil {
+		return fmt.Errorf("dialing the download: %w", err)
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) }) // unblock at once
+	defer stop()
+	c.SetDeadline(end)
+	if _, err := io.WriteString(c, request{mode: modeBulk}.String()); err != nil {
+		return windowEnd(fmt.Errorf("sending the download request: %w", err), end)
+	}
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := c.Read(buf)
+		if n > 0 {
+			if received.Load() == 0 {
+				*ttfb = time.Since(start)
+				close(firstByte)
+			}
+			received.Add(int64(n))
+		}
+		if err != nil {
+			return windowEnd(fmt.Errorf("download: %w", err), end)
+		}
+	}
+}
+
+// windowEnd turns the deadline at the end of the window into success.
+func windowEnd(err error, end time.Time) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) && !time.Now().Before(end.Add(-10*time.Millisecond)) {
+		return nil
+	}
+	return err
+}
+
+// runProbe times small echoes on a second connection until end.
+func runProbe(ctx context.Context, cfg TransferConfig, end time.Time, res *Transfer) {
+	size := cfg.RequestSize
+	if size <= 0 {
+		size = 100
+	}
+	c, err := cfg.Dial(ctx)
+	if err != nil {
+		res.ProbeErr = fmt.Errorf("dialing the probe: %w", err)
+		return
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	c.SetDeadline(end)
+	if _, err := io.WriteString(c, request{mode: modeEcho, size: size}.String()); err != nil {
+		res.ProbeErr = windowEnd(fmt.Errorf("probe request: %w", err), end)
+		return
+	}
+	msg := make([]byte, size)
+	reply := make([]byte, size)
+	tick := time.NewTicker(cfg.RequestEvery)
+	defer tick.Stop()
+	for {
+		sent := time.Now()
+		if _, err := c.Write(msg); err != nil {
+			res.ProbeErr = windowEnd(fmt.Errorf("probe write: %w", err), end)
+			return
+		}
+		if _, err := io.ReadFull(c, reply); err != nil {
+			err = windowEnd(fmt.Errorf("probe read: %w", err), end)
+			// The window closed while it waited. A request sent just
+			// before the end says nothing; one that waited longer than
+			// every answered one is a tail the percentiles miss.
+			if waited := time.Since(sent); err == nil && (len(res.Latencies) == 0 || waited > slices.Max(res.Latencies)) {
+				res.Unanswered++
+			}
+			res.ProbeErr = err
+			return
+		}
+		res.Latencies = append(res.Latencies, time.Since(sent))
+		res.ProbeBytes += int64(2 * size)
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
