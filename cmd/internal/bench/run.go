@@ -28,7 +28,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"scpsvpn/cmd/internal/testbed"
-	scpscc "scpsvpn/scps/cc"
 )
 
 // RunConfig describes one run.
@@ -156,38 +155,8 @@ func run(ctx context.Context, rc RunConfig, r *Result) (err error) {
 	if t.Err != nil {
 		r.Note = "download ended early: " + oneLine(t.Err.Error())
 	}
-	if rc.Contender.IsSCPS() && fellBack(tb) {
-		// The endpoint ran another controller than the one asked for:
-		// numbers under this contender's name would mislead.
-		want := rc.Contender.Congestion
-		if want != "" {
-			return errNoController(want)
-		}
-		r.Label = fmt.Sprintf("scpsvpn (%s; %s not available yet)", scpscc.DefaultName, DefaultCongestion())
-		r.Note = strings.TrimPrefix(r.Note+"; ", "; ") + fmt.Sprintf("the transport has no %q controller yet: the endpoint ran %q", DefaultCongestion(), scpscc.DefaultName)
-	}
 	r.Status = StatusOK
 	return nil
-}
-
-// fallbackMessage is what the endpoint logs when [peer.link] names a
-// congestion controller its transport does not have and it runs its
-// default instead.
-const fallbackMessage = "congestion controller not available"
-
-// errNoController says that the transport lacks a controller.
-func errNoController(name string) error {
-	return fmt.Errorf("the transport has no %q congestion controller yet (the endpoint fell back to %q)", name, scpscc.DefaultName)
-}
-
-// fellBack reports whether an endpoint ran a substitute controller.
-func fellBack(tb *testbed.Testbed) bool {
-	for _, side := range []testbed.Side{testbed.A, testbed.B} {
-		if b, err := os.ReadFile(tb.Site(side).LogFile); err == nil && strings.Contains(string(b), fallbackMessage) {
-			return true
-		}
-	}
-	return false
 }
 
 // kernelPath sets up kernel TCP end to end over the underlay: the server
@@ -259,9 +228,6 @@ func scpsPath(ctx context.Context, tb *testbed.Testbed, rc RunConfig) (*Server, 
 	}
 	if err := waitAssociation(ctx, tb, wait); err != nil {
 		return nil, nil, err
-	}
-	if want := rc.Contender.Congestion; want != "" && fellBack(tb) {
-		return nil, nil, errNoController(want) // measuring would only repeat the default's numbers
 	}
 	var ln net.Listener
 	err := tb.Do(testbed.B, func() (err error) {
