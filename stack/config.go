@@ -32,8 +32,11 @@ const (
 
 	// DefaultOutBlockTimeout is how long gVisor's TCP goroutines may wait for
 	// queue space before the packet is dropped. The writer frees space every
-	// batch (microseconds); only a stuck Output takes this long.
-	DefaultOutBlockTimeout = 100 * time.Millisecond
+	// batch (microseconds); only a stuck Output takes this long. A busy
+	// 2-core machine can leave the writer unscheduled for 100 ms, and a
+	// dropped window update then costs a zero-window probe backoff, so the
+	// bound is a second.
+	DefaultOutBlockTimeout = time.Second
 
 	// Headroom is the number of bytes reserved before each packet handed to
 	// Output. wireguard's tun.Device.Write needs at least 10 for its
