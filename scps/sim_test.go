@@ -32,6 +32,10 @@ type linkParams struct {
 	ReorderDelay           time.Duration // the extra delay
 	Overhead               int           // bytes counted per packet for the rate
 	Down                   bool          // drop everything
+	// Jitter adds a uniform random delay in [0, Jitter) to each packet
+	// after the bottleneck, keeping the order (a host's processing delay:
+	// TUN, socket queues, scheduling), so it reorders nothing.
+	Jitter time.Duration
 }
 
 type simDir struct {
@@ -42,6 +46,7 @@ type simDir struct {
 	dropped   uint64
 	queueDrop uint64
 	bytes     uint64
+	lastAt    time.Duration // arrival of the latest packet (Jitter keeps order)
 }
 
 type delivery struct {
@@ -162,6 +167,10 @@ func (s *sim) transmit(from int, pkt []byte) {
 		return
 	}
 	at += d.p.Delay
+	if d.p.Jitter > 0 {
+		at = max(at+time.Duration(s.rng.Int64N(int64(d.p.Jitter))), d.lastAt)
+		d.lastAt = at
+	}
 	if d.p.Reorder > 0 && s.rng.Float64() < d.p.Reorder {
 		at += d.p.ReorderDelay
 	}

@@ -110,7 +110,20 @@ func (s *Stack) dial(ctx context.Context, src, dst netip.AddrPort, netProto tcpi
 			terr = ep.LastError()
 		}
 		if terr == nil && !established(ep) {
-			terr = &tcpip.ErrConnectionAborted{}
+			// The handshake ended but the error may land just after the
+			// state change. A SYN-SENT that ends without our abort (ctx,
+			// Close) was answered by RST or unreachable: refused.
+			terr = ep.LastError()
+			if terr == nil {
+				s.mu.Lock()
+				closing := s.closing
+				s.mu.Unlock()
+				if closing {
+					terr = &tcpip.ErrAborted{}
+				} else {
+					terr = &tcpip.ErrConnectionRefused{}
+				}
+			}
 		}
 	}
 	if terr != nil {

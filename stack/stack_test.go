@@ -206,6 +206,9 @@ func TestRefuse(t *testing.T) {
 			if _, err := got.Load().Accept(); !errors.Is(err, ErrRequestDone) {
 				t.Errorf("Accept after Refuse = %v, want ErrRequestDone", err)
 			}
+			// The server counts the refusal as it sends the RST; the
+			// client may see the RST first.
+			waitFor(time.Second, func() bool { st := n.a.Stats(); return st.Refused == 1 && st.FlowsActive == 0 })
 			st := n.a.Stats()
 			if st.Refused != 1 || st.FlowsActive != 0 {
 				t.Errorf("server stats Refused=%d FlowsActive=%d, want 1, 0", st.Refused, st.FlowsActive)

@@ -91,7 +91,8 @@ type Params struct {
 	// RTTNoise is how much the RTT varies with no queue of ours: a narrow
 	// return link serializes each ACK for milliseconds (11 ms at 64
 	// kbit/s), so two ACKs back to back add that much. Delay-based
-	// controllers ignore queueing delay up to it.
+	// controllers ignore queueing delay up to it (hybrid: at least its
+	// hostNoise, which it also counts as part of the pipe).
 	RTTNoise time.Duration
 }
 

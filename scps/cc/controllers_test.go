@@ -142,6 +142,9 @@ func TestHybridSlowStartExitAndSteering(t *testing.T) {
 	base := 600 * time.Millisecond // rho 24: slow start opens at once
 	p := params(base, 0)
 	c := NewHybrid(p)
+	// Hybrid counts delay up to hostNoise as pipe, not queue: the queues
+	// below are over base + hostNoise.
+	pipe := base + hostNoise
 	d := &ackDriver{c: c, now: t0}
 	w0 := c.Window()
 	d.round(1, w0, base)
@@ -156,7 +159,7 @@ func TestHybridSlowStartExitAndSteering(t *testing.T) {
 	}
 	// A queue beyond gamma ends slow start at what the pipe holds.
 	in := 500 * mss
-	d.round(20, in, rttFor(base, in, 30))
+	d.round(20, in, rttFor(pipe, in, 30))
 	if c.InSlowStart() {
 		t.Fatal("slow start did not end with 30 packets queued")
 	}
@@ -168,7 +171,7 @@ func TestHybridSlowStartExitAndSteering(t *testing.T) {
 	// burst of one packet, which the queue estimate leaves out.
 	step := func(q float64) (before, after int) {
 		before = c.Window()
-		d.untilRoundEnd(&c.r, before, rttFor(base, before, q))
+		d.untilRoundEnd(&c.r, before, rttFor(pipe, before, q))
 		return before, c.Window()
 	}
 	// No queue: grow fast, by min(rho^2 packets, cwnd/16) every other
@@ -202,7 +205,7 @@ func TestHybridSlowStartExitAndSteering(t *testing.T) {
 	if c.Window() != w {
 		t.Errorf("corruption changed the window %d -> %d", w, c.Window())
 	}
-	d.round(10, w, rttFor(base, w, 40))
+	d.round(10, w, rttFor(pipe, w, 40))
 	c.OnCongestionEvent(d.now, LossEvent{LostBytes: mss, PriorInFlight: w, LargestSentAt: d.now, Cause: CauseCongestion})
 	if got := c.Window(); got > w-30*mss || got < w/2 {
 		t.Errorf("congestion loss with 40 packets queued: %d -> %d", w, got)

@@ -9,7 +9,8 @@ package cc
 //
 // The queue is judged on the freshest samples (the smallest RTT of the last
 // eighth of a round trip), less the burst an ACK releases (rounds.burst)
-// and the RTT noise of the return link (Params.RTTNoise). Slow start ends
+// and the RTT noise (Params.RTTNoise: the return link's ACK serialization,
+// at least hostNoise, the hosts' own processing delay). Slow start ends
 // when more than gamma packets queue. Congestion avoidance runs once per
 // round, and grows the window at most every other round (a growth shows in
 // the RTT a round later):
@@ -58,6 +59,14 @@ const (
 	// rateSamples: the delivery rate is measured over the last quarter
 	// round trip, and at least this many ACKs.
 	rateSamples = 8
+	// hostNoise is the least RTT noise hybrid assumes: the endpoints' own
+	// processing (TUN, the user-space stack, socket queues, scheduler time
+	// slices of a loaded host) delays packets by milliseconds, more as the
+	// load grows; measured through the tunnel on a veth (base RTT 27-86
+	// us), 0.8-6 ms. With 1 ms hybrid read it as a queue of hundreds of
+	// packets and held the window far below what a LAN carries. On a
+	// satellite path 5 ms is a few packets, below what matters there.
+	hostNoise = 5 * time.Millisecond
 )
 
 // Hybrid is the "hybrid" controller.
@@ -78,6 +87,7 @@ type Hybrid struct {
 
 // NewHybrid builds a hybrid controller.
 func NewHybrid(p Params) *Hybrid {
+	p.RTTNoise = max(p.RTTNoise, hostNoise)
 	return &Hybrid{p: p, mss: p.MaxDatagramSize, cwnd: initialWindow(p.MaxDatagramSize), ssthresh: maxWindow, ss: true}
 }
 
@@ -100,7 +110,10 @@ func (c *Hybrid) Diff() float64 {
 
 // target is the window that leaves (alpha+beta)/2 packets queued: what the
 // pipe holds plus that. The pipe is the recent delivery rate times BaseRTT
-// when enough ACKs measure it: that is right at once after a capacity drop,
+// plus the RTT noise (the hosts' processing delay carries packets as the
+// link does: on a LAN whose base RTT is tens of microseconds it is most of
+// the round trip, and a window of rate x BaseRTT alone starves it) when
+// enough ACKs measure it: that is right at once after a capacity drop,
 // when the RTT has not caught up with the queue yet, and right when flow
 // control rather than the window held the sender back. Otherwise it is
 // Vegas' inFlight * BaseRTT / RTT.
@@ -111,7 +124,7 @@ func (c *Hybrid) target(now time.Time, inFlight int, rtt time.Duration) int {
 	}
 	pipe := float64(inFlight) * float64(min(base+c.p.RTTNoise, rtt)) / float64(rtt)
 	if rate := c.r.recentRate(now, c.p.RTT.Smoothed()/4, rateSamples); rate > 0 {
-		pipe = rate * base.Seconds()
+		pipe = rate * (base + c.p.RTTNoise).Seconds()
 	}
 	return int(pipe) + (hybridAlpha+hybridBeta)*c.mss/2
 }
