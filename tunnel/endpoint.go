@@ -56,6 +56,7 @@ type Endpoint struct {
 
 	stats   Stats
 	started time.Time
+	unreach rateLimiter // ICMP errors for packets no peer owns
 }
 
 // Stats counts what the endpoint did with packets and flows.

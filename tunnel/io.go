@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 	"golang.zx2c4.com/wireguard/tun"
@@ -58,8 +59,15 @@ func (e *Endpoint) routeFromTUN(pkt []byte) {
 	}
 	a := e.assocFor(info.dst)
 	if a == nil {
-		// Multicast and router chatter the kernel sends into any link.
+		// Routed into the TUN but no peer owns it (or multicast and
+		// router chatter the kernel sends into any link): tell the sender
+		// rather than black-hole it.
 		e.stats.TunNoPeer.Add(1)
+		if e.unreach.allow(time.Now()) {
+			if reply := unreachable(pkt, info); reply != nil {
+				e.writeTUNPacket(reply)
+			}
+		}
 		return
 	}
 	if err := a.session().SendDatagram(pkt); err != nil {

@@ -536,3 +536,31 @@ func TestPeerRestart(t *testing.T) {
 		t.Fatalf("echo after restart failed")
 	}
 }
+
+// TestNoPeerUnreachable: traffic routed into the TUN for a subnet no peer
+// owns is refused at once (RST for TCP, ICMP unreachable otherwise), not
+// black-holed.
+func TestNoPeerUnreachable(t *testing.T) {
+	tb := twoSites(t, testbed.Config{})
+	for _, r := range []string{"10.3.0.0/24", "fd00:3::/64"} {
+		if out, err := tb.Exec(testbed.A, "ip", "route", "add", r, "dev", tb.A.TUNName); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+	}
+	for _, dst := range []string{"10.3.0.1", "fd00:3::1"} {
+		start := time.Now()
+		c, err := tb.Dial(testbed.A, "tcp", net.JoinHostPort(dst, "80"))
+		if err == nil {
+			c.SetReadDeadline(time.Now().Add(3 * time.Second))
+			_, err = c.Read(make([]byte, 1))
+			c.Close()
+		}
+		if !isReset(err) || time.Since(start) > time.Second {
+			t.Errorf("TCP to %s: %v after %v, want refused at once", dst, err, time.Since(start))
+		}
+		out, _ := tb.Exec(testbed.A, "ping", "-c", "1", "-W", "2", dst)
+		if !strings.Contains(string(out), "nreachable") {
+			t.Errorf("ping %s: no unreachable error:\n%s", dst, out)
+		}
+	}
+}
