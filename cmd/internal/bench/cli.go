@@ -188,7 +188,16 @@ func Bench(ctx context.Context, o Options, d *Display, argv []string) *Report {
 		rep.Contenders = append(rep.Contenders, NewContenderInfo(c))
 	}
 	total := len(o.Conditions) * len(o.Contenders)
-	est := time.Duration(total) * (o.Duration + 4*time.Second) // setup and teardown take a few seconds
+	var est time.Duration
+	for _, c := range o.Conditions {
+		// Setup and teardown take a few seconds; a timed condition also
+		// waits out its schedule's lead.
+		per := c.RunDuration(o.Duration) + 4*time.Second
+		if c.Timed() {
+			per += 10 * time.Second
+		}
+		est += time.Duration(len(o.Contenders)) * per
+	}
 	if est > 2*time.Minute {
 		est = est.Round(time.Minute)
 	} else {
@@ -208,7 +217,7 @@ func Bench(ctx context.Context, o Options, d *Display, argv []string) *Report {
 				break
 			}
 			label := fmt.Sprintf("[%*d/%d] %-10s %-15s", len(fmt.Sprint(total)), i, total, cond.Name, ct.Name)
-			d.Update(label, Progress{Duration: o.Duration})
+			d.Update(label, Progress{Duration: cond.RunDuration(o.Duration)})
 			r := Run(ctx, RunConfig{
 				Condition: cond, Contender: ct, Duration: o.Duration, Binary: o.Binary, Seed: o.Seed,
 				Probe: true, ProbeEvery: o.ProbeEvery, ProbeSize: o.ProbeSize,
@@ -233,7 +242,13 @@ func RunSummary(r *Result) string {
 	if !r.OK() {
 		return r.Status
 	}
-	s := fmt.Sprintf("%.1f kB/s (%.0f%% of the link)", r.GoodputKBps, r.Share*100)
+	s := fmt.Sprintf("%.1f kB/s (%.0f%% of the link, %.0f%% of the payload limit)", r.GoodputKBps, r.Share*100, r.LimitShare*100)
+	if r.QueueDropPct > 0 {
+		s += fmt.Sprintf(", queue drops %.2f%%", r.QueueDropPct)
+	}
+	if o := r.Outage; o != nil {
+		s += fmt.Sprintf(", outage: survived %v, recovery %.0f%%", o.Survived, o.Recovery*100)
+	}
 	if r.TTFBMs != nil {
 		s += fmt.Sprintf(", first byte %.0f ms", *r.TTFBMs)
 	}

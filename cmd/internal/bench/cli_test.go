@@ -82,8 +82,12 @@ func TestFlagErrors(t *testing.T) {
 }
 
 func TestRunSummary(t *testing.T) {
-	r := &Result{Status: StatusOK, GoodputKBps: 91.25, Share: 0.5, TTFBMs: ptr(612.4), Probe: &Latency{Count: 3, P50Ms: 400}}
-	if got, want := RunSummary(r), "91.2 kB/s (50% of the link), first byte 612 ms, probe p50 400 ms"; got != want {
+	r := &Result{Status: StatusOK, GoodputKBps: 91.25, Share: 0.5, LimitShare: 0.515, TTFBMs: ptr(612.4), Probe: &Latency{Count: 3, P50Ms: 400}}
+	if got, want := RunSummary(r), "91.2 kB/s (50% of the link, 52% of the payload limit), first byte 612 ms, probe p50 400 ms"; got != want {
+		t.Errorf("%q, want %q", got, want)
+	}
+	r.QueueDropPct, r.Outage = 1.234, &OutageResult{Survived: true, Recovery: 0.87}
+	if got, want := RunSummary(r), "91.2 kB/s (50% of the link, 52% of the payload limit), queue drops 1.23%, outage: survived true, recovery 87%, first byte 612 ms, probe p50 400 ms"; got != want {
 		t.Errorf("%q, want %q", got, want)
 	}
 	if got := RunSummary(&Result{Status: "failed: because"}); got != "failed: because" {

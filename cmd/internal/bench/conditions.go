@@ -18,6 +18,7 @@ package bench
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,7 +34,39 @@ type Condition struct {
 	LossDown    float64          // random loss per packet, B->A
 	LossUp      float64          // random loss per packet, A->B
 	OutageEvery linkemu.Periodic // periodic outages of both directions; zero = none
+
+	// The transport issue's conditions (issue 4) add what follows; the
+	// zero values keep the original conditions as they were.
+
+	// Issue4 puts the condition in the report's transport-issue table.
+	Issue4 bool
+	// DownSchedule changes the download rate at offsets from the start of
+	// the transfer (not of the emulator: setup time varies by contender).
+	DownSchedule []linkemu.RateStep
+	// Outage takes both directions down at an offset from the start of the
+	// transfer; zero = none.
+	Outage linkemu.Outage
+	// MinDuration is the shortest transfer that shows the condition (an
+	// outage needs time before and after it); longer --duration wins.
+	MinDuration time.Duration
+	// PeerRateScale multiplies the rates scpsvpn's [peer.link] states (a
+	// wrong guess); 0 = the true rates. Kernel contenders are unaffected.
+	PeerRateScale float64
+	// PeerNoRate leaves up and down out of [peer.link] altogether.
+	PeerNoRate bool
+	// PeerLossAuto writes loss = "auto" into [peer.link].
+	PeerLossAuto bool
+	// BDPQueue sizes each direction's drop-tail queue to one
+	// bandwidth-delay product of its own highest rate (at least
+	// minQueuePackets packets), as a modem would, instead of the
+	// emulator's 64 KiB floor: a 64 kbit/s return link would otherwise
+	// hold 8 s of ACKs, and an overshooting sender would never overflow.
+	BDPQueue bool
 }
+
+// minQueuePackets is the floor of a BDP-sized queue, so a thin link still
+// holds a small burst.
+const minQueuePackets = 8
 
 // MSS and MTU of the underlay; the payload capacity of a link counts the TCP
 // payload of a full-size packet (1460 of 1500 bytes), as a user would expect
@@ -47,12 +80,28 @@ const (
 var Conditions = []Condition{
 	{Name: "B1", Desc: "paper B1: modems cabled", Down: 1_500_000, Up: 1_500_000, RTT: 50 * time.Millisecond},
 	{Name: "C1", Desc: "paper C1: GEO satellite, no loss", Down: 1_500_000, Up: 1_500_000, RTT: 300 * time.Millisecond},
-	{Name: "C2", Desc: "paper C2: GEO satellite, 3% loss", Down: 1_500_000, Up: 1_500_000, RTT: 300 * time.Millisecond, LossDown: 0.03},
-	{Name: "GEO", Desc: "GEO broadband, lossy", Down: 10_000_000, Up: 2_000_000, RTT: 600 * time.Millisecond, LossDown: 0.01, LossUp: 0.001},
+	{Name: "C2", Desc: "paper C2: GEO satellite, 3% loss", Down: 1_500_000, Up: 1_500_000, RTT: 300 * time.Millisecond, LossDown: 0.03, Issue4: true},
+	{Name: "GEO", Desc: "GEO broadband, lossy", Down: 10_000_000, Up: 2_000_000, RTT: 600 * time.Millisecond, LossDown: 0.01, LossUp: 0.001, Issue4: true},
 	{Name: "LEO", Desc: "LEO constellation, handover outages", Down: 100_000_000, Up: 20_000_000, RTT: 40 * time.Millisecond,
 		LossDown: 0.005, LossUp: 0.005, OutageEvery: linkemu.Periodic{Every: 15 * time.Second, Duration: 100 * time.Millisecond}},
 	{Name: "GEO-10/2", Desc: "draft-kuhn-quic-4-sat GEO 10/2", Down: 10_000_000, Up: 2_000_000, RTT: 650 * time.Millisecond},
 	{Name: "GEO-50/0.5", Desc: "draft-kuhn-quic-4-sat GEO 50/0.5, congested uplink", Down: 50_000_000, Up: 500_000, RTT: 650 * time.Millisecond},
+
+	// The transport issue's conditions (issue 4); C2 and GEO above are
+	// part of its first criterion and also appear in its table.
+	{Name: "ASYM", Desc: "issue 4: 64 kbit/s return link", Down: 20_000_000, Up: 64_000, RTT: 600 * time.Millisecond, Issue4: true, BDPQueue: true},
+	{Name: "C2-2X", Desc: "issue 4: C2, scpsvpn told twice the rates", Down: 1_500_000, Up: 1_500_000, RTT: 300 * time.Millisecond, LossDown: 0.03,
+		Issue4: true, BDPQueue: true, PeerRateScale: 2, PeerLossAuto: true},
+	{Name: "GEO-2X", Desc: "issue 4: GEO, scpsvpn told twice the rates", Down: 10_000_000, Up: 2_000_000, RTT: 600 * time.Millisecond, LossDown: 0.01, LossUp: 0.001,
+		Issue4: true, BDPQueue: true, PeerRateScale: 2, PeerLossAuto: true},
+	{Name: "C2-NORATE", Desc: "issue 4: C2, scpsvpn told no rates", Down: 1_500_000, Up: 1_500_000, RTT: 300 * time.Millisecond, LossDown: 0.03,
+		Issue4: true, BDPQueue: true, PeerNoRate: true, PeerLossAuto: true},
+	{Name: "GEO-NORATE", Desc: "issue 4: GEO, scpsvpn told no rates", Down: 10_000_000, Up: 2_000_000, RTT: 600 * time.Millisecond, LossDown: 0.01, LossUp: 0.001,
+		Issue4: true, BDPQueue: true, PeerNoRate: true, PeerLossAuto: true},
+	{Name: "DROP", Desc: "issue 4: capacity drops mid-transfer, scpsvpn told 50 Mbit/s", Down: 50_000_000, Up: 5_000_000, RTT: 600 * time.Millisecond,
+		Issue4: true, BDPQueue: true, DownSchedule: []linkemu.RateStep{{At: 10 * time.Second, Rate: 10_000_000}}},
+	{Name: "OUTAGE", Desc: "issue 4: GEO 10/2 with a 30 s outage mid-transfer", Down: 10_000_000, Up: 2_000_000, RTT: 600 * time.Millisecond,
+		Issue4: true, BDPQueue: true, Outage: linkemu.Outage{Start: 10 * time.Second, Duration: 30 * time.Second}, MinDuration: 60 * time.Second},
 }
 
 // ConditionNames lists the built-in conditions' names.
@@ -112,6 +161,12 @@ func (c Condition) Validate() error {
 	case c.LossDown < 0 || c.LossDown >= 1 || c.LossUp < 0 || c.LossUp >= 1:
 		return fmt.Errorf("condition %s: loss must be in [0, 1)", c.Name)
 	}
+	if c.PeerRateScale < 0 || (c.PeerRateScale > 0 && c.PeerNoRate) {
+		return fmt.Errorf("condition %s: the peer rate scale must be positive and needs rates", c.Name)
+	}
+	if w := c.Outage; w != (linkemu.Outage{}) && c.MinDuration < w.Start+w.Duration {
+		return fmt.Errorf("condition %s: a minimum duration of %v ends before the outage does", c.Name, c.MinDuration)
+	}
 	o := c.LinkOptions(1)
 	o.DevA, o.DevB = "a", "b" // Validate wants names; the testbed sets the real ones
 	if err := o.Validate(); err != nil {
@@ -129,16 +184,102 @@ func (c Condition) PayloadCapacity() float64 {
 // LinkOptions returns the emulator model of the condition (namespaces,
 // devices and addresses are the testbed's to fill in). seed makes the loss
 // draws repeatable, so every contender meets the same loss pattern for the
-// same packet sequence.
-func (c Condition) LinkOptions(seed uint64) linkemu.Options {
+// same packet sequence. The timed events are placed as if the transfer
+// started with the emulator; LinkOptionsAt shifts them.
+func (c Condition) LinkOptions(seed uint64) linkemu.Options { return c.LinkOptionsAt(seed, 0) }
+
+// LinkOptionsAt is LinkOptions for a transfer that starts lead after the
+// emulator: the emulator's schedules count from its own start, so the
+// rate change and the outage move by lead.
+func (c Condition) LinkOptionsAt(seed uint64, lead time.Duration) linkemu.Options {
 	half := c.RTT / 2
-	return linkemu.Options{
+	o := linkemu.Options{
 		MTU:         underlayMTU,
 		Fwd:         linkemu.Dir{Rate: c.Up, Delay: half, Loss: c.LossUp},
 		Ret:         linkemu.Dir{Rate: c.Down, Delay: c.RTT - half, Loss: c.LossDown},
 		OutageEvery: c.OutageEvery,
 		Seed:        seed,
 	}
+	for _, s := range c.DownSchedule {
+		o.Ret.RateSchedule = append(o.Ret.RateSchedule, linkemu.RateStep{At: s.At + lead, Rate: s.Rate})
+	}
+	if c.Outage != (linkemu.Outage{}) {
+		o.Outages = []linkemu.Outage{{Start: c.Outage.Start + lead, Duration: c.Outage.Duration}}
+	}
+	if c.BDPQueue {
+		o.Fwd.Queue = bdpQueue(c.Up, nil, c.RTT)
+		o.Ret.Queue = bdpQueue(c.Down, c.DownSchedule, c.RTT)
+	}
+	return o
+}
+
+// bdpQueue is one bandwidth-delay product at the highest rate a direction
+// runs, at least minQueuePackets full packets.
+func bdpQueue(rate int64, schedule []linkemu.RateStep, rtt time.Duration) int64 {
+	for _, s := range schedule {
+		rate = max(rate, s.Rate)
+	}
+	return max(int64(float64(rate)/8*rtt.Seconds()), minQueuePackets*underlayMTU)
+}
+
+// Timed reports whether the condition has events at offsets from the
+// start of the transfer, so the run must start the transfer on the
+// emulator's clock.
+func (c Condition) Timed() bool {
+	return len(c.DownSchedule) > 0 || c.Outage != (linkemu.Outage{})
+}
+
+// RunDuration is the transfer length for a requested duration: at least
+// the condition's minimum.
+func (c Condition) RunDuration(requested time.Duration) time.Duration {
+	return max(requested, c.MinDuration)
+}
+
+// DownRateAt is the download's link rate in force at offset t from the
+// start of the transfer.
+func (c Condition) DownRateAt(t time.Duration) int64 {
+	r := c.Down
+	for _, s := range c.DownSchedule {
+		if t >= s.At {
+			r = s.Rate
+		}
+	}
+	return r
+}
+
+// PayloadLimit is the payload a download can at best deliver between
+// offsets from and to of the transfer: the rate in force over the time the
+// link is up, times the payload share of a full packet, times the share of
+// packets the random loss lets through (the issue's "payload limit":
+// rate/8 x 1460/1500 x (1 - loss)).
+func (c Condition) PayloadLimit(from, to time.Duration) float64 {
+	if to <= from {
+		return 0
+	}
+	// Cut [from, to) at every rate change and outage edge.
+	cuts := []time.Duration{from, to}
+	for _, s := range c.DownSchedule {
+		cuts = append(cuts, s.At)
+	}
+	if w := c.Outage; w != (linkemu.Outage{}) {
+		cuts = append(cuts, w.Start, w.Start+w.Duration)
+	}
+	slices.Sort(cuts)
+	var bits float64
+	for i := 0; i+1 < len(cuts); i++ {
+		a, b := max(cuts[i], from), min(cuts[i+1], to)
+		if b <= a || c.outageAt(a) {
+			continue
+		}
+		bits += float64(c.DownRateAt(a)) * (b - a).Seconds()
+	}
+	return bits / 8 * fullPayload / underlayMTU * (1 - c.LossDown)
+}
+
+// outageAt reports whether the condition's outage covers offset t.
+func (c Condition) outageAt(t time.Duration) bool {
+	w := c.Outage
+	return w != (linkemu.Outage{}) && t >= w.Start && t < w.Start+w.Duration
 }
 
 // PeerLinks returns the [peer.link] lines each site's endpoint gets: what a
@@ -146,8 +287,19 @@ func (c Condition) LinkOptions(seed uint64) linkemu.Options {
 // RTT), plus the congestion controller when one is chosen ("" = the
 // endpoint's default).
 func (c Condition) PeerLinks(congestion string) (siteA, siteB string) {
+	scale := c.PeerRateScale
+	if scale == 0 {
+		scale = 1
+	}
 	line := func(up, down int64) string {
-		s := fmt.Sprintf("up = %q\ndown = %q\nrtt = %q\n", linkemu.FormatRate(up), linkemu.FormatRate(down), c.RTT.String())
+		var s string
+		if !c.PeerNoRate {
+			s = fmt.Sprintf("up = %q\ndown = %q\n", linkemu.FormatRate(int64(float64(up)*scale)), linkemu.FormatRate(int64(float64(down)*scale)))
+		}
+		s += fmt.Sprintf("rtt = %q\n", c.RTT.String())
+		if c.PeerLossAuto {
+			s += "loss = \"auto\"\n"
+		}
 		if congestion != "" {
 			s += fmt.Sprintf("congestion = %q\n", congestion)
 		}
@@ -175,6 +327,18 @@ func (c Condition) Summary() string {
 	}
 	if c.OutageEvery != (linkemu.Periodic{}) {
 		s += fmt.Sprintf(", %v outage every %v", c.OutageEvery.Duration, c.OutageEvery.Every)
+	}
+	for _, st := range c.DownSchedule {
+		s += fmt.Sprintf(", down %s from %v", linkemu.FormatRate(st.Rate), st.At)
+	}
+	if w := c.Outage; w != (linkemu.Outage{}) {
+		s += fmt.Sprintf(", %v outage at %v", w.Duration, w.Start)
+	}
+	switch {
+	case c.PeerNoRate:
+		s += "; scpsvpn told no rates"
+	case c.PeerRateScale > 0 && c.PeerRateScale != 1:
+		s += fmt.Sprintf("; scpsvpn told %gx the rates", c.PeerRateScale)
 	}
 	return s
 }

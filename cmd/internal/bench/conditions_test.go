@@ -27,6 +27,13 @@ func TestConditionTable(t *testing.T) {
 		"LEO":        {100_000_000, 20_000_000, 40 * time.Millisecond, 0.005},
 		"GEO-10/2":   {10_000_000, 2_000_000, 650 * time.Millisecond, 0},
 		"GEO-50/0.5": {50_000_000, 500_000, 650 * time.Millisecond, 0},
+		"ASYM":       {20_000_000, 64_000, 600 * time.Millisecond, 0},
+		"C2-2X":      {1_500_000, 1_500_000, 300 * time.Millisecond, 0.03},
+		"GEO-2X":     {10_000_000, 2_000_000, 600 * time.Millisecond, 0.01},
+		"C2-NORATE":  {1_500_000, 1_500_000, 300 * time.Millisecond, 0.03},
+		"GEO-NORATE": {10_000_000, 2_000_000, 600 * time.Millisecond, 0.01},
+		"DROP":       {50_000_000, 5_000_000, 600 * time.Millisecond, 0},
+		"OUTAGE":     {10_000_000, 2_000_000, 600 * time.Millisecond, 0},
 	}
 	if len(Conditions) != len(want) {
 		t.Fatalf("%d conditions, want %d", len(Conditions), len(want))

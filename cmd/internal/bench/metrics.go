@@ -39,6 +39,40 @@ type Result struct {
 	Counters      linkemu.Counters `json:"link_counters"` // emulator counters over the window
 	Timeline      []Point          `json:"timeline,omitempty"`
 	Note          string           `json:"note,omitempty"` // what went wrong in a run that still measured
+
+	// The transport issue's measures (transport.go fills them).
+
+	// LimitShare is goodput over the payload limit of the window (rate in
+	// force x 1460/1500 x (1 - loss), outages excluded), 0..1.
+	LimitShare float64 `json:"share_of_limit"`
+	// QueueDropPct is the download direction's drop-tail losses as a
+	// percentage of the packets its sender offered the link.
+	QueueDropPct float64 `json:"queue_drops_pct"`
+	// TimeTo90RTTs is, in round trips from the start of the dial, when the
+	// download first sustained 90% of the payload limit for a round trip
+	// (at least rateWindowMin); absent if it never did.
+	TimeTo90RTTs *float64 `json:"time_to_90pct_rtts,omitempty"`
+	// StartOffsetMs is how late the transfer started against the timed
+	// events' schedule (conditions with a rate change or an outage).
+	StartOffsetMs *float64 `json:"start_offset_ms,omitempty"`
+	// Outage holds the measures of a condition with an outage.
+	Outage *OutageResult `json:"outage,omitempty"`
+}
+
+// OutageResult is what a run under an outage saw.
+type OutageResult struct {
+	// Survived is false when the download connection failed.
+	Survived bool `json:"survived"`
+	// Recovery is the goodput over recoveryWindow after the link came
+	// back, as a share of the payload limit over that time.
+	Recovery float64 `json:"recovery"`
+	// SentPackets and SentBytes are what the download's sender offered
+	// the dead link during the outage window (every one dropped).
+	SentPackets uint64 `json:"sent_packets"`
+	SentBytes   uint64 `json:"sent_bytes"`
+	// DropOutage counts the download direction's packets the emulator
+	// dropped because the link was down (over the whole window).
+	DropOutage uint64 `json:"drop_outage"`
 }
 
 // Latency summarizes the request/response probe.

@@ -60,6 +60,12 @@ type ConditionInfo struct {
 	OutageEvery  string  `json:"outage_every,omitempty"` // "15s:100ms"
 	CapacityKBps float64 `json:"payload_capacity_kBps"`
 	Summary      string  `json:"summary"`
+	// The transport issue's additions.
+	Issue4       bool    `json:"issue4,omitempty"`
+	DownSchedule string  `json:"down_schedule,omitempty"` // "10s:10Mbit", offsets from the transfer's start
+	Outage       string  `json:"outage,omitempty"`        // "10s:30s" (start:duration), from the transfer's start
+	MinDurationS float64 `json:"min_duration_s,omitempty"`
+	PeerLinkA    string  `json:"peer_link_a,omitempty"` // what scpsvpn was told, when not the truth
 }
 
 // ContenderInfo is a contender as results.json records it.
@@ -79,6 +85,19 @@ func NewConditionInfo(c Condition) ConditionInfo {
 	}
 	if c.OutageEvery != (linkemu.Periodic{}) {
 		ci.OutageEvery = fmt.Sprintf("%v:%v", c.OutageEvery.Every, c.OutageEvery.Duration)
+	}
+	ci.Issue4 = c.Issue4
+	var steps []string
+	for _, s := range c.DownSchedule {
+		steps = append(steps, fmt.Sprintf("%v:%s", s.At, linkemu.FormatRate(s.Rate)))
+	}
+	ci.DownSchedule = strings.Join(steps, ",")
+	if c.Outage != (linkemu.Outage{}) {
+		ci.Outage = fmt.Sprintf("%v:%v", c.Outage.Start, c.Outage.Duration)
+	}
+	ci.MinDurationS = c.MinDuration.Seconds()
+	if c.PeerNoRate || (c.PeerRateScale != 0 && c.PeerRateScale != 1) || c.PeerLossAuto {
+		ci.PeerLinkA, _ = c.PeerLinks("")
 	}
 	return ci
 }
@@ -203,6 +222,20 @@ func (rep *Report) RenderMarkdown(w io.Writer) {
 		p("| %s | %s | %.1f kB/s | %s |\n", c.Name, c.Summary, c.CapacityKBps, c.Desc)
 	}
 	p("\n")
+	noted := false
+	for _, c := range rep.Conditions {
+		if c.MinDurationS > rep.DurationS {
+			noted = true
+			p("- %s runs %s per contender (its minimum: time before and after its events)\n", c.Name, fmtSeconds(c.MinDurationS))
+		}
+		if c.DownSchedule != "" || c.Outage != "" {
+			noted = true
+			p("- %s: the rate change and outage offsets count from the start of the transfer (connect()), not of the link\n", c.Name)
+		}
+	}
+	if noted {
+		p("\n")
+	}
 
 	names := make([]string, len(rep.Contenders))
 	for i, c := range rep.Contenders {
@@ -234,6 +267,9 @@ func (rep *Report) RenderMarkdown(w io.Writer) {
 	table("Goodput", "kB/s of download payload (kB = 1000 bytes) and its share of the link's payload capacity (rate/8 x 1460/1500).",
 		func(r *Result) string { return fmt.Sprintf("%.1f (%.0f%%)", r.GoodputKBps, r.Share*100) })
 	rep.renderRatios(w)
+	table("Queue drops", "Drop-tail losses of the download direction (the emulator's queue overflowing) as % of the packets its sender offered the link.",
+		func(r *Result) string { return fmt.Sprintf("%.2f", r.QueueDropPct) })
+	rep.renderTransport(w)
 	table("Time to first byte", "ms from the start of the client's connect() to the first byte of the download (a fresh connection).",
 		func(r *Result) string {
 			if r.TTFBMs == nil {

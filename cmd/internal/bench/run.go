@@ -27,6 +27,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"scpsvpn/cmd/internal/linkemu"
 	"scpsvpn/cmd/internal/testbed"
 )
 
@@ -52,6 +53,7 @@ type RunConfig struct {
 // Run measures one contender under one condition. It always returns a
 // Result; Status says whether it measured.
 func Run(ctx context.Context, rc RunConfig) *Result {
+	rc.Duration = rc.Condition.RunDuration(rc.Duration)
 	r := &Result{Condition: rc.Condition.Name, Contender: rc.Contender.Name, Label: rc.Contender.Label(), DurationS: rc.Duration.Seconds()}
 	if err := run(ctx, rc, r); err != nil {
 		if ctx.Err() != nil {
@@ -76,9 +78,16 @@ func run(ctx context.Context, rc RunConfig, r *Result) (err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	c := rc.Condition
+	// A condition with timed events starts its transfer on the emulator's
+	// clock, lead after the link came up, so every contender meets the
+	// rate change or the outage at the same point of its transfer.
+	var lead time.Duration
+	if c.Timed() {
+		lead = setupLead(rc)
+	}
 	cfg := testbed.Config{
 		Kind:     testbed.Emulated,
-		Link:     c.LinkOptions(rc.Seed),
+		Link:     c.LinkOptionsAt(rc.Seed, lead),
 		Binary:   rc.Binary,
 		LogLevel: "info", // debug logging would cost the endpoints CPU the benchmark measures
 		Logger:   rc.Logger,
@@ -128,6 +137,20 @@ func run(ctx context.Context, rc RunConfig, r *Result) (err error) {
 		tc.RequestEvery, tc.RequestSize = rc.ProbeEvery, rc.ProbeSize
 	}
 	emu := tb.Emulator()
+	if c.Timed() {
+		if err := waitClock(ctx, emu.Elapsed, lead); err != nil {
+			return fmt.Errorf("setup took longer than the %v the schedule allows: %w", lead, err)
+		}
+	}
+	var late time.Duration // how late the transfer starts against a timed condition's schedule
+	if c.Timed() {
+		late = emu.Elapsed() - lead
+	}
+	var during chan linkemu.Counters
+	if w := c.Outage; w != (linkemu.Outage{}) {
+		during = make(chan linkemu.Counters, 1)
+		go countersBetween(ctx, emu, lead+w.Start, lead+w.Start+w.Duration, during)
+	}
 	before := emu.Counters()
 	t := Measure(ctx, tc)
 	after := emu.Counters()
@@ -135,7 +158,15 @@ func run(ctx context.Context, rc RunConfig, r *Result) (err error) {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	summarize(r, c, t, CountersDelta(before, after), rc.Probe)
+	delta := CountersDelta(before, after)
+	summarize(r, c, t, delta, rc.Probe)
+	var outageDelta *linkemu.Counters
+	select {
+	case d := <-during:
+		outageDelta = &d
+	default: // the window ended before the outage did
+	}
+	summarizeTransport(r, c, t, delta, late, outageDelta)
 	r.TCPCongestion = cc.String()
 	if err := srv.Err(); err != nil {
 		return err // the server could not set or keep the congestion control
@@ -155,8 +186,56 @@ func run(ctx context.Context, rc RunConfig, r *Result) (err error) {
 	if t.Err != nil {
 		r.Note = "download ended early: " + oneLine(t.Err.Error())
 	}
+	if late > time.Second {
+		r.Note = strings.TrimPrefix(r.Note+"; ", "; ") + fmt.Sprintf("the transfer started %v after the schedule's origin", late.Round(time.Millisecond))
+	}
 	r.Status = StatusOK
 	return nil
+}
+
+// setupLead is how long after the emulator starts a timed condition's
+// transfer begins: more than the contender's setup can take (the scpsvpn
+// association's timeout), so the transfer never starts late.
+func setupLead(rc RunConfig) time.Duration {
+	if !rc.Contender.IsSCPS() {
+		return 2 * time.Second
+	}
+	wait := rc.AssociationTimeout
+	if wait <= 0 {
+		wait = 10*time.Second + 3*rc.Condition.RTT
+	}
+	return wait + time.Second
+}
+
+// waitClock waits until clock reads at least at; an error if it already
+// read more than a second past it (the schedule is missed) or ctx ended.
+func waitClock(ctx context.Context, clock func() time.Duration, at time.Duration) error {
+	now := clock()
+	if now > at+time.Second {
+		return fmt.Errorf("the clock is at %v already", now.Round(time.Millisecond))
+	}
+	if now >= at {
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(at - now):
+		return nil
+	}
+}
+
+// countersBetween sends the emulator's counters between two points of its
+// clock (the outage window) on out, unless ctx ends first.
+func countersBetween(ctx context.Context, emu *linkemu.Emulator, from, to time.Duration, out chan<- linkemu.Counters) {
+	if waitClock(ctx, emu.Elapsed, from) != nil {
+		return
+	}
+	a := emu.Counters()
+	if waitClock(ctx, emu.Elapsed, to) != nil {
+		return
+	}
+	out <- CountersDelta(a, emu.Counters())
 }
 
 // kernelPath sets up kernel TCP end to end over the underlay: the server

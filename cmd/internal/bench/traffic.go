@@ -43,8 +43,8 @@ type Server struct {
 const bulkChunk = 64 << 10
 
 // tickJitter is the slack that keeps timeline points on the ticks nearest
-// to each interval boundary instead of slipping a whole tick late.
-const tickJitter = 100 * time.Millisecond
+// to each interval boundary instead of slipping a whole tick late: half a tick.
+const tickJitter = sampleEvery / 2
 
 // requestTimeout bounds the wait for a request line; far above any RTT.
 const requestTimeout = 30 * time.Second
@@ -191,13 +191,25 @@ type Point struct {
 	Rate float64 `json:"bytes_per_s"`
 }
 
+// Sample is the download's byte count at T after the start; Transfer
+// keeps one every sampleEvery for the metrics that need finer time than
+// the timeline (time to rate, recovery after an outage).
+type Sample struct {
+	T     time.Duration
+	Bytes int64
+}
+
+// sampleEvery is the resolution of Transfer.Samples.
+const sampleEvery = 100 * time.Millisecond
+
 // Transfer is the outcome of a measured download.
 type Transfer struct {
 	Bytes    int64         // payload bytes received within the window
 	Window   time.Duration // the window actually measured (shorter if cancelled)
 	TTFB     time.Duration // from the start of the dial to the first byte; 0 = none arrived
 	Timeline []Point
-	Err      error // what ended the download early, if anything
+	Samples  []Sample // cumulative bytes every sampleEvery, from {0, 0} to the end of the window
+	Err      error    // what ended the download early, if anything
 
 	Latencies  []time.Duration // request/response times
 	Unanswered int             // a probe request unanswered at the end, after waiting longer than any answered one
@@ -232,9 +244,11 @@ func Measure(ctx context.Context, cfg TransferConfig) *Transfer {
 	sampled := make(chan struct{})
 	go func() { // timeline and progress
 		defer close(sampled)
-		tick := time.NewTicker(250 * time.Millisecond)
+		tick := time.NewTicker(sampleEvery)
 		defer tick.Stop()
 		lastT, lastB := time.Duration(0), int64(0)
+		lastProgress := time.Duration(0)
+		res.Samples = []Sample{{}}
 		// The progress rate is over the last second: a quarter second
 		// shows the bursts of in-order delivery after a repaired loss.
 		type sample struct {
@@ -250,9 +264,11 @@ func Measure(ctx context.Context, cfg TransferConfig) *Transfer {
 			select {
 			case <-wctx.Done():
 				now := min(time.Since(start), cfg.Duration)
-				if b := received.Load(); now-lastT >= cfg.Interval/5 {
+				b := received.Load()
+				if now-lastT >= cfg.Interval/5 {
 					point(now, b)
 				}
+				res.Samples = append(res.Samples, Sample{T: now, Bytes: b})
 				return
 			case <-tick.C:
 			}
@@ -260,9 +276,14 @@ func Measure(ctx context.Context, cfg TransferConfig) *Transfer {
 			if now >= cfg.Duration {
 				continue // the window is over: the final point is the Done branch's
 			}
+			res.Samples = append(res.Samples, Sample{T: now, Bytes: b})
 			if now >= lastT+cfg.Interval-tickJitter {
 				point(now, b)
 			}
+			if now-lastProgress < 250*time.Millisecond-tickJitter {
+				continue
+			}
+			lastProgress = now
 			if cfg.Progress != nil {
 				rate := float64(b-recent[0].b) / (now - recent[0].t).Seconds()
 				cfg.Progress(Progress{Elapsed: now, Duration: cfg.Duration, Bytes: b, Rate: rate})
