@@ -13,17 +13,12 @@ package testbed
 // ID), so SweepStale removes what a killed run of either kind left behind.
 
 import (
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -88,15 +83,9 @@ type Star struct {
 	Nodes []*Node    // Nodes[0] is the hub, Nodes[i] spoke i
 	Links []StarLink // Links[i-1] joins spoke i
 
-	cfg      StarConfig
-	log      *slog.Logger
-	ownDir   bool
-	mu       sync.Mutex
-	eps      []*endpoint
-	closing  sync.Once
-	closeErr error
-	closed   chan struct{}
-	onClose  []func()
+	cfg    StarConfig
+	ownDir bool
+	topo   // the endpoints (slot i: node i) and the teardown
 }
 
 // NewStar builds the namespaces, the links, keys and configurations. On
@@ -106,16 +95,9 @@ func NewStar(cfg StarConfig) (st *Star, err error) {
 		return nil, err
 	}
 	log := cfg.Logger.With("component", "testbed")
-	if swept, err := SweepStale(); err != nil {
-		log.Warn("sweeping stale testbeds", "err", err)
-	} else if len(swept) > 0 {
-		log.Info("removed namespaces of dead testbeds", "namespaces", swept)
-	}
-	var rnd [3]byte
-	rand.Read(rnd[:])
-	id := hex.EncodeToString(rnd[:])
-	st = &Star{ID: id, Port: cfg.Port, cfg: cfg, log: log.With("star", id), closed: make(chan struct{}),
-		eps: make([]*endpoint, cfg.Spokes+1)}
+	id := newID(log)
+	st = &Star{ID: id, Port: cfg.Port, cfg: cfg}
+	st.topo = newTopo(log.With("star", id), cfg.Spokes+1, cfg.StartTimeout, cfg.StopTimeout, st.procSite)
 	for i := 0; i <= cfg.Spokes; i++ {
 		st.Nodes = append(st.Nodes, st.newNode(i))
 		if i > 0 {
@@ -128,7 +110,7 @@ func NewStar(cfg StarConfig) (st *Star, err error) {
 			st = nil
 		}
 	}()
-	if err := st.makeDir(); err != nil {
+	if st.Dir, st.ownDir, err = makeDir(cfg.Dir, st.ID); err != nil {
 		return st, err
 	}
 	for _, n := range st.Nodes {
@@ -158,24 +140,7 @@ func (c *StarConfig) defaults() error {
 	if c.Spokes < 1 || c.Spokes > MaxSpokes {
 		return fmt.Errorf("testbed: %d spokes: use 1..%d", c.Spokes, MaxSpokes)
 	}
-	if c.Port == 0 {
-		c.Port = 4700
-	}
-	if c.MTU == 0 {
-		c.MTU = 1400
-	}
-	if c.LogLevel == "" {
-		c.LogLevel = "debug"
-	}
-	if c.StartTimeout == 0 {
-		c.StartTimeout = 15 * time.Second
-	}
-	if c.StopTimeout == 0 {
-		c.StopTimeout = 10 * time.Second
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	setDefaults(&c.Port, &c.MTU, &c.LogLevel, &c.StartTimeout, &c.StopTimeout, &c.Logger)
 	return nil
 }
 
@@ -231,19 +196,6 @@ func (st *Star) SpokeEndpoint(i int) netip.AddrPort {
 // HubEndpoint is the hub's association address as spoke i sees it.
 func (st *Star) HubEndpoint(i int) netip.AddrPort {
 	return netip.AddrPortFrom(st.Link(i).HubAddr.Addr(), uint16(st.Port))
-}
-
-func (st *Star) makeDir() error {
-	if st.cfg.Dir != "" {
-		st.Dir = st.cfg.Dir
-		return os.MkdirAll(st.Dir, 0o700)
-	}
-	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-%s-", dirPrefix, os.Getpid(), st.ID))
-	if err != nil {
-		return fmt.Errorf("testbed: temporary directory: %w", err)
-	}
-	st.Dir, st.ownDir = dir, true
-	return nil
 }
 
 // buildLink creates spoke l.Spoke's veth pair from inside the hub's
@@ -308,44 +260,22 @@ func (st *Star) writeFiles() error {
 // sockets and the temporary directory.
 // It runs once; later calls return its result.
 func (st *Star) Close() error {
-	st.closing.Do(func() {
-		st.mu.Lock()
-		hooks := st.onClose
-		st.mu.Unlock()
-		for _, h := range hooks {
-			h()
-		}
-		var errs []error
-		for i := range st.Nodes {
-			if st.PID(i) != 0 {
-				if _, err := st.StopEndpoint(i, syscall.SIGTERM); err != nil {
-					errs = append(errs, err)
-				}
-			}
-		}
+	dir := ""
+	if st.ownDir && !st.cfg.KeepDir {
+		dir = st.Dir
+	}
+	nss := make([]string, len(st.Nodes))
+	for i, n := range st.Nodes {
+		nss[i] = n.NS
+	}
+	return st.teardown("star", nss, func() (errs []error) {
 		for _, n := range st.Nodes {
-			if pids := killAllIn(n.NS); len(pids) > 0 {
-				st.log.Warn("killed processes left in the namespace", "ns", n.NS, "pids", pids)
-			}
-		}
-		for _, n := range st.Nodes {
-			if err := deleteNamespace(n.NS); err != nil {
-				errs = append(errs, err)
-			}
 			// An endpoint that was killed (a test's SIGKILL, the stop
 			// timeout) could not remove its control socket.
 			if err := os.Remove(tunnel.StatusSocket(n.TUNName)); err != nil && !os.IsNotExist(err) {
 				errs = append(errs, err)
 			}
 		}
-		if st.ownDir && !st.cfg.KeepDir && st.Dir != "" {
-			if err := os.RemoveAll(st.Dir); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		st.closeErr = errors.Join(errs...)
-		close(st.closed)
-		st.log.Info("star down", "err", st.closeErr)
-	})
-	return st.closeErr
+		return errs
+	}, dir)
 }

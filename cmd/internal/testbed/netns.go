@@ -130,22 +130,12 @@ func (tb *Testbed) Do(side Side, fn func() error) error {
 
 // Listen is net.Listen inside side's namespace.
 func (tb *Testbed) Listen(side Side, network, addr string) (net.Listener, error) {
-	var ln net.Listener
-	err := tb.Do(side, func() (err error) {
-		ln, err = net.Listen(network, addr)
-		return err
-	})
-	return ln, err
+	return listenIn(tb.Site(side).NS, network, addr)
 }
 
 // ListenPacket is net.ListenPacket inside side's namespace.
 func (tb *Testbed) ListenPacket(side Side, network, addr string) (net.PacketConn, error) {
-	var pc net.PacketConn
-	err := tb.Do(side, func() (err error) {
-		pc, err = net.ListenPacket(network, addr)
-		return err
-	})
-	return pc, err
+	return listenPacketIn(tb.Site(side).NS, network, addr)
 }
 
 // Dial is net.Dial from inside side's namespace.
@@ -156,8 +146,44 @@ func (tb *Testbed) Dial(side Side, network, addr string) (net.Conn, error) {
 // DialContext is net.Dialer.DialContext from inside side's namespace. Use
 // IP literals: a name resolved in parallel would escape the namespace.
 func (tb *Testbed) DialContext(ctx context.Context, side Side, network, addr string) (net.Conn, error) {
+	return dialIn(ctx, tb.Site(side).NS, network, addr)
+}
+
+// Command returns an exec.Cmd that runs name inside side's namespace
+// (through `ip netns exec`, which also gives it the namespace's /sys).
+func (tb *Testbed) Command(side Side, name string, args ...string) *exec.Cmd {
+	return commandIn(tb.Site(side).NS, name, args...)
+}
+
+// Exec runs name inside side's namespace and returns its combined output.
+func (tb *Testbed) Exec(side Side, name string, args ...string) ([]byte, error) {
+	return execCmd(tb.Command(side, name, args...), side.String(), name, args)
+}
+
+// listenIn is net.Listen inside namespace ns.
+func listenIn(ns, network, addr string) (net.Listener, error) {
+	var ln net.Listener
+	err := inNamespace(ns, func() (err error) {
+		ln, err = net.Listen(network, addr)
+		return err
+	})
+	return ln, err
+}
+
+// listenPacketIn is net.ListenPacket inside namespace ns.
+func listenPacketIn(ns, network, addr string) (net.PacketConn, error) {
+	var pc net.PacketConn
+	err := inNamespace(ns, func() (err error) {
+		pc, err = net.ListenPacket(network, addr)
+		return err
+	})
+	return pc, err
+}
+
+// dialIn is net.Dialer.DialContext from inside namespace ns.
+func dialIn(ctx context.Context, ns, network, addr string) (net.Conn, error) {
 	var c net.Conn
-	err := tb.Do(side, func() (err error) {
+	err := inNamespace(ns, func() (err error) {
 		var d net.Dialer
 		c, err = d.DialContext(ctx, network, addr)
 		return err
@@ -165,17 +191,16 @@ func (tb *Testbed) DialContext(ctx context.Context, side Side, network, addr str
 	return c, err
 }
 
-// Command returns an exec.Cmd that runs name inside side's namespace
-// (through `ip netns exec`, which also gives it the namespace's /sys).
-func (tb *Testbed) Command(side Side, name string, args ...string) *exec.Cmd {
-	return exec.Command("ip", append([]string{"netns", "exec", tb.Site(side).NS, name}, args...)...)
+// commandIn returns an exec.Cmd that runs name inside namespace ns.
+func commandIn(ns, name string, args ...string) *exec.Cmd {
+	return exec.Command("ip", append([]string{"netns", "exec", ns, name}, args...)...)
 }
 
-// Exec runs name inside side's namespace and returns its combined output.
-func (tb *Testbed) Exec(side Side, name string, args ...string) ([]byte, error) {
-	out, err := tb.Command(side, name, args...).CombinedOutput()
+// execCmd runs cmd (name args in where) and returns its combined output.
+func execCmd(cmd *exec.Cmd, where, name string, args []string) ([]byte, error) {
+	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return out, fmt.Errorf("%s %s in %s: %w", name, strings.Join(args, " "), side, err)
+		return out, fmt.Errorf("%s %s in %s: %w", name, strings.Join(args, " "), where, err)
 	}
 	return out, nil
 }

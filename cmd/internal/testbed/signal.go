@@ -5,8 +5,10 @@ package testbed
 // that ties a testbed to a test's lifetime.
 
 import (
+	"log/slog"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 )
 
@@ -17,6 +19,12 @@ import (
 // when it resumes. The returned function uninstalls the handler; call it
 // (deferred) once the program has closed the testbed itself.
 func (tb *Testbed) CloseOnSignal(onSignal func(os.Signal), sigs ...os.Signal) (stop func()) {
+	return closeOnSignal(tb.log, "testbed", tb.Close, onSignal, sigs)
+}
+
+// closeOnSignal is CloseOnSignal for either topology (what: "testbed",
+// "star"), torn down by closeTopo.
+func closeOnSignal(log *slog.Logger, what string, closeTopo func() error, onSignal func(os.Signal), sigs []os.Signal) (stop func()) {
 	if len(sigs) == 0 {
 		sigs = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
 	}
@@ -26,8 +34,8 @@ func (tb *Testbed) CloseOnSignal(onSignal func(os.Signal), sigs ...os.Signal) (s
 	go func() {
 		select {
 		case sig := <-ch:
-			tb.log.Warn("signal: tearing the testbed down", "signal", sig)
-			tb.Close()
+			log.Warn("signal: tearing the "+what+" down", "signal", sig)
+			closeTopo()
 			if onSignal != nil {
 				onSignal(sig)
 				return
@@ -40,13 +48,12 @@ func (tb *Testbed) CloseOnSignal(onSignal func(os.Signal), sigs ...os.Signal) (s
 		case <-quit:
 		}
 	}()
-	var once bool
+	var once sync.Once
 	return func() {
-		if !once {
-			once = true
+		once.Do(func() {
 			signal.Stop(ch)
 			close(quit)
-		}
+		})
 	}
 }
 
@@ -62,15 +69,24 @@ type FatalTB interface {
 // when the test ends (also after a panic).
 func ForTest(t FatalTB, cfg Config) *Testbed {
 	t.Helper()
-	tb, err := New(cfg)
+	return forTest(t, func() (*Testbed, error) { return New(cfg) })
+}
+
+// forTest is ForTest for either topology, built by build.
+func forTest[T interface {
+	Close() error
+	DumpLogsOnFailure(TB)
+}](t FatalTB, build func() (T, error)) T {
+	t.Helper()
+	top, err := build()
 	if err != nil {
 		t.Fatalf("testbed: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := tb.Close(); err != nil {
+		if err := top.Close(); err != nil {
 			t.Errorf("testbed close: %v", err) // something leaked
 		}
 	})
-	tb.DumpLogsOnFailure(t) // registered after Close: runs before it
-	return tb
+	top.DumpLogsOnFailure(t) // registered after Close: runs before it
+	return top
 }

@@ -22,7 +22,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -109,16 +108,10 @@ type Testbed struct {
 	Port int
 	A, B *Site
 
-	cfg      Config
-	log      *slog.Logger
-	emu      *linkemu.Emulator
-	ownDir   bool
-	mu       sync.Mutex
-	eps      [2]*endpoint
-	closing  sync.Once
-	closeErr error
-	closed   chan struct{}
-	onClose  []func() // run first in Close (log dumps)
+	cfg    Config
+	emu    *linkemu.Emulator
+	ownDir bool
+	topo   // the endpoints (slot A, B) and the teardown
 }
 
 // NamePrefix starts every namespace a testbed creates: stb-<pid>-<id>-a|b.
@@ -134,15 +127,9 @@ func New(cfg Config) (tb *Testbed, err error) {
 		return nil, err
 	}
 	log := cfg.Logger.With("component", "testbed")
-	if swept, err := SweepStale(); err != nil {
-		log.Warn("sweeping stale testbeds", "err", err)
-	} else if len(swept) > 0 {
-		log.Info("removed namespaces of dead testbeds", "namespaces", swept)
-	}
-	var rnd [3]byte
-	rand.Read(rnd[:])
-	id := hex.EncodeToString(rnd[:])
-	tb = &Testbed{ID: id, Kind: cfg.Kind, Port: cfg.Port, cfg: cfg, log: log.With("testbed", id), closed: make(chan struct{})}
+	id := newID(log)
+	tb = &Testbed{ID: id, Kind: cfg.Kind, Port: cfg.Port, cfg: cfg}
+	tb.topo = newTopo(log.With("testbed", id), 2, cfg.StartTimeout, cfg.StopTimeout, tb.procSite)
 	tb.A = tb.newSite(A, cfg.UnderlayA, "10.1.0", "fd00:1::")
 	tb.B = tb.newSite(B, cfg.UnderlayB, "10.2.0", "fd00:2::")
 	defer func() {
@@ -151,7 +138,7 @@ func New(cfg Config) (tb *Testbed, err error) {
 			tb = nil
 		}
 	}()
-	if err := tb.makeDir(); err != nil {
+	if tb.Dir, tb.ownDir, err = makeDir(cfg.Dir, tb.ID); err != nil {
 		return tb, err
 	}
 	for _, s := range []*Site{tb.A, tb.B} {
@@ -188,25 +175,42 @@ func (c *Config) defaults() error {
 	if c.UnderlayA.Addr() == c.UnderlayB.Addr() || c.UnderlayA.Masked() != c.UnderlayB.Masked() {
 		return fmt.Errorf("testbed: underlay addresses %s and %s must differ within one subnet", c.UnderlayA, c.UnderlayB)
 	}
-	if c.Port == 0 {
-		c.Port = 4700
-	}
-	if c.MTU == 0 {
-		c.MTU = 1400
-	}
-	if c.LogLevel == "" {
-		c.LogLevel = "debug"
-	}
-	if c.StartTimeout == 0 {
-		c.StartTimeout = 15 * time.Second
-	}
-	if c.StopTimeout == 0 {
-		c.StopTimeout = 10 * time.Second
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	setDefaults(&c.Port, &c.MTU, &c.LogLevel, &c.StartTimeout, &c.StopTimeout, &c.Logger)
 	return nil
+}
+
+// setDefaults fills the zero fields both topologies' configurations share.
+func setDefaults(port, mtu *int, logLevel *string, startTimeout, stopTimeout *time.Duration, logger **slog.Logger) {
+	if *port == 0 {
+		*port = 4700
+	}
+	if *mtu == 0 {
+		*mtu = 1400
+	}
+	if *logLevel == "" {
+		*logLevel = "debug"
+	}
+	if *startTimeout == 0 {
+		*startTimeout = 15 * time.Second
+	}
+	if *stopTimeout == 0 {
+		*stopTimeout = 10 * time.Second
+	}
+	if *logger == nil {
+		*logger = slog.Default()
+	}
+}
+
+// newID sweeps what dead testbeds left behind and returns a new random ID.
+func newID(log *slog.Logger) string {
+	if swept, err := SweepStale(); err != nil {
+		log.Warn("sweeping stale testbeds", "err", err)
+	} else if len(swept) > 0 {
+		log.Info("removed namespaces of dead testbeds", "namespaces", swept)
+	}
+	var rnd [3]byte
+	rand.Read(rnd[:])
+	return hex.EncodeToString(rnd[:])
 }
 
 func (tb *Testbed) newSite(side Side, underlay netip.Prefix, lan4, lan6 string) *Site {
@@ -240,17 +244,17 @@ func (tb *Testbed) Site(side Side) *Site {
 // clock; nil for a veth underlay.
 func (tb *Testbed) Emulator() *linkemu.Emulator { return tb.emu }
 
-func (tb *Testbed) makeDir() error {
-	if tb.cfg.Dir != "" {
-		tb.Dir = tb.cfg.Dir
-		return os.MkdirAll(tb.Dir, 0o700)
+// makeDir returns dir, created if need be, or else a new temporary
+// directory named after the topology's id (own true).
+func makeDir(dir, id string) (string, bool, error) {
+	if dir != "" {
+		return dir, false, os.MkdirAll(dir, 0o700)
 	}
-	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-%s-", dirPrefix, os.Getpid(), tb.ID))
+	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-%s-", dirPrefix, os.Getpid(), id))
 	if err != nil {
-		return fmt.Errorf("testbed: temporary directory: %w", err)
+		return "", false, fmt.Errorf("testbed: temporary directory: %w", err)
 	}
-	tb.Dir, tb.ownDir = dir, true
-	return nil
+	return dir, true, nil
 }
 
 func loUp(ns string) error {
@@ -364,46 +368,18 @@ func (tb *Testbed) writeFiles() error {
 // the emulator, deletes the namespaces (and so every device in them) and
 // the temporary directory. It runs once; later calls return its result.
 func (tb *Testbed) Close() error {
-	tb.closing.Do(func() {
-		tb.mu.Lock()
-		hooks := tb.onClose
-		tb.mu.Unlock()
-		for _, h := range hooks {
-			h()
-		}
-		var errs []error
-		for _, side := range []Side{A, B} {
-			if tb.PID(side) != 0 {
-				if _, err := tb.StopEndpoint(side, syscall.SIGTERM); err != nil {
-					errs = append(errs, err)
-				}
-			}
-		}
-		for _, s := range []*Site{tb.A, tb.B} {
-			if pids := killAllIn(s.NS); len(pids) > 0 {
-				tb.log.Warn("killed processes left in the namespace", "ns", s.NS, "pids", pids)
-			}
-		}
+	dir := ""
+	if tb.ownDir && !tb.cfg.KeepDir {
+		dir = tb.Dir
+	}
+	return tb.teardown("testbed", []string{tb.A.NS, tb.B.NS}, func() []error {
 		if tb.emu != nil {
 			if _, err := tb.emu.Stop(); err != nil {
-				errs = append(errs, err)
+				return []error{err}
 			}
 		}
-		for _, s := range []*Site{tb.A, tb.B} {
-			if err := deleteNamespace(s.NS); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		if tb.ownDir && !tb.cfg.KeepDir && tb.Dir != "" {
-			if err := os.RemoveAll(tb.Dir); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		tb.closeErr = errors.Join(errs...)
-		close(tb.closed)
-		tb.log.Info("testbed down", "err", tb.closeErr)
-	})
-	return tb.closeErr
+		return nil
+	}, dir)
 }
 
 // SweepStale removes the namespaces and temporary directories of testbeds
