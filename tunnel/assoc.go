@@ -29,11 +29,14 @@ type assoc struct {
 	cfg configs.PeerConfig
 	log *slog.Logger
 
+	// The per-packet path (input, datagrams) reads sess and up without
+	// taking mu; mu orders session replacement, close and remote.
+	sess atomic.Pointer[scps.Session]
+	up   atomic.Bool
+
 	mu     sync.Mutex
-	sess   *scps.Session
 	cancel context.CancelFunc // stops the current session's accept loop
 	remote uint64             // the peer's association instance, 0 until known
-	up     bool
 	closed bool
 
 	gen atomic.Uint64 // session generation: a replaced session sends nothing more
@@ -91,8 +94,8 @@ func (a *assoc) newSession() error {
 		return fmt.Errorf("peer %s: association: %w", a.cfg.Name, err)
 	}
 	a.mu.Lock()
-	old, oldCancel := a.sess, a.cancel
-	a.sess, a.cancel = sess, cancel
+	old, oldCancel := a.sess.Swap(sess), a.cancel
+	a.cancel = cancel
 	a.mu.Unlock()
 	if old != nil {
 		oldCancel()
@@ -120,9 +123,9 @@ func (a *assoc) watch(ctx context.Context, sess *scps.Session) {
 	case <-sess.Done():
 	}
 	a.mu.Lock()
-	current := a.sess == sess && !a.closed
-	a.up = false
+	current := a.sess.Load() == sess && !a.closed
 	a.mu.Unlock()
+	a.up.Store(false)
 	if !current || a.e.ctx.Err() != nil {
 		return
 	}
@@ -134,10 +137,7 @@ func (a *assoc) watch(ctx context.Context, sess *scps.Session) {
 
 // onState logs the transport's outage transitions.
 func (a *assoc) onState(outage bool) {
-	a.mu.Lock()
-	wasUp := a.up
-	a.up = !outage
-	a.mu.Unlock()
+	wasUp := a.up.Swap(!outage)
 	switch {
 	case outage && wasUp:
 		a.log.Info("association down", "reason", "link outage: probing")
@@ -146,11 +146,7 @@ func (a *assoc) onState(outage bool) {
 	}
 }
 
-func (a *assoc) session() *scps.Session {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.sess
-}
+func (a *assoc) session() *scps.Session { return a.sess.Load() }
 
 func (a *assoc) acceptLoop(ctx context.Context, sess *scps.Session) {
 	for {
@@ -164,12 +160,12 @@ func (a *assoc) acceptLoop(ctx context.Context, sess *scps.Session) {
 
 func (a *assoc) openStream(meta []byte) (*scps.Stream, error) {
 	a.mu.Lock()
-	sess, closed := a.sess, a.closed
+	closed := a.closed
 	a.mu.Unlock()
 	if closed {
 		return nil, errClosed
 	}
-	return sess.OpenStream(meta)
+	return a.session().OpenStream(meta)
 }
 
 // owns reports whether addr is inside one of the peer's subnets.
@@ -184,14 +180,15 @@ func (a *assoc) owns(addr netip.Addr) bool {
 
 // input takes one decrypted association packet from the peer.
 func (a *assoc) input(pkt []byte) {
-	a.mu.Lock()
-	sess, wasUp, remote := a.sess, a.up, a.remote
-	a.up = true
-	a.mu.Unlock()
-	if !wasUp && remote != 0 {
-		a.log.Info("association up", "instance", fmt.Sprintf("%016x", remote))
+	if a.up.CompareAndSwap(false, true) {
+		a.mu.Lock()
+		remote := a.remote
+		a.mu.Unlock()
+		if remote != 0 {
+			a.log.Info("association up", "instance", fmt.Sprintf("%016x", remote))
+		}
 	}
-	sess.Input(pkt)
+	a.session().Input(pkt)
 }
 
 // established is called when a handshake with the peer completes.
@@ -205,9 +202,8 @@ func (a *assoc) established(payload []byte) {
 	restarted := a.remote != 0 && a.remote != p.instance
 	first := a.remote == 0
 	a.remote = p.instance
-	wasUp := a.up
-	a.up = true
 	a.mu.Unlock()
+	wasUp := a.up.Swap(true)
 	if restarted {
 		a.log.Info("peer restarted: resetting its streams", "instance", fmt.Sprintf("%016x", p.instance))
 		if err := a.newSession(); err != nil {
@@ -226,9 +222,9 @@ func (a *assoc) close() {
 		return
 	}
 	a.closed = true
-	sess, cancel, up := a.sess, a.cancel, a.up
-	a.up = false
+	cancel := a.cancel
 	a.mu.Unlock()
+	sess, up := a.session(), a.up.Swap(false)
 	cancel()
 	sess.Close()
 	if up {

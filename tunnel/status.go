@@ -89,9 +89,7 @@ func (e *Endpoint) Status() Status {
 	e.mu.Unlock()
 	for _, a := range as {
 		ps := PeerStatus{Name: a.cfg.Name, Association: a.session().Stats()}
-		a.mu.Lock()
-		ps.Up = a.up
-		a.mu.Unlock()
+		ps.Up = a.up.Load()
 		if p, ok := e.dev.Peer(a.cfg.Name); ok {
 			if ep := p.Endpoint(); ep.IsValid() {
 				ps.Endpoint = ep.String()
