@@ -9,10 +9,11 @@ go build ./...
 # Packages whose state is shared between goroutines run under the race detector.
 go test -race -count=1 -timeout 15m ./configs/... ./scps/... ./peers/... ./stack/... ./tunnel/...
 # Each network-facing decoder gets a short fuzz run beyond its seed corpus.
-# Minimising a new input is bounded by executions, not time: a heavy target
-# (scps FuzzReceive) could otherwise still be minimising when the fuzz time
-# ends, which go test reports as a failure ("context deadline exceeded").
-fuzz() { go test -run '^$' -fuzz "^$2\$" -fuzztime "${FUZZTIME:-10s}" -fuzzminimizetime 100x "$1"; }
+# Both the run and the minimising of new inputs are bounded by executions,
+# not time: when a time budget ends while a worker is busy (minimising, or a
+# slow input), go test reports "context deadline exceeded" as a failure
+# with no failing input. FUZZTIME=2m (or 1000000x) runs longer.
+fuzz() { go test -run '^$' -fuzz "^$2\$" -fuzztime "${FUZZTIME:-50000x}" -fuzzminimizetime 100x "$1"; }
 while read -r pkg target; do
   fuzz "$pkg" "$target"
 done < <(grep -rEo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]+' . \
