@@ -148,6 +148,12 @@ const (
 	DefaultOutageAfter   = 3 * time.Second
 	DefaultProbeInterval = time.Second
 	DefaultMaxOutage     = 10 * time.Minute
+	// unknownRateStreamWindow is a new stream's receive window when the
+	// peer's rate is not configured: the bandwidth-delay product of
+	// 10 Mbit/s at 800 ms. It only bounds what may be sent before the
+	// reader catches up; the association window bounds all streams
+	// together, and memory is taken only as data arrives.
+	unknownRateStreamWindow = 1 << 20
 	// maxAutoWindow caps the automatic window and buffer sizes.
 	maxAutoWindow = 256 << 20
 )
@@ -235,9 +241,15 @@ func (c Config) withDefaults() Config {
 // initialStreamWindow is the credit a new stream gets at once: twice the
 // bandwidth-delay product of the configured receive rate, so a known link
 // is filled from the second round trip on instead of after the window has
-// doubled its way up from InitialStreamCredit.
+// doubled its way up from InitialStreamCredit. With no rate configured it
+// is unknownRateStreamWindow: the sender's slow start, not flow control,
+// should find the link (auto-tuning from 64 KiB held a 10 Mbit/s GEO
+// download below a twentieth of the link for its first two seconds).
 func (c Config) initialStreamWindow() uint64 {
 	w := uint64(2 * bdp(c.RecvRate, c.InitialRTT))
+	if c.RecvRate == 0 {
+		w = unknownRateStreamWindow
+	}
 	return min(max(w, InitialStreamCredit), c.StreamWindow)
 }
 

@@ -23,11 +23,10 @@ const (
 	// congestionQueueFraction: ... or above this fraction of the minimum
 	// RTT (so RTT noise on fast links is not taken for a queue).
 	congestionQueueFraction = 8
-	// minCongestionQueue is the smallest queue delay that can mean
-	// congestion at all.
-	minCongestionQueue = 2 * time.Millisecond
 	// queueSamples is how many recent queue-delay samples are kept.
 	queueSamples = 32
+	// minQueueSamples is how many samples a loss is judged on at least.
+	minQueueSamples = 3
 )
 
 type lossMode uint8
@@ -88,32 +87,38 @@ func (l *lossClassifier) onAck(now time.Duration, acked int, sample, minRTT, srt
 	}
 }
 
-// recentQueue is the largest queue delay sampled within window before
-// now, or the latest sample when none is that recent.
+// recentQueue is the smallest queue delay sampled within window before
+// now (over at least minQueueSamples samples), or the latest sample when
+// none is that recent. The smallest, not the largest: a bottleneck queue
+// that overflows is full for every packet that passes it around the drop,
+// while the hosts' processing delay (scheduling, socket queues) spikes
+// single samples by milliseconds, and a loss judged on the largest sample
+// would be taken for congestion whenever a spike fell near it.
 func (l *lossClassifier) recentQueue(now, window time.Duration) time.Duration {
 	if l.n == 0 {
 		return 0
 	}
 	var q time.Duration
-	found := false
+	found := 0
 	for i := 0; i < l.n; i++ {
 		s := l.samples[(l.next-1-i+queueSamples)%queueSamples]
-		if now-s.at > window {
+		if found >= minQueueSamples && now-s.at > window {
 			break
 		}
-		q, found = max(q, s.queue), true
-	}
-	if !found {
-		return l.lastQueue
+		if found == 0 || s.queue < q {
+			q = s.queue
+		}
+		found++
 	}
 	return q
 }
 
 // threshold is the queue delay above which a loss is congestion: a few
 // packets at the delivery rate (fallback: rate), at least a fraction of
-// the minimum RTT, twice the RTT noise and minCongestionQueue.
+// the minimum RTT and twice the RTT noise (at least cc.HostNoise: the
+// hosts' scheduling delays come in trains that outlast a few samples).
 func (l *lossClassifier) threshold(minRTT time.Duration, packet int, fallback float64) time.Duration {
-	thr := max(minCongestionQueue, minRTT/congestionQueueFraction, 2*l.noise)
+	thr := max(minRTT/congestionQueueFraction, 2*max(l.noise, cc.HostNoise))
 	rate := l.rate
 	if rate <= 0 {
 		rate = fallback

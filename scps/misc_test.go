@@ -188,7 +188,8 @@ func TestBadPacketsRejected(t *testing.T) {
 func TestFlowControlViolationCloses(t *testing.T) {
 	link := linkParams{}
 	s := newSim(t, 1, DefaultConfig(), DefaultConfig(), link, link)
-	p := wire.AppendStreamHeader(wire.AppendHeader(nil, 0), 0, InitialStreamCredit, nil, false, false, true, 1)
+	// One byte beyond the window the receiver grants a new stream.
+	p := wire.AppendStreamHeader(wire.AppendHeader(nil, 0), 0, s.a[1].cfg.initialStreamWindow(), nil, false, false, true, 1)
 	p = append(p, 'x')
 	err := s.a[1].Receive(s.clock(), p)
 	if !errors.Is(err, ErrProtocol) || !errors.Is(s.a[1].Err(), ErrProtocol) {
@@ -252,7 +253,7 @@ func TestConfigAutoSizes(t *testing.T) {
 	if c.StreamWindow != DefaultStreamWindow || c.ConnWindow != DefaultConnWindow || c.SendBuffer != DefaultSendBuffer {
 		t.Errorf("defaults without rates: %d %d %d", c.StreamWindow, c.ConnWindow, c.SendBuffer)
 	}
-	if c.initialStreamWindow() != InitialStreamCredit || c.initialConnWindow() != InitialConnCredit {
+	if c.initialStreamWindow() != unknownRateStreamWindow || c.initialConnWindow() != 2*unknownRateStreamWindow {
 		t.Errorf("initial windows without rates: %d %d", c.initialStreamWindow(), c.initialConnWindow())
 	}
 	// 50 Mbit/s down, 10 up, 600 ms: three BDPs, granted two at once.

@@ -10,13 +10,15 @@ package cc
 // The queue is judged on the freshest samples (the smallest RTT of the last
 // eighth of a round trip), less the burst an ACK releases (rounds.burst)
 // and the RTT noise (Params.RTTNoise: the return link's ACK serialization,
-// at least hostNoise, the hosts' own processing delay). Slow start ends
+// at least HostNoise, the hosts' own processing delay). Slow start ends
 // when more than gamma packets queue. Congestion avoidance runs once per
 // round, and grows the window at most every other round (a growth shows in
 // the RTT a round later):
 //   - diff < alpha: the link is underused: with no queue at all grow fast,
-//     by min(rho^2 packets, cwnd/16) (Hybla's per-round growth, bounded so
-//     one round cannot add more queue than a sixteenth of the round trip),
+//     by cwnd/10 (one round of it cannot add more queue than a tenth of
+//     the round trip), and straight back to the pipe the best delivery
+//     rate of the last ten rounds filled (maxPipe), so a cut the delay
+//     signal did not confirm is undone in a round instead of climbed back,
 //     with a little queue by one packet, as Vegas;
 //   - alpha <= diff <= beta: hold;
 //   - diff > beta: jump to the target window, what the pipe holds plus
@@ -51,22 +53,18 @@ const (
 	// queueSamples: the queue is judged on the smallest RTT of the last
 	// eighth of a round trip, and of at least this many samples.
 	queueSamples = 4
-	// hybridGrowthDivisor bounds fast growth to cwnd/16 per round: the
-	// queue one round of growth can build (a sixteenth of the round trip)
-	// stays well below what the loss-cause detector takes for congestion
-	// (an eighth).
-	hybridGrowthDivisor = 16
+	// hybridGrowthDivisor bounds fast growth to cwnd/10 per round: the
+	// queue one round of growth can build (a tenth of the round trip)
+	// stays below what the loss-cause detector takes for congestion (an
+	// eighth).
+	hybridGrowthDivisor = 10
+	// rateRounds is how many rounds' delivery rates are remembered: the
+	// best of them paces slow start and bounds how far congestion
+	// avoidance may jump back after a cut (maxPipe).
+	rateRounds = 10
 	// rateSamples: the delivery rate is measured over the last quarter
 	// round trip, and at least this many ACKs.
 	rateSamples = 8
-	// hostNoise is the least RTT noise hybrid assumes: the endpoints' own
-	// processing (TUN, the user-space stack, socket queues, scheduler time
-	// slices of a loaded host) delays packets by milliseconds, more as the
-	// load grows; measured through the tunnel on a veth (base RTT 27-86
-	// us), 0.8-6 ms. With 1 ms hybrid read it as a queue of hundreds of
-	// packets and held the window far below what a LAN carries. On a
-	// satellite path 5 ms is a few packets, below what matters there.
-	hostNoise = 5 * time.Millisecond
 )
 
 // Hybrid is the "hybrid" controller.
@@ -77,7 +75,7 @@ type Hybrid struct {
 	ssthresh      int  // slow start ends here (or earlier, on delay)
 	ss            bool // in slow start: the window only moves up, until ssthresh or a queue shows
 	r             rounds
-	rates         [3]float64 // delivery rates of the last rounds (ring)
+	rates         [rateRounds]float64 // delivery rates of the last rounds (ring)
 	rateIdx       int
 	ackRate       float64 // delivery rate over the last half round trip
 	grew          bool    // the window grew at the end of the last round
@@ -87,7 +85,7 @@ type Hybrid struct {
 
 // NewHybrid builds a hybrid controller.
 func NewHybrid(p Params) *Hybrid {
-	p.RTTNoise = max(p.RTTNoise, hostNoise)
+	p.RTTNoise = max(p.RTTNoise, HostNoise)
 	return &Hybrid{p: p, mss: p.MaxDatagramSize, cwnd: initialWindow(p.MaxDatagramSize), ssthresh: maxWindow, ss: true}
 }
 
@@ -158,6 +156,9 @@ func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
 		if queue > hybridGamma*float64(c.mss) {
 			c.cwnd = c.clamp(float64(min(c.cwnd, c.target(now, in, rtt))))
 			c.ss = false
+			// The packets already sent overshot: losses among them are
+			// that overshoot, which the cut above has answered.
+			c.recoveryStart, c.inRecovery = now, true
 			return
 		}
 		if in*2 >= c.cwnd {
@@ -182,16 +183,40 @@ func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
 		if in*2 >= c.cwnd && !grew {
 			step := float64(c.mss)
 			if diff <= 0 {
-				// No queue at all: far from capacity, grow fast.
-				rho := rhoOf(c.p.RTT)
-				step = max(step, min(rho*rho*float64(c.mss), float64(c.cwnd)/hybridGrowthDivisor))
+				// No queue at all: far from capacity, grow fast: by a
+				// tenth (one round of it queues at most a tenth of the
+				// round trip, below the loss-cause threshold), and at
+				// once back to a pipe a recent round filled (a cut for
+				// a loss the delay signal did not confirm, or a
+				// transient, need not be climbed back in small steps).
+				step = max(step, float64(c.cwnd)/hybridGrowthDivisor)
+				if p := c.maxPipe(); p > float64(c.cwnd)+step {
+					step = p - float64(c.cwnd)
+				}
 			}
 			c.cwnd = c.clamp(float64(c.cwnd) + step)
 			c.grew = true
 		}
 	case diff > hybridBeta:
 		c.cwnd = c.clamp(float64(min(c.cwnd, c.target(now, in, rtt))))
+		// A queue says the pipe is at most what is delivered now: rounds
+		// remembered from before a capacity drop must not lead back.
+		if r := c.r.recentRate(now, c.p.RTT.Smoothed()/4, rateSamples); r > 0 {
+			for i := range c.rates {
+				c.rates[i] = min(c.rates[i], r)
+			}
+		}
 	}
+}
+
+// maxPipe is the window the best delivery rate of the last rateRounds
+// rounds needs: that rate times BaseRTT plus the RTT noise.
+func (c *Hybrid) maxPipe() float64 {
+	best := 0.0
+	for _, x := range c.rates {
+		best = max(best, x)
+	}
+	return best * (c.p.RTT.Min() + c.p.RTTNoise).Seconds()
 }
 
 // OnCongestionEvent implements Controller. A congestion loss means the
@@ -207,7 +232,7 @@ func (c *Hybrid) OnCongestionEvent(now time.Time, ev LossEvent) {
 		// the old window.
 		c.ssthresh = max(c.cwnd/2, minWindowPackets*c.mss)
 		c.cwnd, c.ss = minWindowPackets*c.mss, true
-		c.rates, c.ackRate = [3]float64{}, 0 // pace the new slow start from scratch
+		c.rates, c.ackRate = [rateRounds]float64{}, 0 // pace the new slow start from scratch
 		c.recoveryStart, c.inRecovery = now, true
 		return
 	}
