@@ -97,6 +97,9 @@ type Association struct {
 	outageStart     time.Duration
 	nextProbe       time.Duration
 	lastKeepAlive   time.Duration
+	flightStart     time.Duration // when ack-eliciting packets last went from none to some in flight
+	recvGap         time.Duration // decaying maximum gap between packets heard while a flight is out
+	holding         bool          // new data held back by ackSilence
 
 	// Receiver side.
 	ack      ackState

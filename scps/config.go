@@ -154,6 +154,10 @@ const (
 	// reader catches up; the association window bounds all streams
 	// together, and memory is taken only as data arrives.
 	unknownRateStreamWindow = 1 << 20
+	// silenceGapFactor and minSilenceHold: new data waits once the peer
+	// has been quiet this many times its longest recent gap (ackSilence).
+	silenceGapFactor = 4
+	minSilenceHold   = 20 * time.Millisecond
 	// maxAutoWindow caps the automatic window and buffer sizes.
 	maxAutoWindow = 256 << 20
 )

@@ -56,6 +56,7 @@ type result struct {
 	cond, mode    string
 	goodput       float64       // bit/s from warm-up to the end
 	overall       float64       // bit/s from the stream's open to the end
+	limitFixed    bool          // limit held for the whole run (overall compares to it)
 	limit         float64       // payload limit, bit/s
 	to90          time.Duration // first time a one-RTT window reached 90% of the limit (-1 never)
 	rtt           time.Duration
@@ -152,6 +153,7 @@ func measure(t testing.TB, c condition, mode, loss string, seed uint64) result {
 	res.delivered = last.bytes
 	res.overall = float64(last.bytes) * 8 / last.at.Seconds()
 	warm := min(c.dur/4, 10*time.Second)
+	res.limitFixed = c.afterRate == 0
 	if c.afterRate > 0 {
 		warm = c.atTime + 10*rtt
 		res.limit = payloadLimit(c.afterRate, c.fwd.Loss)
@@ -283,8 +285,12 @@ func formatResults(rs []result) string {
 		if r.to90 >= 0 {
 			to90 = fmt.Sprintf("%.1f", r.to90.Seconds()/r.rtt.Seconds())
 		}
-		fmt.Fprintf(&b, "| %s | %s | %.0f | %.1f | %.1f | %s | %.2f | %.3f | %.4f |\n",
-			r.cond, r.mode, r.goodput/1e3, r.pct(), 100*r.overall/r.limit, to90, 100*r.queueLoss, r.linkPerByte, r.returnPerByte)
+		overall := "-" // the limit changed during the run
+		if r.limitFixed {
+			overall = fmt.Sprintf("%.1f", 100*r.overall/r.limit)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %.0f | %.1f | %s | %s | %.2f | %.3f | %.4f |\n",
+			r.cond, r.mode, r.goodput/1e3, r.pct(), overall, to90, 100*r.queueLoss, r.linkPerByte, r.returnPerByte)
 	}
 	return b.String()
 }

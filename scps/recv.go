@@ -38,6 +38,7 @@ func (a *Association) Receive(now time.Time, pkt []byte) error {
 	}
 	a.stats.PacketsReceived++
 	a.stats.BytesReceived += uint64(len(pkt))
+	a.noteRecvGap()
 	a.lastRecv = a.now
 	a.ackDelay = max(min(MaxAckDelay, a.rtt.Smoothed()/time.Duration(a.cfg.AcksPerRTT)), time.Millisecond)
 	a.ack.onReceived(pn, a.now, eliciting, a.cfg.AckEvery, a.ackDelay)

@@ -45,7 +45,7 @@ func (a *Association) sendReady() bool {
 	if a.probes > 0 || a.pingPending || a.ack.due(a.now) {
 		return true
 	}
-	if !a.hasWork() || a.bytesInFlight >= a.cc.Window() {
+	if !a.hasWork() || a.bytesInFlight >= a.cc.Window() || a.ackSilence() {
 		return false
 	}
 	a.updatePacer()
@@ -73,9 +73,10 @@ func (a *Association) Send(now time.Time, buf []byte) int {
 		return 0
 	}
 	a.updatePacer()
+	a.expireDatagrams()
 	probe := a.probes > 0 || a.pingPending
 	full := a.cfg.MaxPacketSize + a.cfg.WireOverhead
-	canSend := probe || (a.bytesInFlight < a.cc.Window() && a.pacer.ready(full))
+	canSend := probe || (a.bytesInFlight < a.cc.Window() && a.pacer.ready(full) && !a.ackSilence())
 	ackDue := a.ack.due(a.now)
 	a.ackBudget.refill(a.now)
 	if ackDue && !a.ackBudget.ready(a.ackPacketCost()) {
@@ -137,7 +138,7 @@ func (a *Association) Send(now time.Time, buf []byte) int {
 	a.pacer.take(size + a.cfg.WireOverhead)
 	if eliciting {
 		if a.elicitingInFlight == 0 {
-			a.ackWaitSince = a.now
+			a.ackWaitSince, a.flightStart = a.now, a.now
 		}
 		a.bytesInFlight += size
 		a.elicitingInFlight++
@@ -251,13 +252,9 @@ func (a *Association) appendControl(b []byte, limit int) ([]byte, bool) {
 
 func (a *Association) appendDatagrams(b []byte, limit int) ([]byte, bool) {
 	eliciting := false
+	a.expireDatagrams()
 	for a.dgrams.count > 0 {
-		p, at := a.dgrams.front()
-		if a.now-at > datagramMaxAge {
-			a.dgrams.pop()
-			a.stats.DatagramsDropped++
-			continue
-		}
+		p, _ := a.dgrams.front()
 		if len(b)+wire.DatagramLen(len(p)) > limit {
 			break
 		}
@@ -268,6 +265,18 @@ func (a *Association) appendDatagrams(b []byte, limit int) ([]byte, bool) {
 		eliciting = true
 	}
 	return b, eliciting
+}
+
+// expireDatagrams drops queued datagrams older than datagramMaxAge, also
+// while nothing may be sent (full window, silence hold).
+func (a *Association) expireDatagrams() {
+	for a.dgrams.count > 0 {
+		if _, at := a.dgrams.front(); a.now-at <= datagramMaxAge {
+			return
+		}
+		a.dgrams.pop()
+		a.stats.DatagramsDropped++
+	}
 }
 
 // fitStream decides how many of want bytes a STREAM frame can carry in

@@ -42,6 +42,7 @@ type Stats struct {
 	Outages      uint64        // times outage mode was entered
 	OutageTime   time.Duration // time spent in outage mode, including the current one
 	OutageProbes uint64        // probes sent in outage mode
+	SilenceHolds uint64        // times new data was held because the peer went quiet mid-flight
 	KeepAlives   uint64        // keep-alive PINGs sent while idle
 
 	Congestion    string // controller name
