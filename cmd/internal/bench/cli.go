@@ -242,7 +242,11 @@ func RunSummary(r *Result) string {
 	if !r.OK() {
 		return r.Status
 	}
-	s := fmt.Sprintf("%.1f kB/s (%.0f%% of the link, %.0f%% of the payload limit)", r.GoodputKBps, r.Share*100, r.LimitShare*100)
+	s := fmt.Sprintf("%.1f kB/s (%.0f%% of the link, %.0f%% of the payload limit", r.GoodputKBps, r.Share*100, r.LimitShare*100)
+	if r.SteadyShare > 0 {
+		s += fmt.Sprintf(", %.0f%% after start-up", r.SteadyShare*100)
+	}
+	s += ")"
 	if r.QueueDropPct > 0 {
 		s += fmt.Sprintf(", queue drops %.2f%%", r.QueueDropPct)
 	}

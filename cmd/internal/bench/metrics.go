@@ -45,6 +45,10 @@ type Result struct {
 	// LimitShare is goodput over the payload limit of the window (rate in
 	// force x 1460/1500 x (1 - loss), outages excluded), 0..1.
 	LimitShare float64 `json:"share_of_limit"`
+	// SteadyShare is the same share after start-up: from steadyAfterRTTs
+	// round trips after the first byte to the end of the window; 0 when
+	// the window is too short for it.
+	SteadyShare float64 `json:"steady_share_of_limit,omitempty"`
 	// QueueDropPct is the download direction's drop-tail losses as a
 	// percentage of the packets its sender offered the link.
 	QueueDropPct float64 `json:"queue_drops_pct"`

@@ -27,6 +27,10 @@ const (
 	rateTarget = 0.9
 	// recoveryWindow is how long after an outage the recovery is measured.
 	recoveryWindow = 5 * time.Second
+	// steadyAfterRTTs is when start-up is over for SteadyShare, in round
+	// trips after the first byte: slow start and the repair of its first
+	// losses (a hole holds in-order delivery for a round trip).
+	steadyAfterRTTs = 4
 )
 
 // BytesAt interpolates the cumulative byte count at t between the samples
@@ -121,6 +125,12 @@ func summarizeTransport(r *Result, cond Condition, t *Transfer, delta linkemu.Co
 	if limit := c.PayloadLimit(0, t.Window); limit > 0 {
 		r.LimitShare = float64(t.Bytes) / limit
 	}
+	if t.TTFB > 0 {
+		from := t.TTFB + steadyAfterRTTs*cond.RTT
+		if limit := c.PayloadLimit(from, t.Window); limit > 0 && t.Window-from >= t.Window/2 {
+			r.SteadyShare = (float64(t.Bytes) - BytesAt(t.Samples, from)) / limit
+		}
+	}
 	r.QueueDropPct = QueueDropPct(delta)
 	if at, ok := TimeToRate(t.Samples, c, cond.RTT, rateTarget); ok {
 		r.TimeTo90RTTs = ptr(math.Round(at.Seconds()/cond.RTT.Seconds()*10) / 10)
@@ -157,14 +167,14 @@ func (rep *Report) renderTransport(w io.Writer) {
 	}
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	p("## Transport issue (issue 4)\n\n")
-	p("Percent of the payload limit (rate in force/8 x 1460/1500 x (1 - loss), outage time excluded; the limit column is its mean over the run's window), goodput as a multiple of kernel TCP cubic and bbr in the same run, "+
-		"time from connect() until the download first held 90%% of the limit for a round trip (at least %v), in RTTs, and drop-tail losses of the download direction as %% of its packets.", rateWindowMin)
+	p("Percent of the payload limit (rate in force/8 x 1460/1500 x (1 - loss), outage time excluded; the limit column is its mean over the run's window), the same after start-up (from %d round trips after the first byte to the end), goodput as a multiple of kernel TCP cubic and bbr in the same run, "+
+		"time from connect() until the download first held 90%% of the limit for a round trip (at least %v), in RTTs, and drop-tail losses of the download direction as %% of its packets.", steadyAfterRTTs, rateWindowMin)
 	if outage {
 		p(" Outage: whether the download connection survived, the goodput over the %v after the link came back as a share of the limit, and the packets (bytes) the sender put into the dead link.", recoveryWindow)
 	}
 	p("\n\n")
-	head := "| condition | contender | limit kB/s (window mean) | % of limit | vs cubic | vs bbr | time to 90% (RTTs) | queue drops % |"
-	rule := "|---|---|---:|---:|---:|---:|---:|---:|"
+	head := "| condition | contender | limit kB/s (window mean) | % of limit | % after start-up | vs cubic | vs bbr | time to 90% (RTTs) | queue drops % |"
+	rule := "|---|---|---:|---:|---:|---:|---:|---:|---:|"
 	if outage {
 		head += " survived | recovery | sent into outage |"
 		rule += "---|---:|---:|"
@@ -184,7 +194,11 @@ func (rep *Report) renderTransport(w io.Writer) {
 					cells[2] = fmt.Sprintf("%.1f", r.GoodputKBps/r.LimitShare)
 				}
 				cells[3] = fmt.Sprintf("%.0f%%", r.LimitShare*100)
-				cells = append(cells, ratioTo(r, cubic), ratioTo(r, bbr), rttsCell(r.TimeTo90RTTs), fmt.Sprintf("%.2f", r.QueueDropPct))
+				steady := "-"
+				if r.SteadyShare > 0 {
+					steady = fmt.Sprintf("%.0f%%", r.SteadyShare*100)
+				}
+				cells = append(cells, steady, ratioTo(r, cubic), ratioTo(r, bbr), rttsCell(r.TimeTo90RTTs), fmt.Sprintf("%.2f", r.QueueDropPct))
 				if outage {
 					cells = append(cells, outageCells(r.Outage)...)
 				}

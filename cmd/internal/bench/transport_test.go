@@ -268,6 +268,22 @@ func TestSummarizeTransport(t *testing.T) {
 	if failed.Outage == nil || failed.Outage.Survived || failed.Outage.SentPackets != 0 {
 		t.Errorf("a reset connection: %+v", failed.Outage)
 	}
+	// After start-up: from the first byte plus steadyAfterRTTs round trips
+	// (C2: 0.3 s + 1.2 s) to the end: 10 s at half the limit after 1.5 s
+	// of nothing.
+	c2 := mustCondition(t, "C2")
+	lim := c2.PayloadLimit(0, time.Second)
+	var samples []Sample
+	for ms := 0; ms <= 11500; ms += 100 {
+		got := max(0, float64(ms-1500)/1000*lim/2)
+		samples = append(samples, Sample{T: time.Duration(ms) * time.Millisecond, Bytes: int64(got)})
+	}
+	var st Result
+	tr2 := &Transfer{Window: 11500 * time.Millisecond, TTFB: 300 * time.Millisecond, Samples: samples, Bytes: samples[len(samples)-1].Bytes}
+	summarizeTransport(&st, c2, tr2, linkemu.Counters{}, 0, nil)
+	if st.SteadyShare < 0.49 || st.SteadyShare > 0.51 || st.LimitShare > 0.45 {
+		t.Errorf("steady share %.3f (overall %.3f), want 0.5", st.SteadyShare, st.LimitShare)
+	}
 	// No outage, no outage record; no schedule, no offset.
 	var plain Result
 	summarizeTransport(&plain, mustCondition(t, "C2"), &Transfer{Window: time.Second}, linkemu.Counters{}, 0, nil)
@@ -292,7 +308,7 @@ func TestRenderTransport(t *testing.T) {
 	add("C1", "cubic", 100, 0.5)
 	add("ASYM", "cubic", 500, 0.2)
 	add("ASYM", "bbr", 1000, 0.4)
-	add("ASYM", "scpsvpn", 2400, 0.96)
+	add("ASYM", "scpsvpn", 2400, 0.96).SteadyShare = 0.984
 	add("OUTAGE", "cubic", 200, 0.3).Outage = &OutageResult{Survived: true, Recovery: 0.1, SentPackets: 3, SentBytes: 4500}
 	rep.Results = append(rep.Results, &Result{Condition: "OUTAGE", Contender: "bbr", Status: "failed: no"})
 	add("OUTAGE", "scpsvpn", 600, 0.9).Outage = &OutageResult{Survived: false}
@@ -305,11 +321,11 @@ func TestRenderTransport(t *testing.T) {
 		t.Error("C1 is not an issue-4 condition")
 	}
 	for _, want := range []string{
-		"| ASYM | scpsvpn | 2500.0 | 96% | 4.80x | 2.40x | 2.5 | 0.50 | - | - | - |",
-		"| ASYM | cubic | 2500.0 | 20% | - | 0.50x | 2.5 | 0.50 | - | - | - |",
-		"| OUTAGE | cubic | 666.7 | 30% | - | - | 2.5 | 0.50 | yes | 10% | 3 (4500 B) |",
-		"| OUTAGE | bbr | - | failed |  |  |  |  |  |  |  |",
-		"| OUTAGE | scpsvpn | 666.7 | 90% | 3.00x | - | 2.5 | 0.50 | **no** | 0% | 0 (0 B) |",
+		"| ASYM | scpsvpn | 2500.0 | 96% | 98% | 4.80x | 2.40x | 2.5 | 0.50 | - | - | - |",
+		"| ASYM | cubic | 2500.0 | 20% | - | - | 0.50x | 2.5 | 0.50 | - | - | - |",
+		"| OUTAGE | cubic | 666.7 | 30% | - | - | - | 2.5 | 0.50 | yes | 10% | 3 (4500 B) |",
+		"| OUTAGE | bbr | - | failed |  |  |  |  |  |  |  |  |",
+		"| OUTAGE | scpsvpn | 666.7 | 90% | - | 3.00x | - | 2.5 | 0.50 | **no** | 0% | 0 (0 B) |",
 		"## Queue drops",
 		"OUTAGE runs 1m0s per contender",
 	} {
