@@ -253,10 +253,10 @@ func TestConfigAutoSizes(t *testing.T) {
 	if c.StreamWindow != DefaultStreamWindow || c.ConnWindow != DefaultConnWindow || c.SendBuffer != DefaultSendBuffer {
 		t.Errorf("defaults without rates: %d %d %d", c.StreamWindow, c.ConnWindow, c.SendBuffer)
 	}
-	if c.initialStreamWindow() != unknownRateStreamWindow || c.initialConnWindow() != 2*unknownRateStreamWindow {
+	if c.initialStreamWindow() != minInitialStreamWindow || c.initialConnWindow() != 2*minInitialStreamWindow {
 		t.Errorf("initial windows without rates: %d %d", c.initialStreamWindow(), c.initialConnWindow())
 	}
-	// 50 Mbit/s down, 10 up, 600 ms: three BDPs, granted two at once.
+	// 50 Mbit/s down, 10 up, 600 ms: four BDPs, granted at once.
 	c = DefaultConfig()
 	c.RecvRate, c.SendRate, c.InitialRTT = 50e6, 10e6, 600*time.Millisecond
 	c = c.withDefaults()
@@ -264,14 +264,14 @@ func TestConfigAutoSizes(t *testing.T) {
 		t.Fatal(err)
 	}
 	bdpDown := uint64(50e6 / 8 * 0.6)
-	if c.StreamWindow < 3*bdpDown || c.StreamWindow > 3*bdpDown+65536 || c.ConnWindow != max(DefaultConnWindow, 2*c.StreamWindow) {
+	if c.StreamWindow < 4*bdpDown || c.StreamWindow > 4*bdpDown+65536 || c.ConnWindow != max(DefaultConnWindow, 2*c.StreamWindow) {
 		t.Errorf("windows %d / %d for a %d-byte BDP", c.StreamWindow, c.ConnWindow, bdpDown)
 	}
 	if c.SendBuffer != DefaultSendBuffer {
-		t.Errorf("send buffer %d: 3 x 750 kB is below the floor", c.SendBuffer)
+		t.Errorf("send buffer %d: 4 x 750 kB is below the floor", c.SendBuffer)
 	}
-	if w := c.initialStreamWindow(); w != 2*bdpDown {
-		t.Errorf("initial stream window %d, want %d", w, 2*bdpDown)
+	if w := c.initialStreamWindow(); w != 4*bdpDown {
+		t.Errorf("initial stream window %d, want %d", w, 4*bdpDown)
 	}
 	// An explicit cap wins.
 	c = DefaultConfig()
