@@ -70,6 +70,10 @@ type OutageResult struct {
 	// Recovery is the goodput over recoveryWindow after the link came
 	// back, as a share of the payload limit over that time.
 	Recovery float64 `json:"recovery"`
+	// BackTo90Ms is how long after the link came back the download first
+	// delivered 90% of the payload limit over a round trip (at least
+	// rateWindowMin), in ms; absent if it never did.
+	BackTo90Ms *float64 `json:"back_to_90pct_ms,omitempty"`
 	// SentPackets and SentBytes are what the download's sender offered
 	// the dead link during the outage window (every one dropped).
 	SentPackets uint64 `json:"sent_packets"`

@@ -60,12 +60,20 @@ func BytesAt(samples []Sample, t time.Duration) float64 {
 // payload limit over the next max(rtt, rateWindowMin); false if it never
 // did within the samples. Windows the link is down in count for nothing.
 func TimeToRate(samples []Sample, c Condition, rtt time.Duration, frac float64) (time.Duration, bool) {
+	return timeToRateFrom(samples, c, rtt, frac, 0)
+}
+
+// timeToRateFrom is TimeToRate over the samples from offset from on.
+func timeToRateFrom(samples []Sample, c Condition, rtt time.Duration, frac float64, from time.Duration) (time.Duration, bool) {
 	w := max(rtt, rateWindowMin)
 	if len(samples) == 0 {
 		return 0, false
 	}
 	end := samples[len(samples)-1].T
 	for _, s := range samples {
+		if s.T < from {
+			continue
+		}
 		if s.T+w > end {
 			break
 		}
@@ -143,6 +151,9 @@ func summarizeTransport(r *Result, cond Condition, t *Transfer, delta linkemu.Co
 	if limit := c.PayloadLimit(back, back+recoveryWindow); limit > 0 && back+recoveryWindow <= t.Window {
 		o.Recovery = (BytesAt(t.Samples, back+recoveryWindow) - BytesAt(t.Samples, back)) / limit
 	}
+	if at, ok := timeToRateFrom(t.Samples, c, cond.RTT, rateTarget, back); ok {
+		o.BackTo90Ms = ptr(ms(at - back))
+	}
 	if during != nil {
 		o.SentPackets, o.SentBytes = during.Ret.InPackets, during.Ret.InBytes
 	}
@@ -170,14 +181,14 @@ func (rep *Report) renderTransport(w io.Writer) {
 	p("Percent of the payload limit (rate in force/8 x 1460/1500 x (1 - loss), outage time excluded; the limit column is its mean over the run's window), the same after start-up (from %d round trips after the first byte to the end), goodput as a multiple of kernel TCP cubic and bbr in the same run, "+
 		"time from connect() until the download first held 90%% of the limit for a round trip (at least %v), in RTTs, and drop-tail losses of the download direction as %% of its packets.", steadyAfterRTTs, rateWindowMin)
 	if outage {
-		p(" Outage: whether the download connection survived, the goodput over the %v after the link came back as a share of the limit, and the packets (bytes) the sender put into the dead link.", recoveryWindow)
+		p(" Outage: whether the download connection survived, the goodput over the %v after the link came back as a share of the limit, how long after the link came back the download first held 90%% of the limit for a round trip (measured at the client, so it includes the wait for a probe and the repair of what the outage swallowed), and the packets (bytes) the sender put into the dead link.", recoveryWindow)
 	}
 	p("\n\n")
 	head := "| condition | contender | limit kB/s (window mean) | % of limit | % after start-up | vs cubic | vs bbr | time to 90% (RTTs) | queue drops % |"
 	rule := "|---|---|---:|---:|---:|---:|---:|---:|---:|"
 	if outage {
-		head += " survived | recovery | sent into outage |"
-		rule += "---|---:|---:|"
+		head += " survived | recovery | back to 90% (ms) | sent into outage |"
+		rule += "---|---:|---:|---:|"
 	}
 	p("%s\n%s\n", head, rule)
 	columns := strings.Count(head, "|") - 1
@@ -230,11 +241,15 @@ func rttsCell(v *float64) string {
 
 func outageCells(o *OutageResult) []string {
 	if o == nil {
-		return []string{"-", "-", "-"}
+		return []string{"-", "-", "-", "-"}
 	}
 	survived := "yes"
 	if !o.Survived {
 		survived = "**no**"
 	}
-	return []string{survived, fmt.Sprintf("%.0f%%", o.Recovery*100), fmt.Sprintf("%d (%d B)", o.SentPackets, o.SentBytes)}
+	back := "never"
+	if o.BackTo90Ms != nil {
+		back = fmt.Sprintf("%.0f", *o.BackTo90Ms)
+	}
+	return []string{survived, fmt.Sprintf("%.0f%%", o.Recovery*100), back, fmt.Sprintf("%d (%d B)", o.SentPackets, o.SentBytes)}
 }

@@ -262,6 +262,9 @@ func TestSummarizeTransport(t *testing.T) {
 	if math.Abs(o.Recovery-0.8) > 0.03 {
 		t.Errorf("recovery %v, want 0.8", o.Recovery)
 	}
+	if o.BackTo90Ms == nil || math.Abs(*o.BackTo90Ms-1000) > 2*float64(sampleEvery/time.Millisecond) {
+		t.Errorf("back to 90%% after %v ms, want 1000", o.BackTo90Ms)
+	}
 	tr.Err = errors.New("connection reset")
 	var failed Result
 	summarizeTransport(&failed, out, tr, delta, late, nil)
@@ -309,7 +312,7 @@ func TestRenderTransport(t *testing.T) {
 	add("ASYM", "cubic", 500, 0.2)
 	add("ASYM", "bbr", 1000, 0.4)
 	add("ASYM", "scpsvpn", 2400, 0.96).SteadyShare = 0.984
-	add("OUTAGE", "cubic", 200, 0.3).Outage = &OutageResult{Survived: true, Recovery: 0.1, SentPackets: 3, SentBytes: 4500}
+	add("OUTAGE", "cubic", 200, 0.3).Outage = &OutageResult{Survived: true, Recovery: 0.1, BackTo90Ms: ptr(4200.0), SentPackets: 3, SentBytes: 4500}
 	rep.Results = append(rep.Results, &Result{Condition: "OUTAGE", Contender: "bbr", Status: "failed: no"})
 	add("OUTAGE", "scpsvpn", 600, 0.9).Outage = &OutageResult{Survived: false}
 	var b strings.Builder
@@ -321,11 +324,11 @@ func TestRenderTransport(t *testing.T) {
 		t.Error("C1 is not an issue-4 condition")
 	}
 	for _, want := range []string{
-		"| ASYM | scpsvpn | 2500.0 | 96% | 98% | 4.80x | 2.40x | 2.5 | 0.50 | - | - | - |",
-		"| ASYM | cubic | 2500.0 | 20% | - | - | 0.50x | 2.5 | 0.50 | - | - | - |",
-		"| OUTAGE | cubic | 666.7 | 30% | - | - | - | 2.5 | 0.50 | yes | 10% | 3 (4500 B) |",
-		"| OUTAGE | bbr | - | failed |  |  |  |  |  |  |  |  |",
-		"| OUTAGE | scpsvpn | 666.7 | 90% | - | 3.00x | - | 2.5 | 0.50 | **no** | 0% | 0 (0 B) |",
+		"| ASYM | scpsvpn | 2500.0 | 96% | 98% | 4.80x | 2.40x | 2.5 | 0.50 | - | - | - | - |",
+		"| ASYM | cubic | 2500.0 | 20% | - | - | 0.50x | 2.5 | 0.50 | - | - | - | - |",
+		"| OUTAGE | cubic | 666.7 | 30% | - | - | - | 2.5 | 0.50 | yes | 10% | 4200 | 3 (4500 B) |",
+		"| OUTAGE | bbr | - | failed |  |  |  |  |  |  |  |  |  |",
+		"| OUTAGE | scpsvpn | 666.7 | 90% | - | 3.00x | - | 2.5 | 0.50 | **no** | 0% | never | 0 (0 B) |",
 		"## Queue drops",
 		"OUTAGE runs 1m0s per contender",
 	} {
