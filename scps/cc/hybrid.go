@@ -28,8 +28,8 @@ package cc
 // A congestion loss sets the window to min(target, 0.85 cwnd).
 //
 // Slow start is paced at the configured link rate when there is one (the
-// association's pacer), so Hybla's growth fills a known link in one round
-// trip. Without a configured rate the pacer is held to twice the recent
+// association's pacer), and starts at that rate's bandwidth-delay product,
+// so a known link is full from the first round trip. Without a configured rate the pacer is held to twice the recent
 // delivery rate, so the sending rate at most doubles per round trip and
 // the delay signal arrives before the queue has grown by more than about
 // one bandwidth-delay product.
@@ -86,7 +86,17 @@ type Hybrid struct {
 // NewHybrid builds a hybrid controller.
 func NewHybrid(p Params) *Hybrid {
 	p.RTTNoise = max(p.RTTNoise, HostNoise)
-	return &Hybrid{p: p, mss: p.MaxDatagramSize, cwnd: initialWindow(p.MaxDatagramSize), ssthresh: maxWindow, ss: true}
+	c := &Hybrid{p: p, mss: p.MaxDatagramSize, cwnd: initialWindow(p.MaxDatagramSize), ssthresh: maxWindow, ss: true}
+	if p.SendRate > 0 {
+		// A configured rate fills the first round trip too: one
+		// bandwidth-delay product, paced at that rate. If the rate is
+		// wrong this overshoots no more than slow start would a round
+		// trip later (both send one round trip at the configured rate
+		// before the first delay sample returns).
+		bdp := float64(p.SendRate) / 8 * p.RTT.Smoothed().Seconds()
+		c.cwnd = c.clamp(max(float64(c.cwnd), bdp))
+	}
+	return c
 }
 
 // Name implements Controller.
