@@ -154,7 +154,7 @@ func TestHybridSlowStartExitAndSteering(t *testing.T) {
 	// The pacer holds slow start to twice the measured delivery rate when
 	// the link rate is unknown.
 	d.round(10, 10*mss, base)
-	if r, limit := c.PacingRate(), 2*float64(max(10*mss, initialWindow(mss)))/base.Seconds(); r > 2*limit {
+	if r, limit := c.PacingRate(), 2*float64(max(10*mss, c.initialWindow()))/base.Seconds(); r > 2*limit {
 		t.Errorf("slow start pacing %.0f B/s with a delivery of %.0f B/s", r, limit/2)
 	}
 	// A queue beyond gamma ends slow start at what the pipe holds.

@@ -58,6 +58,10 @@ const (
 	// stays below what the loss-cause detector takes for congestion (an
 	// eighth).
 	hybridGrowthDivisor = 10
+	// hybridIWRefRTT and hybridIWMaxScale scale the initial window with
+	// the initial RTT (initialWindow).
+	hybridIWRefRTT   = 200 * time.Millisecond
+	hybridIWMaxScale = 4
 	// rateRounds is how many rounds' delivery rates are remembered: the
 	// best of them paces slow start and bounds how far congestion
 	// avoidance may jump back after a cut (maxPipe).
@@ -86,7 +90,8 @@ type Hybrid struct {
 // NewHybrid builds a hybrid controller.
 func NewHybrid(p Params) *Hybrid {
 	p.RTTNoise = max(p.RTTNoise, HostNoise)
-	c := &Hybrid{p: p, mss: p.MaxDatagramSize, cwnd: initialWindow(p.MaxDatagramSize), ssthresh: maxWindow, ss: true}
+	c := &Hybrid{p: p, mss: p.MaxDatagramSize, ssthresh: maxWindow, ss: true}
+	c.cwnd = c.initialWindow()
 	if p.SendRate > 0 {
 		// A configured rate fills the first round trip too: one
 		// bandwidth-delay product, paced at that rate. If the rate is
@@ -97,6 +102,16 @@ func NewHybrid(p Params) *Hybrid {
 		c.cwnd = c.clamp(max(float64(c.cwnd), bdp))
 	}
 	return c
+}
+
+// initialWindow is the usual ten packets, times the initial RTT over
+// hybridIWRefRTT (at most hybridIWMaxScale times): the first round trip
+// then sends as many packets per second on a 600 ms path as on a 200 ms
+// one, in Hybla's spirit, and slow start without a configured rate needs
+// 1.6 fewer round trips to fill a GEO link.
+func (c *Hybrid) initialWindow() int {
+	k := min(max(c.p.RTT.Smoothed().Seconds()/hybridIWRefRTT.Seconds(), 1), hybridIWMaxScale)
+	return int(k * float64(initialWindow(c.mss)))
 }
 
 // Name implements Controller.
@@ -265,7 +280,7 @@ func (c *Hybrid) PacingRate() float64 {
 		// Before a round was measured, the initial window per RTT. The
 		// ACKs of the last half round trip tell the rate sent a round
 		// trip ago, so twice it doubles the rate every round trip.
-		best := max(float64(initialWindow(c.mss))/c.p.RTT.Smoothed().Seconds(), c.ackRate)
+		best := max(float64(c.initialWindow())/c.p.RTT.Smoothed().Seconds(), c.ackRate)
 		for _, x := range c.rates {
 			best = max(best, x)
 		}
