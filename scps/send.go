@@ -251,8 +251,7 @@ func (a *Association) appendControl(b []byte, limit int) ([]byte, bool) {
 }
 
 func (a *Association) appendDatagrams(b []byte, limit int) ([]byte, bool) {
-	eliciting := false
-	a.expireDatagrams()
+	eliciting := false // Send expired the stale ones first
 	for a.dgrams.count > 0 {
 		p, _ := a.dgrams.front()
 		if len(b)+wire.DatagramLen(len(p)) > limit {

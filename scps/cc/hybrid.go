@@ -28,14 +28,16 @@ package cc
 // A congestion loss sets the window to min(target, 0.85 cwnd).
 //
 // Slow start is paced at the configured link rate when there is one (the
-// association's pacer), and starts at that rate's bandwidth-delay product,
-// so a known link is full from the first round trip. Without a configured rate the pacer is held to twice the recent
-// delivery rate, so the sending rate at most doubles per round trip and
-// the delay signal arrives before the queue has grown by more than about
-// one bandwidth-delay product.
+// association's pacer), and starts at that rate's bandwidth-delay
+// product, so a known link is full from the first round trip. Without a
+// configured rate the pacer is held to twice the recent delivery rate
+// (from an initial window scaled with the RTT), so the sending rate at
+// most doubles per round trip and the delay signal arrives before the
+// queue has grown by more than about one bandwidth-delay product.
 
 import (
 	"math"
+	"slices"
 	"time"
 )
 
@@ -237,12 +239,11 @@ func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
 // maxPipe is the window the best delivery rate of the last rateRounds
 // rounds needs: that rate times BaseRTT plus the RTT noise.
 func (c *Hybrid) maxPipe() float64 {
-	best := 0.0
-	for _, x := range c.rates {
-		best = max(best, x)
-	}
-	return best * (c.p.RTT.Min() + c.p.RTTNoise).Seconds()
+	return c.bestRate() * (c.p.RTT.Min() + c.p.RTTNoise).Seconds()
 }
+
+// bestRate is the best delivery rate of the last rateRounds rounds.
+func (c *Hybrid) bestRate() float64 { return slices.Max(c.rates[:]) }
 
 // OnCongestionEvent implements Controller. A congestion loss means the
 // queue overflowed: the window drops to what the pipe holds by the latest
@@ -280,10 +281,7 @@ func (c *Hybrid) PacingRate() float64 {
 		// Before a round was measured, the initial window per RTT. The
 		// ACKs of the last half round trip tell the rate sent a round
 		// trip ago, so twice it doubles the rate every round trip.
-		best := max(float64(c.initialWindow())/c.p.RTT.Smoothed().Seconds(), c.ackRate)
-		for _, x := range c.rates {
-			best = max(best, x)
-		}
+		best := max(float64(c.initialWindow())/c.p.RTT.Smoothed().Seconds(), c.ackRate, c.bestRate())
 		r = min(r, 2*best)
 	}
 	return r
