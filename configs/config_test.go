@@ -69,6 +69,8 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"unknown key", `listen =`, `listn =`, `unknown key "interface.listn"`},
 		{"unknown link key", `rtt = "600ms"`, `rt = "600ms"`, `unknown key "peer.link.rt"`},
 		{"bad rate", `"1.5Mbit"`, `"fast"`, `peer[0] (site-b).link.up: "fast" is not a rate`},
+		{"rate below 1bit/s", `"64kbit"`, `"0.4bit"`, `peer[0] (site-b).link.down: "0.4bit" is below 1bit/s`},
+		{"NaN window", `rtt = "600ms"`, `window = "NaN"`, `peer[0] (site-b).link.window: "NaN" is not a size`},
 		{"bad rtt", `"600ms"`, `"600"`, `peer[0] (site-b).link.rtt`},
 		{"bad congestion", `"vegas"`, `"bbr"`, `use one of hybrid, vj, vegas, hybla, rate`},
 		{"bad key", keyB, "abc", `peer[0] (site-b).public_key`},
@@ -121,37 +123,5 @@ func TestLoadMissingFile(t *testing.T) {
 	}
 	if _, err := Load(p); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func TestParseRate(t *testing.T) {
-	for in, want := range map[string]int64{
-		"1.5Mbit": 1_500_000, "64kbit": 64_000, "10Gbit": 10_000_000_000, "100bit": 100, "2mbps": 2_000_000,
-	} {
-		got, err := ParseRate(in)
-		if err != nil || got != want {
-			t.Errorf("ParseRate(%q) = %d, %v; want %d", in, got, err, want)
-		}
-		back, err := ParseRate(FormatRate(got))
-		if err != nil || back != got {
-			t.Errorf("FormatRate(%d) = %q does not read back", got, FormatRate(got))
-		}
-	}
-	for _, bad := range []string{"", "fast", "-1Mbit", "1.5", "Mbit", "NaNMbit"} {
-		if _, err := ParseRate(bad); err == nil {
-			t.Errorf("ParseRate(%q) accepted", bad)
-		}
-	}
-}
-
-func TestParseSize(t *testing.T) {
-	for in, want := range map[string]int64{"4MiB": 4 << 20, "1500KB": 1_500_000, "65536": 65536} {
-		got, err := ParseSize(in)
-		if err != nil || got != want {
-			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	if _, err := ParseSize("lots"); err == nil {
-		t.Error("ParseSize accepted junk")
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"scpsvpn/cmd/internal/linkemu"
+	"scpsvpn/configs"
 )
 
 // Condition is one emulated link.
@@ -155,7 +156,7 @@ func conditionByName(name string) (Condition, bool) {
 func (c Condition) Validate() error {
 	switch {
 	case c.Down <= 0 || c.Up <= 0:
-		return fmt.Errorf("condition %s: rates must be positive (got %s down, %s up)", c.Name, linkemu.FormatRate(c.Down), linkemu.FormatRate(c.Up))
+		return fmt.Errorf("condition %s: rates must be positive (got %s down, %s up)", c.Name, configs.FormatRate(c.Down), configs.FormatRate(c.Up))
 	case c.RTT <= 0 || c.RTT > time.Minute:
 		return fmt.Errorf("condition %s: RTT %v out of range (0, 1m]", c.Name, c.RTT)
 	case c.LossDown < 0 || c.LossDown >= 1 || c.LossUp < 0 || c.LossUp >= 1:
@@ -294,7 +295,7 @@ func (c Condition) PeerLinks(congestion string) (siteA, siteB string) {
 	line := func(up, down int64) string {
 		var s string
 		if !c.PeerNoRate {
-			s = fmt.Sprintf("up = %q\ndown = %q\n", linkemu.FormatRate(int64(float64(up)*scale)), linkemu.FormatRate(int64(float64(down)*scale)))
+			s = fmt.Sprintf("up = %q\ndown = %q\n", configs.FormatRate(int64(float64(up)*scale)), configs.FormatRate(int64(float64(down)*scale)))
 		}
 		s += fmt.Sprintf("rtt = %q\n", c.RTT.String())
 		if c.PeerLossAuto {
@@ -311,7 +312,7 @@ func (c Condition) PeerLinks(congestion string) (siteA, siteB string) {
 // Summary describes the condition in one line, e.g.
 // "1.5Mbit down / 1.5Mbit up, RTT 300ms, loss 3% down".
 func (c Condition) Summary() string {
-	s := fmt.Sprintf("%s down / %s up, RTT %v", linkemu.FormatRate(c.Down), linkemu.FormatRate(c.Up), c.RTT)
+	s := fmt.Sprintf("%s down / %s up, RTT %v", configs.FormatRate(c.Down), configs.FormatRate(c.Up), c.RTT)
 	switch {
 	case c.LossDown > 0 && c.LossUp > 0 && c.LossDown == c.LossUp:
 		s += ", loss " + pct(c.LossDown) + " each way"
@@ -329,7 +330,7 @@ func (c Condition) Summary() string {
 		s += fmt.Sprintf(", %v outage every %v", c.OutageEvery.Duration, c.OutageEvery.Every)
 	}
 	for _, st := range c.DownSchedule {
-		s += fmt.Sprintf(", down %s from %v", linkemu.FormatRate(st.Rate), st.At)
+		s += fmt.Sprintf(", down %s from %v", configs.FormatRate(st.Rate), st.At)
 	}
 	if w := c.Outage; w != (linkemu.Outage{}) {
 		s += fmt.Sprintf(", %v outage at %v", w.Duration, w.Start)

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"scpsvpn/cmd/internal/linkemu"
+	"scpsvpn/configs"
 )
 
 // Report is everything a benchmark run produced.
@@ -89,7 +90,7 @@ func NewConditionInfo(c Condition) ConditionInfo {
 	ci.Issue4 = c.Issue4
 	var steps []string
 	for _, s := range c.DownSchedule {
-		steps = append(steps, fmt.Sprintf("%v:%s", s.At, linkemu.FormatRate(s.Rate)))
+		steps = append(steps, fmt.Sprintf("%v:%s", s.At, configs.FormatRate(s.Rate)))
 	}
 	ci.DownSchedule = strings.Join(steps, ",")
 	if c.Outage != (linkemu.Outage{}) {

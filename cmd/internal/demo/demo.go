@@ -73,7 +73,7 @@ func optionsFromFlags(c *cli.Context) (Options, error) {
 	}
 	l := bench.Condition{Name: "demo", Desc: "scpsvpn demo", RTT: c.Duration("rtt")}
 	rate := func(flag string) (int64, error) {
-		r, err := linkemu.ParseRate(c.String(flag))
+		r, err := configs.ParseRate(c.String(flag))
 		if err == nil && r <= 0 {
 			err = errors.New("the demo needs a limited rate")
 		}

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"scpsvpn/configs"
 )
 
 // dirFlags are the per-direction settings: each exists as --X (both
@@ -153,7 +155,7 @@ func dirFromFlags(c *cli.Context, prefix string, d *Dir, mtu int) error {
 		var err error
 		switch f.name {
 		case "rate":
-			d.Rate, err = ParseRate(v)
+			d.Rate, err = configs.ParseRate(v)
 		case "delay":
 			d.Delay, err = time.ParseDuration(strings.TrimSpace(v))
 			if err == nil && d.Delay < 0 {
@@ -169,7 +171,7 @@ func dirFromFlags(c *cli.Context, prefix string, d *Dir, mtu int) error {
 				d.Burst = &ge
 			}
 		case "queue":
-			d.Queue, err = ParseSize(v)
+			d.Queue, err = configs.ParseSize(v)
 			if err == nil && d.Queue < int64(mtu) {
 				err = fmt.Errorf("%d bytes is smaller than one packet (mtu %d)", d.Queue, mtu)
 			}

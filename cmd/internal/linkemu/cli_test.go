@@ -67,6 +67,25 @@ func TestFlagsBothDirectionsAndOverrides(t *testing.T) {
 	}
 }
 
+// TestRateFlagsReadTheConfigGrammar checks the flags read rates and sizes
+// exactly as a config file does (configs.ParseRate, configs.ParseSize), with
+// 0 meaning an unthrottled direction.
+func TestRateFlagsReadTheConfigGrammar(t *testing.T) {
+	o, err := parseFlags(t, "--fwd-rate", "10mbit/s", "--ret-rate", "0", "--queue", "1500KB", "--fwd-rate-schedule", "0s:2Mbps,1s:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Fwd.Rate != 10_000_000 || o.Ret.Rate != 0 {
+		t.Errorf("rates %d/%d, want 10000000/0", o.Fwd.Rate, o.Ret.Rate)
+	}
+	if o.Fwd.Queue != 1_500_000 || o.Ret.Queue != 1_500_000 {
+		t.Errorf("queues %d/%d", o.Fwd.Queue, o.Ret.Queue)
+	}
+	if want := []RateStep{{0, 2_000_000}, {time.Second, 0}}; len(o.Fwd.RateSchedule) != 2 || o.Fwd.RateSchedule[0] != want[0] || o.Fwd.RateSchedule[1] != want[1] {
+		t.Errorf("schedule %v, want %v", o.Fwd.RateSchedule, want)
+	}
+}
+
 func TestBadFlagsNameTheFlag(t *testing.T) {
 	cases := [][]string{
 		{"--rate", "1.5Mbt"},
@@ -77,6 +96,9 @@ func TestBadFlagsNameTheFlag(t *testing.T) {
 		{"--fwd-ber", "2"},
 		{"--burst", "p=1%"},
 		{"--ret-queue", "lots"},
+		{"--queue", "NaN"},
+		{"--ret-rate", "0.1bit"},
+		{"--rate", "unlimited"},
 		{"--rate-schedule", "5s:1Mbit,1s:2Mbit"},
 		{"--outage", "20s"},
 		{"--outage-every", "1s:2s"},

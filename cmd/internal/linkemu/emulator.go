@@ -17,6 +17,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"scpsvpn/configs"
 )
 
 // device is the part of golang.zx2c4.com/wireguard/tun.Device the
@@ -119,8 +121,8 @@ func (e *Emulator) Start() {
 			go func() { defer e.wg.Done(); p.writeLoop() }()
 		}
 		e.log.Info("link up", "seed", e.seed,
-			"fwd_rate", FormatRate(e.opts.Fwd.Rate), "fwd_delay", e.opts.Fwd.Delay,
-			"ret_rate", FormatRate(e.opts.Ret.Rate), "ret_delay", e.opts.Ret.Delay,
+			"fwd_rate", configs.FormatRate(e.opts.Fwd.Rate), "fwd_delay", e.opts.Fwd.Delay,
+			"ret_rate", configs.FormatRate(e.opts.Ret.Rate), "ret_delay", e.opts.Ret.Delay,
 			"fwd_queue", e.fwd.model.limit, "ret_queue", e.ret.model.limit)
 	})
 }

@@ -11,6 +11,8 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+
+	"scpsvpn/configs"
 )
 
 // Dir is the link model of one direction.
@@ -57,7 +59,7 @@ func (d *Dir) validate(where string) error {
 		return fmt.Errorf("%w: %s: %s", ErrInvalid, where, fmt.Sprintf(format, a...))
 	}
 	switch {
-	case d.Rate < 0 || d.Rate > maxRate:
+	case d.Rate < 0 || d.Rate > configs.MaxRate:
 		return bad("rate %d out of range", d.Rate)
 	case d.Delay < 0 || d.Delay > time.Minute:
 		return bad("delay %v out of range [0, 1m]", d.Delay)
@@ -69,8 +71,8 @@ func (d *Dir) validate(where string) error {
 		return bad("queue %d is negative", d.Queue)
 	}
 	for i, s := range d.RateSchedule {
-		if s.Rate < 0 || s.Rate > maxRate || s.At < 0 || (i > 0 && s.At <= d.RateSchedule[i-1].At) {
-			return bad("rate schedule step %d (%v:%s) out of order or range", i, s.At, FormatRate(s.Rate))
+		if s.Rate < 0 || s.Rate > configs.MaxRate || s.At < 0 || (i > 0 && s.At <= d.RateSchedule[i-1].At) {
+			return bad("rate schedule step %d (%v:%s) out of order or range", i, s.At, configs.FormatRate(s.Rate))
 		}
 	}
 	if b := d.Burst; b != nil {

@@ -1,10 +1,10 @@
 package linkemu
 
-// This file owns the human units of the emulator's flags: bit rates
-// ("1.5Mbit"), loss probabilities ("3%"), bit-error rates ("1e-6"), byte
-// sizes ("1MiB") and the schedule syntaxes (rate schedules, outages,
-// Gilbert-Elliott burst loss). The rate and size grammar matches the one of
-// the configs package so a "64kbit" means the same thing everywhere.
+// This file owns the units of the emulator's flags that only it has: loss
+// probabilities ("3%"), bit-error rates ("1e-6") and the schedule syntaxes
+// (rate schedules, outages, Gilbert-Elliott burst loss). Rates and sizes
+// are read by configs.ParseRate and configs.ParseSize, the grammar of the
+// config file, so a "64kbit" means the same thing everywhere.
 
 import (
 	"errors"
@@ -13,64 +13,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"scpsvpn/configs"
 )
-
-// maxRate bounds parsed rates; faster is surely a typo and would only
-// overflow the serialization arithmetic.
-const maxRate = 1e12
-
-var rateUnits = []struct {
-	suffix string
-	mult   float64
-}{
-	{"gbit/s", 1e9}, {"mbit/s", 1e6}, {"kbit/s", 1e3}, {"bit/s", 1},
-	{"gbit", 1e9}, {"mbit", 1e6}, {"kbit", 1e3}, {"bit", 1},
-	{"gbps", 1e9}, {"mbps", 1e6}, {"kbps", 1e3}, {"bps", 1},
-}
-
-// ParseRate parses a bit rate such as "1.5Mbit", "64kbit", "10Gbit" or
-// "2Mbps" (decimal prefixes, as link rates are quoted; case-insensitive) into
-// bits per second. "0" and "unlimited" mean no rate limit and return 0.
-func ParseRate(s string) (int64, error) {
-	t := strings.ToLower(strings.TrimSpace(s))
-	if t == "0" || t == "unlimited" {
-		return 0, nil
-	}
-	for _, u := range rateUnits {
-		num, ok := strings.CutSuffix(t, u.suffix)
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
-		if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
-			break
-		}
-		r := math.Round(v * u.mult)
-		if r > maxRate {
-			return 0, fmt.Errorf("rate %q is too fast: at most 1000Gbit", s)
-		}
-		if r < 1 && v > 0 {
-			return 0, fmt.Errorf("rate %q is below 1bit", s)
-		}
-		return int64(r), nil
-	}
-	return 0, fmt.Errorf("rate %q: use a number and a unit, e.g. 1.5Mbit, 64kbit, 10Gbit (0 = unlimited)", s)
-}
-
-// FormatRate prints a bit rate in a unit ParseRate reads back.
-func FormatRate(bps int64) string {
-	switch {
-	case bps <= 0:
-		return "unlimited"
-	case bps%1_000_000_000 == 0:
-		return fmt.Sprintf("%dGbit", bps/1_000_000_000)
-	case bps >= 1_000_000:
-		return strconv.FormatFloat(float64(bps)/1e6, 'f', -1, 64) + "Mbit"
-	case bps >= 1_000:
-		return strconv.FormatFloat(float64(bps)/1e3, 'f', -1, 64) + "kbit"
-	}
-	return fmt.Sprintf("%dbit", bps)
-}
 
 // ParseLoss parses a probability written as a percentage ("3%", "0.1%") or
 // as a fraction ("0.03") into [0, 1].
@@ -104,32 +49,6 @@ func ParseBER(s string) (float64, error) {
 	return v, nil
 }
 
-var sizeUnits = []struct {
-	suffix string
-	mult   float64
-}{
-	{"gib", 1 << 30}, {"mib", 1 << 20}, {"kib", 1 << 10},
-	{"gb", 1e9}, {"mb", 1e6}, {"kb", 1e3}, {"b", 1},
-}
-
-// ParseSize parses a byte size such as "1MiB", "64KiB", "100kB" or "65536"
-// (a bare number is bytes; KB/MB are decimal, KiB/MiB binary).
-func ParseSize(s string) (int64, error) {
-	t := strings.ToLower(strings.TrimSpace(s))
-	mult := 1.0
-	for _, u := range sizeUnits {
-		if num, ok := strings.CutSuffix(t, u.suffix); ok {
-			t, mult = strings.TrimSpace(num), u.mult
-			break
-		}
-	}
-	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || math.IsNaN(v) || v < 0 || v*mult > 1<<40 {
-		return 0, fmt.Errorf("size %q: use e.g. 1MiB, 64KiB, 100kB or 65536 (bytes)", s)
-	}
-	return int64(v * mult), nil
-}
-
 // RateStep sets the link rate from At (since the emulator started) on.
 type RateStep struct {
 	At   time.Duration
@@ -153,7 +72,7 @@ func ParseRateSchedule(s string) ([]RateStep, error) {
 		if err != nil {
 			return nil, fmt.Errorf("rate schedule step %q: %w", item, err)
 		}
-		r, err := ParseRate(rate)
+		r, err := configs.ParseRate(rate)
 		if err != nil {
 			return nil, fmt.Errorf("rate schedule step %q: %w", item, err)
 		}

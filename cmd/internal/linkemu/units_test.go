@@ -1,7 +1,8 @@
 package linkemu
 
-// Tests of the unit and schedule parsers, with fuzz targets: they read
-// command-line input and must reject, never panic.
+// Tests of the loss and schedule parsers, with a fuzz target: they read
+// command-line input and must reject, never panic. The rate and size
+// grammar is tested in configs.
 
 import (
 	"math"
@@ -9,35 +10,6 @@ import (
 	"testing"
 	"time"
 )
-
-func TestParseRate(t *testing.T) {
-	good := map[string]int64{
-		"1.5Mbit": 1_500_000, "64kbit": 64_000, "10Gbit": 10_000_000_000, "100bit": 100,
-		"2Mbps": 2_000_000, " 500 kbps ": 500_000, "10mbit/s": 10_000_000, "0": 0, "unlimited": 0,
-		"0Mbit": 0, "1000Gbit": 1_000_000_000_000,
-	}
-	for in, want := range good {
-		got, err := ParseRate(in)
-		if err != nil || got != want {
-			t.Errorf("ParseRate(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "1.5", "1.5MB", "abc", "-1Mbit", "1001Gbit", "NaNMbit", "InfMbit", "0.1bit", "Mbit"} {
-		if got, err := ParseRate(in); err == nil {
-			t.Errorf("ParseRate(%q) = %d, want an error", in, got)
-		}
-	}
-}
-
-func TestFormatRateRoundTrips(t *testing.T) {
-	for _, r := range []int64{0, 1, 999, 64_000, 1_500_000, 10_000_000, 2_000_000_000, 123_456_789} {
-		s := FormatRate(r)
-		back, err := ParseRate(s)
-		if err != nil || back != r {
-			t.Errorf("FormatRate(%d) = %q reads back as %d, %v", r, s, back, err)
-		}
-	}
-}
 
 func TestParseLoss(t *testing.T) {
 	good := map[string]float64{"3%": 0.03, "0.1%": 0.001, "0.03": 0.03, "0": 0, "100%": 1, " 1 ": 1}
@@ -54,24 +26,13 @@ func TestParseLoss(t *testing.T) {
 	}
 }
 
-func TestParseBERAndSize(t *testing.T) {
+func TestParseBER(t *testing.T) {
 	if v, err := ParseBER("1e-6"); err != nil || v != 1e-6 {
 		t.Errorf("ParseBER(1e-6) = %v, %v", v, err)
 	}
 	for _, in := range []string{"1", "-1e-6", "x", ""} {
 		if _, err := ParseBER(in); err == nil {
 			t.Errorf("ParseBER(%q) accepted", in)
-		}
-	}
-	sizes := map[string]int64{"1MiB": 1 << 20, "64KiB": 64 << 10, "100kB": 100_000, "1500": 1500, "1500B": 1500, "2MB": 2_000_000}
-	for in, want := range sizes {
-		if got, err := ParseSize(in); err != nil || got != want {
-			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "MB", "-1KB", "1TB", "x"} {
-		if _, err := ParseSize(in); err == nil {
-			t.Errorf("ParseSize(%q) accepted", in)
 		}
 	}
 }
@@ -138,7 +99,8 @@ func TestParseBurst(t *testing.T) {
 	}
 }
 
-// FuzzParsers feeds arbitrary text to every parser: errors are fine, panics
+// FuzzParsers feeds arbitrary text to every parser of this package (rates
+// and sizes are configs'): errors are fine, panics
 // and out-of-range results are not.
 func FuzzParsers(f *testing.F) {
 	for _, s := range []string{"1.5Mbit", "3%", "1e-6", "1MiB", "0s:50Mbit,5s:10Mbit", "20s:10s", "15s:50ms",
@@ -146,17 +108,11 @@ func FuzzParsers(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if r, err := ParseRate(s); err == nil && (r < 0 || r > maxRate) {
-			t.Fatalf("ParseRate(%q) = %d", s, r)
-		}
 		if l, err := ParseLoss(s); err == nil && (l < 0 || l > 1) {
 			t.Fatalf("ParseLoss(%q) = %v", s, l)
 		}
 		if b, err := ParseBER(s); err == nil && (b < 0 || b >= 1) {
 			t.Fatalf("ParseBER(%q) = %v", s, b)
-		}
-		if z, err := ParseSize(s); err == nil && z < 0 {
-			t.Fatalf("ParseSize(%q) = %d", s, z)
 		}
 		if steps, err := ParseRateSchedule(s); err == nil {
 			d := Dir{RateSchedule: steps}
