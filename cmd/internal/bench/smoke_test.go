@@ -7,57 +7,26 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"scpsvpn/cmd/internal/testbed"
+	"scpsvpn/cmd/internal/testenv"
 )
 
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("the smoke test needs root; CI=true forbids skipping it")
-	}
-	t.Skip("needs root (network namespaces, TUN)")
-}
-
-// buildBinary builds scpsvpn into a temporary directory.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "scpsvpn")
-	out, err := exec.Command("go", "build", "-o", bin, "scpsvpn/cmd/scpsvpn").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// leftovers lists namespaces and testbed directories a process left.
-func leftovers(pid int) []string {
-	var left []string
-	prefix := fmt.Sprintf("stb-%d-", pid)
-	entries, _ := os.ReadDir("/var/run/netns")
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), prefix) {
-			left = append(left, e.Name())
-		}
-	}
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), fmt.Sprintf("scps-testbed-%d-*", pid)))
-	return append(left, dirs...)
-}
-
 func TestSmokeBench(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "network namespaces, TUN")
 	if testing.Short() {
 		t.Skip("smoke run of the real binary; not in -short")
 	}
-	bin := buildBinary(t)
+	bin, err := testenv.BuildBinary(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
 	out := filepath.Join(t.TempDir(), "report")
 	scps := "scpsvpn-" + DefaultCongestion()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -71,7 +40,7 @@ func TestSmokeBench(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench: %v", err)
 	}
-	if left := leftovers(cmd.Process.Pid); len(left) > 0 {
+	if left := testbed.LeftBy(cmd.Process.Pid); len(left) > 0 {
 		t.Errorf("bench left behind %v", left)
 	}
 

@@ -3,11 +3,8 @@ package demo
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +12,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"scpsvpn/cmd/internal/bench"
+	"scpsvpn/cmd/internal/testbed"
+	"scpsvpn/cmd/internal/testenv"
 )
 
 func parseFlags(t *testing.T, args ...string) (Options, error) {
@@ -140,18 +139,13 @@ func TestRenderTable(t *testing.T) {
 // TestSmokeDemo is CI's smoke run of `scpsvpn demo`: the real binary, 3 s
 // per download, as root; it must finish, print the table and leave nothing.
 func TestSmokeDemo(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("the smoke test needs root; CI=true forbids skipping it")
-		}
-		t.Skip("needs root (network namespaces, TUN)")
-	}
+	testenv.RequireRoot(t, "network namespaces, TUN")
 	if testing.Short() {
 		t.Skip("smoke run of the real binary; not in -short")
 	}
-	bin := filepath.Join(t.TempDir(), "scpsvpn")
-	if out, err := exec.Command("go", "build", "-o", bin, "scpsvpn/cmd/scpsvpn").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	bin, err := testenv.BuildBinary(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -159,7 +153,7 @@ func TestSmokeDemo(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
-	err := cmd.Run()
+	err = cmd.Run()
 	t.Logf("demo took %v\nstdout:\n%s\nstderr:\n%s", time.Since(start).Round(time.Millisecond), stdout.String(), stderr.String())
 	if err != nil {
 		t.Fatalf("demo: %v", err)
@@ -173,14 +167,7 @@ func TestSmokeDemo(t *testing.T) {
 	if !strings.Contains(stderr.String(), "kB/s") {
 		t.Error("no progress on stderr")
 	}
-	prefix := fmt.Sprintf("stb-%d-", cmd.Process.Pid)
-	entries, _ := os.ReadDir("/var/run/netns")
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), prefix) {
-			t.Errorf("demo left namespace %s", e.Name())
-		}
-	}
-	if dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), fmt.Sprintf("scps-testbed-%d-*", cmd.Process.Pid))); len(dirs) > 0 {
-		t.Errorf("demo left %v", dirs)
+	if left := testbed.LeftBy(cmd.Process.Pid); len(left) > 0 {
+		t.Errorf("demo left %v", left)
 	}
 }

@@ -12,13 +12,12 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"scpsvpn/cmd/internal/testbed"
+	"scpsvpn/cmd/internal/testenv"
 )
 
 var binary string
@@ -35,32 +34,19 @@ func run(m *testing.M) int {
 			return 1
 		}
 		defer os.RemoveAll(dir)
-		binary = filepath.Join(dir, "scpsvpn")
-		out, err := exec.Command("go", "build", "-o", binary, "scpsvpn/cmd/scpsvpn").CombinedOutput()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "build scpsvpn: %v\n%s", err, out)
+		if binary, err = testenv.BuildBinary(dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
 	}
 	return m.Run()
 }
 
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("end-to-end tests need root; CI=true forbids skipping them")
-	}
-	t.Skip("needs root (network namespaces, TUN)")
-}
-
 // twoSites builds a testbed, starts both endpoints and waits until the
 // association is up.
 func twoSites(t *testing.T, cfg testbed.Config) *testbed.Testbed {
 	t.Helper()
-	requireRoot(t)
+	testenv.RequireRoot(t, "network namespaces, TUN")
 	cfg.Binary = binary
 	tb := testbed.ForTest(t, cfg)
 	for _, s := range []testbed.Side{testbed.A, testbed.B} {

@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"scpsvpn/cmd/internal/testbed"
+	"scpsvpn/cmd/internal/testenv"
 	"scpsvpn/tunnel"
 )
 
@@ -43,7 +44,7 @@ import (
 // every association is up at both ends.
 func starSites(t *testing.T, cfg testbed.StarConfig, before func(*testbed.Star)) *testbed.Star {
 	t.Helper()
-	requireRoot(t)
+	testenv.RequireRoot(t, "network namespaces, TUN")
 	cfg.Binary = binary
 	st := testbed.StarForTest(t, cfg)
 	// Ctrl-C or a supervisor's SIGTERM tears the namespaces down before

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"scpsvpn/cmd/internal/testbed"
+	"scpsvpn/cmd/internal/testenv"
 )
 
 // cpuSeconds reads a process's user+system CPU time from /proc.
@@ -68,9 +69,7 @@ func pushFor(b *testing.B, tb *testbed.Testbed, from, to testbed.Side, srvAddr s
 }
 
 func BenchmarkVethThroughput(b *testing.B) {
-	if os.Geteuid() != 0 {
-		b.Skip("needs root")
-	}
+	testenv.RequireRoot(b, "network namespaces, TUN")
 	cfg := testbed.Config{Binary: binary, LogLevel: "info"}
 	if cc := os.Getenv("SCPSVPN_BENCH_CC"); cc != "" { // compare controllers
 		cfg.PeerLinkA = "congestion = \"" + cc + "\""

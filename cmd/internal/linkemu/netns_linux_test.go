@@ -8,13 +8,11 @@ package linkemu
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -22,21 +20,12 @@ import (
 	"testing"
 	"time"
 
+	"scpsvpn/cmd/internal/namespace"
+	"scpsvpn/cmd/internal/testenv"
+
 	"github.com/urfave/cli/v2"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 )
-
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("this test needs root; CI=true forbids skipping it")
-	}
-	t.Skip("needs root (network namespaces and TUN devices)")
-}
 
 var nsSeq atomic.Uint64
 
@@ -44,33 +33,12 @@ var nsSeq atomic.Uint64
 func newNamespace(t *testing.T) string {
 	t.Helper()
 	name := fmt.Sprintf("lemutest-%d-%d", os.Getpid(), nsSeq.Add(1))
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		h, err := netns.NewNamed(name) // switches this thread into it
-		if err == nil {
-			h.Close()
-		}
-		if serr := netns.Set(orig); serr != nil {
-			errc <- errors.Join(err, serr) // the thread stays locked and dies
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- err
-	}()
-	if err := <-errc; err != nil {
-		t.Fatalf("creating namespace %s: %v", name, err)
+	if err := namespace.Create(name); err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := netns.DeleteNamed(name); err != nil {
-			t.Errorf("deleting namespace %s: %v", name, err)
+		if err := namespace.Delete(name); err != nil {
+			t.Error(err)
 		}
 	})
 	return name
@@ -84,7 +52,7 @@ var (
 // link builds two namespaces joined by an emulator with opts' models.
 func link(t *testing.T, opts Options) (*Emulator, Options) {
 	t.Helper()
-	requireRoot(t)
+	testenv.RequireRoot(t, "network namespaces and TUN devices")
 	opts.NSA, opts.NSB = newNamespace(t), newNamespace(t)
 	opts.DevA, opts.DevB = "emua", "emub"
 	opts.AddrA = []netip.Prefix{addrA, netip.MustParsePrefix("fd00:200::1/64")}
@@ -107,7 +75,7 @@ func link(t *testing.T, opts Options) (*Emulator, Options) {
 func udpIn(t *testing.T, ns, laddr, raddr string) *net.UDPConn {
 	t.Helper()
 	var c *net.UDPConn
-	err := inNamespace(ns, func() error {
+	err := namespace.Do(ns, func() error {
 		la, err := net.ResolveUDPAddr("udp", laddr)
 		if err != nil {
 			return err
@@ -355,8 +323,8 @@ func TestNetnsThroughput(t *testing.T) {
 		t.Skip("5 s of bulk TCP")
 	}
 	_, opts := link(t, Options{})
-	var ln net.Listener
-	if err := inNamespace(opts.NSB, func() (err error) { ln, err = net.Listen("tcp", "10.200.0.2:7004"); return }); err != nil {
+	ln, err := namespace.Listen(opts.NSB, "tcp", "10.200.0.2:7004")
+	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
@@ -373,8 +341,8 @@ func TestNetnsThroughput(t *testing.T) {
 		n, _ := io.Copy(io.Discard, c)
 		total.Store(n)
 	}()
-	var conn net.Conn
-	if err := inNamespace(opts.NSA, func() (err error) { conn, err = net.Dial("tcp", "10.200.0.2:7004"); return }); err != nil {
+	conn, err := namespace.DialContext(context.Background(), opts.NSA, "tcp", "10.200.0.2:7004")
+	if err != nil {
 		t.Fatal(err)
 	}
 	buf := make([]byte, 256<<10)
@@ -396,7 +364,7 @@ func TestNetnsThroughput(t *testing.T) {
 }
 
 func TestNetnsCommand(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "network namespaces and TUN devices")
 	nsA, nsB := newNamespace(t), newNamespace(t)
 	app := &cli.App{Name: "scpsvpn", Commands: []*cli.Command{Command()}}
 	var out strings.Builder
@@ -411,7 +379,7 @@ func TestNetnsCommand(t *testing.T) {
 	}()
 	// Wait until both devices exist, up and addressed, in their namespaces.
 	for _, side := range []struct{ ns, dev, addr string }{{nsA, "cmda", "10.200.0.1"}, {nsB, "cmdb", "10.200.0.2"}} {
-		h, err := netlinkAt(side.ns)
+		h, err := namespace.Netlink(side.ns)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -445,7 +413,7 @@ func TestNetnsCommand(t *testing.T) {
 		}
 	}
 	for _, side := range []struct{ ns, dev string }{{nsA, "cmda"}, {nsB, "cmdb"}} {
-		h, _ := netlinkAt(side.ns)
+		h, _ := namespace.Netlink(side.ns)
 		if _, err := h.LinkByName(side.dev); err == nil {
 			t.Errorf("%s still exists in %s after exit", side.dev, side.ns)
 		}

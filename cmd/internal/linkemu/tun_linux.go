@@ -16,13 +16,11 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"path/filepath"
-	"runtime"
-	"strings"
 	"time"
 
+	"scpsvpn/cmd/internal/namespace"
+
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 	"golang.zx2c4.com/wireguard/tun"
 )
@@ -48,73 +46,13 @@ func New(opts Options) (*Emulator, error) {
 	return e, nil
 }
 
-// nsPath maps a namespace name to its bind-mount path; a path is kept.
-func nsPath(ns string) string {
-	if strings.Contains(ns, "/") {
-		return ns
-	}
-	return filepath.Join("/var/run/netns", ns)
-}
-
-// inNamespace runs fn on an OS thread switched into the network namespace
-// ns ("" = the current one). The thread is discarded if it cannot be switched
-// back, so no goroutine ever runs in the wrong namespace by accident.
-func inNamespace(ns string, fn func() error) error {
-	if ns == "" {
-		return fn()
-	}
-	target, err := netns.GetFromPath(nsPath(ns))
-	if err != nil {
-		return fmt.Errorf("opening namespace %q: %w", ns, err)
-	}
-	defer target.Close()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("getting the current namespace: %w", err)
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(target); err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("entering namespace %q: %w", ns, err)
-			return
-		}
-		ferr := fn()
-		if err := netns.Set(orig); err != nil {
-			// Leave the thread locked: it dies with this goroutine.
-			errc <- errors.Join(ferr, fmt.Errorf("leaving namespace %q: %w", ns, err))
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
-}
-
-// netlinkAt returns a netlink handle working in namespace ns.
-func netlinkAt(ns string) (*netlink.Handle, error) {
-	if ns == "" {
-		return netlink.NewHandle()
-	}
-	h, err := netns.GetFromPath(nsPath(ns))
-	if err != nil {
-		return nil, fmt.Errorf("opening namespace %q: %w", ns, err)
-	}
-	defer h.Close()
-	return netlink.NewHandleAt(h)
-}
-
 // tunDevice drains the device's event channel, which would otherwise block
 // wireguard's netlink listener goroutine forever.
 type tunDevice struct{ tun.Device }
 
 func openTUN(ns, name string, mtu int, addrs []netip.Prefix) (device, error) {
 	var dev tun.Device
-	err := inNamespace(ns, func() error {
+	err := namespace.Do(ns, func() error {
 		var err error
 		dev, err = tun.CreateTUN(name, mtu)
 		return err
@@ -135,7 +73,7 @@ func openTUN(ns, name string, mtu int, addrs []netip.Prefix) (device, error) {
 
 // configure assigns addrs to the device and brings it up.
 func configure(ns, name string, addrs []netip.Prefix) error {
-	h, err := netlinkAt(ns)
+	h, err := namespace.Netlink(ns)
 	if err != nil {
 		return err
 	}
@@ -166,7 +104,7 @@ func configure(ns, name string, addrs []netip.Prefix) error {
 
 // waitGone waits until the device has left its namespace.
 func waitGone(ns, name string) error {
-	h, err := netlinkAt(ns)
+	h, err := namespace.Netlink(ns)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return nil // the namespace itself is gone

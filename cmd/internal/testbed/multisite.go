@@ -24,6 +24,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
+	"scpsvpn/cmd/internal/namespace"
 	"scpsvpn/tunnel"
 )
 
@@ -114,7 +115,7 @@ func NewStar(cfg StarConfig) (st *Star, err error) {
 		return st, err
 	}
 	for _, n := range st.Nodes {
-		if err := createNamespace(n.NS); err != nil {
+		if err := namespace.Create(n.NS); err != nil {
 			return st, err
 		}
 		if err := loUp(n.NS); err != nil {
@@ -203,7 +204,7 @@ func (st *Star) HubEndpoint(i int) netip.AddrPort {
 // never exists in the host namespace, and addresses both ends.
 func (st *Star) buildLink(l StarLink) error {
 	hub, spoke := st.Hub(), st.Spoke(l.Spoke)
-	h, err := netlinkIn(hub.NS)
+	h, err := namespace.Netlink(hub.NS)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"scpsvpn/cmd/internal/namespace"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -140,7 +142,7 @@ type Capture struct {
 // StartCapture starts capturing the UDP packets that dev in namespace ns
 // sends and receives.
 func StartCapture(ns, dev string) (*Capture, error) {
-	h, err := netlinkIn(ns)
+	h, err := namespace.Netlink(ns)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +152,7 @@ func StartCapture(ns, dev string) (*Capture, error) {
 		return nil, fmt.Errorf("capture: finding %s in %s: %w", dev, ns, err)
 	}
 	c := &Capture{fd: -1, ifindex: link.Attrs().Index, done: make(chan struct{})}
-	err = inNamespace(ns, func() error {
+	err = namespace.Do(ns, func() error {
 		// Protocol 0 at creation: the socket sees nothing until it is
 		// bound to the one device, so no other device's packet slips in.
 		// SOCK_RAW (with the link header) because only raw packet sockets
@@ -355,7 +357,7 @@ func onesSum(acc uint16, b []byte) uint16 {
 // the address and port of a socket already bound there.
 func SendUDPRaw(ns string, src, dst netip.AddrPort, payloads [][]byte) error {
 	var fd int
-	err := inNamespace(ns, func() (err error) {
+	err := namespace.Do(ns, func() (err error) {
 		fd, err = unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
 		return err
 	})

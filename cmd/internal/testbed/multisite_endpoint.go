@@ -12,6 +12,8 @@ import (
 	"net"
 	"os"
 	"os/exec"
+
+	"scpsvpn/cmd/internal/namespace"
 )
 
 func (st *Star) node(i int) (*Node, error) {
@@ -91,7 +93,7 @@ func (st *Star) Do(i int, fn func() error) error {
 	if err != nil {
 		return err
 	}
-	return inNamespace(n.NS, fn)
+	return namespace.Do(n.NS, fn)
 }
 
 // nsOf returns node i's namespace.
@@ -109,7 +111,7 @@ func (st *Star) Listen(i int, network, addr string) (net.Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	return listenIn(ns, network, addr)
+	return namespace.Listen(ns, network, addr)
 }
 
 // ListenPacket is net.ListenPacket inside node i's namespace.
@@ -118,7 +120,7 @@ func (st *Star) ListenPacket(i int, network, addr string) (net.PacketConn, error
 	if err != nil {
 		return nil, err
 	}
-	return listenPacketIn(ns, network, addr)
+	return namespace.ListenPacket(ns, network, addr)
 }
 
 // DialContext is net.Dialer.DialContext from inside node i's namespace. Use
@@ -128,7 +130,7 @@ func (st *Star) DialContext(ctx context.Context, i int, network, addr string) (n
 	if err != nil {
 		return nil, err
 	}
-	return dialIn(ctx, ns, network, addr)
+	return namespace.DialContext(ctx, ns, network, addr)
 }
 
 // Dial is net.Dial from inside node i's namespace.
@@ -142,7 +144,7 @@ func (st *Star) Command(i int, name string, args ...string) *exec.Cmd {
 	if err != nil {
 		ns = "invalid-node"
 	}
-	return commandIn(ns, name, args...)
+	return namespace.Command(ns, name, args...)
 }
 
 // Exec runs name inside node i's namespace and returns its combined output.

@@ -20,6 +20,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"scpsvpn/cmd/internal/namespace"
+	"scpsvpn/cmd/internal/testenv"
 	"scpsvpn/configs"
 	"scpsvpn/tunnel"
 )
@@ -315,7 +317,7 @@ func assertStarGone(t *testing.T, st *Star) {
 		if nsExists(n.NS) {
 			t.Errorf("namespace %s left behind", n.NS)
 		}
-		if len(pidsIn(n.NS)) > 0 {
+		if len(namespace.Pids(n.NS)) > 0 {
 			t.Errorf("processes left in %s", n.NS)
 		}
 		if st.PID(i) != 0 {
@@ -333,7 +335,7 @@ func assertStarGone(t *testing.T, st *Star) {
 }
 
 func TestStarTopology(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "network namespaces")
 	st, err := NewStar(StarConfig{Spokes: 3, Binary: selfBinary(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -387,7 +389,7 @@ func TestStarTopology(t *testing.T) {
 }
 
 func TestStarCloseAfterPanic(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "network namespaces")
 	var st *Star
 	func() {
 		defer func() {
@@ -422,7 +424,7 @@ func TestStarCloseAfterPanic(t *testing.T) {
 }
 
 func TestCaptureAndRawSend(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "network namespaces")
 	st, err := NewStar(StarConfig{Spokes: 1})
 	if err != nil {
 		t.Fatal(err)

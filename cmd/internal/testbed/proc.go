@@ -24,6 +24,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"scpsvpn/cmd/internal/namespace"
 )
 
 // ErrNotRunning is returned for an endpoint that was never started or was
@@ -57,7 +59,7 @@ func startProc(binary string, s procSite) (*proc, error) {
 		return nil, fmt.Errorf("testbed: endpoint log: %w", err)
 	}
 	fmt.Fprintf(logf, "=== testbed: starting %s up --config %s in %s at %s\n", binary, s.configFile, s.ns, time.Now().Format(time.RFC3339Nano))
-	cmd := commandIn(s.ns, binary, "up", "--config", s.configFile)
+	cmd := namespace.Command(s.ns, binary, "up", "--config", s.configFile)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Pdeathsig: syscall.SIGKILL, // never outlive the testbed's process
@@ -78,7 +80,7 @@ func startProc(binary string, s procSite) (*proc, error) {
 
 // waitTUN polls netlink until s.tun is up in s.ns.
 func (p *proc) waitTUN(s procSite, timeout time.Duration) error {
-	h, err := netlinkIn(s.ns)
+	h, err := namespace.Netlink(s.ns)
 	if err != nil {
 		return err
 	}
@@ -334,13 +336,13 @@ func (t *topo) teardown(what string, nss []string, cleanup func() []error, dir s
 			}
 		}
 		for _, ns := range nss {
-			if pids := killAllIn(ns); len(pids) > 0 {
+			if pids := namespace.KillAll(ns); len(pids) > 0 {
 				t.log.Warn("killed processes left in the namespace", "ns", ns, "pids", pids)
 			}
 		}
 		errs = append(errs, cleanup()...)
 		for _, ns := range nss {
-			if err := deleteNamespace(ns); err != nil {
+			if err := namespace.Delete(ns); err != nil {
 				errs = append(errs, err)
 			}
 		}

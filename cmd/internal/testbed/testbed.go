@@ -29,6 +29,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"scpsvpn/cmd/internal/linkemu"
+	"scpsvpn/cmd/internal/namespace"
 )
 
 // Kind selects the underlay between the sites.
@@ -142,7 +143,7 @@ func New(cfg Config) (tb *Testbed, err error) {
 		return tb, err
 	}
 	for _, s := range []*Site{tb.A, tb.B} {
-		if err := createNamespace(s.NS); err != nil {
+		if err := namespace.Create(s.NS); err != nil {
 			return tb, err
 		}
 		if err := loUp(s.NS); err != nil {
@@ -258,7 +259,7 @@ func makeDir(dir, id string) (string, bool, error) {
 }
 
 func loUp(ns string) error {
-	h, err := netlinkIn(ns)
+	h, err := namespace.Netlink(ns)
 	if err != nil {
 		return err
 	}
@@ -290,7 +291,7 @@ func (tb *Testbed) buildUnderlay() error {
 		tb.emu = emu
 		return nil
 	}
-	hA, err := netlinkIn(tb.A.NS)
+	hA, err := namespace.Netlink(tb.A.NS)
 	if err != nil {
 		return err
 	}
@@ -315,7 +316,7 @@ func (tb *Testbed) buildUnderlay() error {
 }
 
 func addrUp(ns, dev string, p netip.Prefix) error {
-	h, err := netlinkIn(ns)
+	h, err := namespace.Netlink(ns)
 	if err != nil {
 		return err
 	}
@@ -387,31 +388,55 @@ func (tb *Testbed) Close() error {
 // runs inside the namespaces. Those of live processes, including other
 // concurrent runs, are kept. It returns what it removed.
 func SweepStale() ([]string, error) {
+	nss, dirs, err := ownedBy(func(pid int) bool { return !processAlive(pid) })
+	errs := []error{err}
 	var swept []string
+	for _, ns := range nss {
+		namespace.KillAll(ns)
+		if err := namespace.Delete(ns); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		swept = append(swept, ns)
+	}
+	for _, dir := range dirs {
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		swept = append(swept, dir)
+	}
+	return swept, errors.Join(errs...)
+}
+
+// LeftBy lists the namespaces and temporary directories that testbeds of
+// process pid left: once that process has exited, anything listed leaked.
+func LeftBy(pid int) []string {
+	nss, dirs, _ := ownedBy(func(p int) bool { return p == pid })
+	return append(nss, dirs...)
+}
+
+// ownedBy lists the testbed namespaces (names) and temporary directories
+// (paths) whose creating process ID, part of their name, satisfies match.
+func ownedBy(match func(pid int) bool) (nss, dirs []string, err error) {
 	var errs []error
-	stale := func(name, prefix string) bool {
+	owned := func(name, prefix string) bool {
 		rest, ok := strings.CutPrefix(name, prefix)
 		if !ok {
 			return false
 		}
 		pidText, _, _ := strings.Cut(rest, "-")
 		pid, err := strconv.Atoi(pidText)
-		return err == nil && pid > 0 && !processAlive(pid)
+		return err == nil && pid > 0 && match(pid)
 	}
-	entries, err := os.ReadDir(netnsDir)
+	entries, err := os.ReadDir(namespace.Dir)
 	if err != nil && !os.IsNotExist(err) {
-		errs = append(errs, fmt.Errorf("listing %s: %w", netnsDir, err))
+		errs = append(errs, fmt.Errorf("listing %s: %w", namespace.Dir, err))
 	}
 	for _, e := range entries {
-		if !stale(e.Name(), NamePrefix) {
-			continue
+		if owned(e.Name(), NamePrefix) {
+			nss = append(nss, e.Name())
 		}
-		killAllIn(e.Name())
-		if err := deleteNamespace(e.Name()); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		swept = append(swept, e.Name())
 	}
 	tmp := os.TempDir()
 	entries, err = os.ReadDir(tmp)
@@ -419,17 +444,11 @@ func SweepStale() ([]string, error) {
 		errs = append(errs, fmt.Errorf("listing %s: %w", tmp, err))
 	}
 	for _, e := range entries {
-		if !e.IsDir() || !stale(e.Name(), dirPrefix) {
-			continue
+		if e.IsDir() && owned(e.Name(), dirPrefix) {
+			dirs = append(dirs, filepath.Join(tmp, e.Name()))
 		}
-		path := filepath.Join(tmp, e.Name())
-		if err := os.RemoveAll(path); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		swept = append(swept, path)
 	}
-	return swept, errors.Join(errs...)
+	return nss, dirs, errors.Join(errs...)
 }
 
 func processAlive(pid int) bool {

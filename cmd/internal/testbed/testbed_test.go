@@ -25,18 +25,9 @@ import (
 	"github.com/vishvananda/netns"
 
 	"scpsvpn/cmd/internal/linkemu"
+	"scpsvpn/cmd/internal/namespace"
+	"scpsvpn/cmd/internal/testenv"
 )
-
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("this test needs root; CI=true forbids skipping it")
-	}
-	t.Skip("needs root (network namespaces)")
-}
 
 func selfBinary(t *testing.T) string {
 	t.Helper()
@@ -192,12 +183,12 @@ func udpAcross(t *testing.T, tb *Testbed) {
 }
 
 func nsExists(name string) bool {
-	_, err := os.Stat(filepath.Join(netnsDir, name))
+	_, err := os.Stat(filepath.Join(namespace.Dir, name))
 	return err == nil
 }
 
 func TestVethUnderlay(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "network namespaces")
 	tb := ForTest(t, Config{Kind: Veth})
 	udpAcross(t, tb)
 	for _, s := range []*Site{tb.A, tb.B} {
@@ -232,7 +223,7 @@ func TestVethUnderlay(t *testing.T) {
 }
 
 func TestEmulatedUnderlay(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "network namespaces")
 	tb := ForTest(t, Config{Kind: Emulated, Link: linkemu.Options{
 		Fwd: linkemu.Dir{Delay: 20 * time.Millisecond, Rate: 10_000_000},
 		Ret: linkemu.Dir{Delay: 30 * time.Millisecond, Rate: 2_000_000},
@@ -275,7 +266,7 @@ func TestEmulatedUnderlay(t *testing.T) {
 }
 
 func TestEndpointLifecycle(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "network namespaces")
 	tb := ForTest(t, Config{Kind: Veth, Binary: selfBinary(t)})
 	for _, side := range []Side{A, B} {
 		if err := tb.StartEndpoint(side); err != nil {
@@ -335,7 +326,7 @@ func TestEndpointLifecycle(t *testing.T) {
 }
 
 func TestEndpointFailures(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "network namespaces")
 	tb := ForTest(t, Config{
 		Kind: Veth, Binary: selfBinary(t),
 		InterfaceA: "fake_exit = 3", InterfaceB: "fake_ignore_term = true",
@@ -368,7 +359,7 @@ func TestEndpointFailures(t *testing.T) {
 }
 
 func TestCloseAfterPanic(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "network namespaces")
 	var tb *Testbed
 	func() {
 		defer func() {
@@ -403,7 +394,7 @@ func assertGone(t *testing.T, tb *Testbed) {
 		if nsExists(s.NS) {
 			t.Errorf("namespace %s left behind", s.NS)
 		}
-		if len(pidsIn(s.NS)) > 0 {
+		if len(namespace.Pids(s.NS)) > 0 {
 			t.Errorf("processes left in %s", s.NS)
 		}
 	}
@@ -415,7 +406,7 @@ func assertGone(t *testing.T, tb *Testbed) {
 	}
 	// No namespace of this process survives (the TUN and veth devices
 	// lived only in them).
-	entries, _ := os.ReadDir(netnsDir)
+	entries, _ := os.ReadDir(namespace.Dir)
 	for _, e := range entries {
 		if strings.Contains(e.Name(), "-"+tb.ID+"-") {
 			t.Errorf("namespace %s left behind", e.Name())
@@ -424,7 +415,7 @@ func assertGone(t *testing.T, tb *Testbed) {
 }
 
 func TestCloseOnSignal(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "network namespaces")
 	tb, err := New(Config{Kind: Veth, Binary: selfBinary(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -449,7 +440,7 @@ func TestCloseOnSignal(t *testing.T) {
 }
 
 func TestTwoTestbedsAtOnce(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "network namespaces")
 	var wg sync.WaitGroup
 	tbs := make([]*Testbed, 2)
 	errs := make([]error, 2)
@@ -492,7 +483,7 @@ func TestTwoTestbedsAtOnce(t *testing.T) {
 }
 
 func TestSweepStale(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "network namespaces")
 	// A PID that is surely dead: a process that already exited.
 	dead := exec.Command("true")
 	if err := dead.Run(); err != nil {
@@ -501,12 +492,12 @@ func TestSweepStale(t *testing.T) {
 	name := fmt.Sprintf("%s%d-dead00-a", NamePrefix, dead.Process.Pid)
 	live := fmt.Sprintf("%s%d-live00-a", NamePrefix, os.Getpid())
 	for _, n := range []string{name, live} {
-		if err := createNamespace(n); err != nil {
+		if err := namespace.Create(n); err != nil {
 			t.Fatal(err)
 		}
 	}
-	defer deleteNamespace(live)
-	defer deleteNamespace(name)
+	defer namespace.Delete(live)
+	defer namespace.Delete(name)
 	swept, err := SweepStale()
 	if err != nil {
 		t.Fatal(err)
@@ -525,7 +516,7 @@ func TestSweepStale(t *testing.T) {
 }
 
 func TestKilledProcessLeavesNothing(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireRoot(t, "network namespaces")
 	cmd := exec.Command(selfBinary(t))
 	cmd.Env = append(os.Environ(), "TESTBED_ORPHAN_HELPER=1")
 	out, err := cmd.StdoutPipe()
@@ -564,21 +555,20 @@ func TestKilledProcessLeavesNothing(t *testing.T) {
 		t.Fatalf("stale namespaces not swept (swept %v)", swept)
 	}
 	// Nor its temporary directory.
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), fmt.Sprintf("%s%d-*", dirPrefix, cmd.Process.Pid)))
-	if len(dirs) != 0 {
-		t.Fatalf("stale directories not swept: %v", dirs)
+	if left := LeftBy(cmd.Process.Pid); len(left) != 0 {
+		t.Fatalf("stale directories not swept: %v", left)
 	}
 }
 
 func TestNewCleansUpOnError(t *testing.T) {
-	requireRoot(t)
-	before, _ := os.ReadDir(netnsDir)
+	testenv.RequireRoot(t, "network namespaces")
+	before, _ := os.ReadDir(namespace.Dir)
 	// Invalid emulator options fail after the namespaces exist.
 	_, err := New(Config{Kind: Emulated, Link: linkemu.Options{Fwd: linkemu.Dir{Loss: 2}}})
 	if err == nil {
 		t.Fatal("invalid link options accepted")
 	}
-	after, _ := os.ReadDir(netnsDir)
+	after, _ := os.ReadDir(namespace.Dir)
 	if len(after) != len(before) {
 		t.Fatalf("namespaces left after a failed New: %d before, %d after", len(before), len(after))
 	}
