@@ -239,7 +239,6 @@ func (a *assoc) transmitter(gen uint64) func(pkts [][]byte) {
 	var bufs [][]byte
 	var out [][]byte
 	var to netip.AddrPort
-	sender := a.e.sock.sender()
 	return func(pkts [][]byte) {
 		// A session replaced because the peer restarted must not reach
 		// the peer's new association (its close would end it).
@@ -268,7 +267,7 @@ func (a *assoc) transmitter(gen uint64) func(pkts [][]byte) {
 			out, to = append(out, sealed), dst
 		}
 		if len(out) > 0 {
-			if err := sender.send(out, to); err != nil && a.e.ctx.Err() == nil {
+			if err := a.e.sock.Send(out, to); err != nil && a.e.ctx.Err() == nil {
 				a.log.Debug("UDP send", "to", to, "err", err)
 			}
 		}

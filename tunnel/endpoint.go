@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -44,12 +43,12 @@ type Endpoint struct {
 	assocs map[string]*assoc // by peer name
 	links  sync.Map          // peer name -> configs.LinkConfig, for handshake payloads
 
-	tun  tun.Device
-	net  *netConf
+	opts Options
+	tun  TUN
+	net  NetConfig
+	sock PacketConn
 	stk  *stack.Stack
 	dev  *peers.Device
-	udp  *net.UDPConn
-	sock *udpSock
 	ctx  context.Context
 	stop context.CancelFunc
 	wg   sync.WaitGroup
@@ -74,8 +73,9 @@ type Stats struct {
 	FlowsActive     atomic.Int64
 }
 
-// New prepares an endpoint; Run starts it.
-func New(cfg *configs.Config, log *slog.Logger) (*Endpoint, error) {
+// New prepares an endpoint; Run starts it. The zero Options opens the real
+// TUN, socket and network configuration.
+func New(cfg *configs.Config, log *slog.Logger, opts Options) (*Endpoint, error) {
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, fmt.Errorf("random instance: %w", err)
@@ -83,6 +83,7 @@ func New(cfg *configs.Config, log *slog.Logger) (*Endpoint, error) {
 	return &Endpoint{
 		log:      log,
 		cfg:      cfg,
+		opts:     opts,
 		instance: binary.BigEndian.Uint64(b[:]),
 		assocs:   map[string]*assoc{},
 	}, nil
@@ -100,19 +101,28 @@ func (e *Endpoint) Run(ctx context.Context) (err error) {
 			cleanup[i]()
 		}
 	}()
+	// What the caller gave is ours to close even if Run fails early.
+	if e.opts.Conn != nil {
+		cleanup = append(cleanup, func() { e.opts.Conn.Close() })
+	}
+	if e.opts.TUN != nil {
+		cleanup = append(cleanup, func() { e.opts.TUN.Close() })
+	}
 
 	priv, err := peers.LoadPrivateKeyFile(e.cfg.PrivateKeyFile)
 	if err != nil {
 		return fmt.Errorf("interface.private_key_file: %w", err)
 	}
 
-	e.udp, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(e.cfg.Listen))
-	if err != nil {
-		return fmt.Errorf("interface.listen %s: %w", e.cfg.Listen, err)
+	e.sock = e.opts.Conn
+	if e.sock == nil {
+		s, err := listenUDP(e.cfg.Listen, e.log)
+		if err != nil {
+			return err
+		}
+		e.sock = s
+		cleanup = append(cleanup, func() { s.Close() })
 	}
-	cleanup = append(cleanup, func() { e.udp.Close() })
-	setSocketBuffers(e.udp, e.log)
-	e.sock = newUDPSock(e.udp)
 
 	e.dev, err = peers.NewDevice(priv, peerConfigs(e.cfg), peers.Options{
 		Payload: e.handshakePayload,
@@ -122,22 +132,30 @@ func (e *Endpoint) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("peers: %w", err)
 	}
 
-	e.tun, err = tun.CreateTUN(e.cfg.Name, e.cfg.MTU)
-	if err != nil {
-		return fmt.Errorf("create TUN %s (needs root or CAP_NET_ADMIN): %w", e.cfg.Name, err)
+	e.tun = e.opts.TUN
+	if e.tun == nil {
+		t, err := tun.CreateTUN(e.cfg.Name, e.cfg.MTU)
+		if err != nil {
+			return fmt.Errorf("create TUN %s (needs root or CAP_NET_ADMIN): %w", e.cfg.Name, err)
+		}
+		e.tun = t
+		cleanup = append(cleanup, func() { t.Close() })
 	}
-	cleanup = append(cleanup, func() { e.tun.Close() })
-	e.net, err = newNetConf(e.cfg.Name)
-	if err != nil {
+	e.net = e.opts.Net
+	if e.net == nil {
+		n, err := newNetConf(e.cfg.Name)
+		if err != nil {
+			return err
+		}
+		e.net = n
+	}
+	if err := e.net.Up(e.cfg.Addresses); err != nil {
 		return err
 	}
-	if err := e.net.up(e.cfg.Addresses); err != nil {
+	if err := e.net.SetRoutes(allSubnets(e.cfg)); err != nil {
 		return err
 	}
-	if err := e.net.setRoutes(allSubnets(e.cfg)); err != nil {
-		return err
-	}
-	cleanup = append(cleanup, e.net.down)
+	cleanup = append(cleanup, e.net.Down)
 
 	e.stk, err = stack.New(stack.Config{
 		MTU:         e.cfg.MTU,
@@ -177,7 +195,7 @@ func (e *Endpoint) Run(ctx context.Context) (err error) {
 	}
 	cleanup = append(cleanup, stopStatus)
 	e.started = time.Now()
-	e.log.Info("endpoint up", "tun", e.cfg.Name, "listen", e.udp.LocalAddr().String(), "mtu", e.cfg.MTU, "peers", len(e.cfg.Peers))
+	e.log.Info("endpoint up", "tun", e.cfg.Name, "listen", e.sock.LocalAddr().String(), "mtu", e.cfg.MTU, "peers", len(e.cfg.Peers))
 	e.goLoop("tun-reader", e.readTUN)
 	e.goLoop("udp-reader", e.readUDP)
 	e.goLoop("timers", e.timers)
@@ -243,7 +261,7 @@ func (e *Endpoint) Reload(cfg *configs.Config) error {
 	newCfg := *old
 	newCfg.Peers = cfg.Peers
 	e.cfg = &newCfg
-	if err := e.net.setRoutes(allSubnets(&newCfg)); err != nil {
+	if err := e.net.SetRoutes(allSubnets(&newCfg)); err != nil {
 		return err
 	}
 	e.log.Info("reload done", "peers", len(cfg.Peers))

@@ -1,24 +1,20 @@
 package tunnel
 
 // The endpoint's I/O stages: TUN reads (batched, GSO split by wireguard's
-// tun), TUN writes, and UDP reads and writes batched with recvmmsg and
-// sendmmsg so the association costs few syscalls per packet.
+// tun), TUN writes, and the association socket's reads and writes (batched
+// with recvmmsg and sendmmsg by the real one, udp_linux.go, so the
+// association costs few syscalls per packet).
 
 import (
 	"errors"
-	"log/slog"
 	"net"
 	"net/netip"
 	"os"
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"golang.zx2c4.com/wireguard/tun"
 )
-
-// udpBatch is how many datagrams one recvmmsg/sendmmsg moves.
-const udpBatch = 64
 
 // readTUN routes every packet the kernel sends into the TUN: TCP into the
 // stack, anything else as a datagram to the peer owning the destination.
@@ -97,11 +93,10 @@ func (e *Endpoint) writeTUNPacket(p []byte) {
 // readUDP authenticates and dispatches every datagram on the association
 // port. Anything that fails is dropped and counted, with no reply.
 func (e *Endpoint) readUDP() {
-	r := e.sock.receiver(udpBatch)
 	plain := make([]byte, 65535)
 	handle := func(src netip.AddrPort, pkt []byte) { e.handleUDP(src, pkt, plain) }
 	for {
-		if err := r.read(handle); err != nil {
+		if err := e.sock.Receive(handle); err != nil {
 			if !errors.Is(err, net.ErrClosed) && e.ctx.Err() == nil {
 				e.log.Error("UDP read", "err", err)
 			}
@@ -139,27 +134,7 @@ func (e *Endpoint) sendUDP(b []byte, to netip.AddrPort) {
 	if !to.IsValid() {
 		return
 	}
-	if _, err := e.udp.WriteToUDPAddrPort(b, to); err != nil && e.ctx.Err() == nil {
+	if err := e.sock.Send([][]byte{b}, to); err != nil && e.ctx.Err() == nil {
 		e.log.Debug("UDP send", "to", to, "err", err)
 	}
-}
-
-// setSocketBuffers asks for large socket buffers: a burst of a satellite
-// window arriving at once must not overflow the receive queue. As root the
-// FORCE variants pass the sysctl caps.
-func setSocketBuffers(c *net.UDPConn, log *slog.Logger) {
-	const size = 8 << 20
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return
-	}
-	_ = rc.Control(func(fd uintptr) {
-		for _, opt := range [][2]int{{unix.SO_RCVBUFFORCE, unix.SO_RCVBUF}, {unix.SO_SNDBUFFORCE, unix.SO_SNDBUF}} {
-			if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, opt[0], size) != nil {
-				if err := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, opt[1], size); err != nil {
-					log.Debug("socket buffer", "err", err)
-				}
-			}
-		}
-	})
 }

@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// netConf configures one TUN device through netlink.
+// netConf configures one TUN device through netlink: the real NetConfig.
 type netConf struct {
 	link   netlink.Link
 	routes map[netip.Prefix]bool
@@ -31,10 +31,10 @@ func prefixNet(p netip.Prefix) *net.IPNet {
 	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
 }
 
-// up assigns the addresses and brings the link up. IPv6 addresses skip
+// Up assigns the addresses and brings the link up. IPv6 addresses skip
 // duplicate address detection: the TUN is point-to-point and DAD would only
 // delay the address by a second or two.
-func (n *netConf) up(addrs []netip.Prefix) error {
+func (n *netConf) Up(addrs []netip.Prefix) error {
 	for _, a := range addrs {
 		na := &netlink.Addr{IPNet: prefixNet(a)}
 		na.IP = a.Addr().AsSlice()
@@ -51,8 +51,8 @@ func (n *netConf) up(addrs []netip.Prefix) error {
 	return nil
 }
 
-// setRoutes makes the routes into the TUN exactly the given subnets.
-func (n *netConf) setRoutes(want []netip.Prefix) error {
+// SetRoutes makes the routes into the TUN exactly the given subnets.
+func (n *netConf) SetRoutes(want []netip.Prefix) error {
 	keep := map[netip.Prefix]bool{}
 	for _, p := range want {
 		keep[p] = true
@@ -80,8 +80,8 @@ func (n *netConf) delRoute(p netip.Prefix) {
 	delete(n.routes, p)
 }
 
-// down removes every route this endpoint added.
-func (n *netConf) down() {
+// Down removes every route this endpoint added.
+func (n *netConf) Down() {
 	for p := range n.routes {
 		n.delRoute(p)
 	}

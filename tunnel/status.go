@@ -66,7 +66,7 @@ func (e *Endpoint) Status() Status {
 	pub := e.dev.PublicKey()
 	st := Status{
 		Interface: e.cfg.Name,
-		Listen:    e.udp.LocalAddr().String(),
+		Listen:    e.sock.LocalAddr().String(),
 		PublicKey: pub.String(),
 		Instance:  fmt.Sprintf("%016x", e.instance),
 		Uptime:    time.Since(e.started).Round(time.Second).String(),

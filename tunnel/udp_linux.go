@@ -10,8 +10,11 @@ package tunnel
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -29,7 +32,11 @@ const (
 
 var gsoOOBLen = unix.CmsgSpace(2)
 
-// udpSock is the association socket with its offload state.
+// udpBatch is how many datagrams one recvmmsg moves.
+const udpBatch = 64
+
+// udpSock is the association socket with its offload state: the real
+// PacketConn.
 type udpSock struct {
 	conn  *net.UDPConn
 	pc    *ipv4.PacketConn
@@ -37,10 +44,44 @@ type udpSock struct {
 	gro   bool        // UDP_GRO enabled on receive
 	is6   bool
 	local netip.AddrPort
+
+	rx      *udpReceiver // the one reader's, made on its first Receive
+	senders sync.Pool    // *udpSender: scratch space for concurrent Sends
+}
+
+// listenUDP opens the association socket on addr.
+func listenUDP(addr netip.AddrPort, log *slog.Logger) (*udpSock, error) {
+	c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(addr))
+	if err != nil {
+		return nil, fmt.Errorf("interface.listen %s: %w", addr, err)
+	}
+	setSocketBuffers(c, log)
+	return newUDPSock(c), nil
+}
+
+// setSocketBuffers asks for large socket buffers: a burst of a satellite
+// window arriving at once must not overflow the receive queue. As root the
+// FORCE variants pass the sysctl caps.
+func setSocketBuffers(c *net.UDPConn, log *slog.Logger) {
+	const size = 8 << 20
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Control(func(fd uintptr) {
+		for _, opt := range [][2]int{{unix.SO_RCVBUFFORCE, unix.SO_RCVBUF}, {unix.SO_SNDBUFFORCE, unix.SO_SNDBUF}} {
+			if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, opt[0], size) != nil {
+				if err := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, opt[1], size); err != nil {
+					log.Debug("socket buffer", "err", err)
+				}
+			}
+		}
+	})
 }
 
 func newUDPSock(c *net.UDPConn) *udpSock {
 	s := &udpSock{conn: c, pc: ipv4.NewPacketConn(c)}
+	s.senders.New = func() any { return s.sender() }
 	s.local = c.LocalAddr().(*net.UDPAddr).AddrPort()
 	s.is6 = s.local.Addr().Is6() && !s.local.Addr().Is4In6()
 	if rc, err := c.SyscallConn(); err == nil {
@@ -53,6 +94,27 @@ func newUDPSock(c *net.UDPConn) *udpSock {
 	}
 	return s
 }
+
+// Receive reads one batch (recvmmsg), splitting GRO super-packets.
+func (s *udpSock) Receive(f func(src netip.AddrPort, pkt []byte)) error {
+	if s.rx == nil {
+		s.rx = s.receiver(udpBatch)
+	}
+	return s.rx.read(f)
+}
+
+// Send sends with a pooled sender: its scratch space is reused without a
+// lock, whichever goroutine sends (one per association, and handshakes).
+func (s *udpSock) Send(pkts [][]byte, to netip.AddrPort) error {
+	u := s.senders.Get().(*udpSender)
+	err := u.send(pkts, to)
+	s.senders.Put(u)
+	return err
+}
+
+func (s *udpSock) LocalAddr() netip.AddrPort { return s.local }
+
+func (s *udpSock) Close() error { return s.conn.Close() }
 
 // udpSender is one sending goroutine's scratch space (no allocation per
 // batch).

@@ -54,7 +54,7 @@ func upCommand() *cli.Command {
 				return err
 			}
 			log := newLogger(cfg.LogLevel)
-			ep, err := tunnel.New(cfg, log)
+			ep, err := tunnel.New(cfg, log, tunnel.Options{})
 			if err != nil {
 				return err
 			}
