@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"scpsvpn/scps/cc"
 )
 
 // File is the configuration file as written by the user.
@@ -66,11 +68,34 @@ const (
 	DefaultRTT      = 600 * time.Millisecond
 )
 
-// Congestion controllers and loss-cause modes a peer may name.
-var (
-	CongestionModes = []string{"hybrid", "vj", "vegas", "hybla", "rate"}
-	LossModes       = []string{"auto", "corruption", "congestion"}
+// Bounds the transport (scps.Config.Validate) puts on link keys, checked
+// here so a bad value is refused naming its key rather than when the
+// association starts; a test ties them to scps.
+const (
+	MinLinkRate = 8000     // bit/s, for up and down
+	MinWindow   = 64 << 10 // bytes: a stream's initial credit
+	MaxWindow   = 1 << 30  // bytes
 )
+
+// CongestionModes lists the controllers a peer may name, the default
+// first: the registry of scps/cc (a leaf package of the standard library
+// only), so a controller registered there is accepted here.
+var CongestionModes = congestionModes()
+
+// LossModes lists the loss-cause modes a peer may name, the default first.
+// configs does not import scps for them; a test checks they match
+// scps.LossModes.
+var LossModes = []string{"auto", "corruption", "congestion"}
+
+func congestionModes() []string {
+	modes := []string{cc.DefaultName}
+	for _, n := range cc.Names() {
+		if n != cc.DefaultName {
+			modes = append(modes, n)
+		}
+	}
+	return modes
+}
 
 // Config is the validated, typed configuration.
 type Config struct {
@@ -328,6 +353,9 @@ func (l *Link) validate(where string) (LinkConfig, error) {
 		if lc.Window, err = sizeKey(where+".window", l.Window); err != nil {
 			return lc, err
 		}
+		if lc.Window < MinWindow || lc.Window > MaxWindow {
+			return lc, fmt.Errorf("%s.window: %q is out of range: use 64KiB..1GiB, or leave it out (auto)", where, l.Window)
+		}
 	}
 	return lc, nil
 }
@@ -339,6 +367,9 @@ func rateKey(key, s string) (int64, error) {
 	r, err := ParseRate(s)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", key, err)
+	}
+	if r > 0 && r < MinLinkRate {
+		return 0, fmt.Errorf("%s: %q is below 8kbit, the slowest link the transport paces: leave it out if the rate is unknown", key, s)
 	}
 	return r, nil
 }
