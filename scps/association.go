@@ -1,11 +1,8 @@
 package scps
 
 // This file owns the Association type: its state, construction, the
-// time-driven entry points (Deadline, Tick), the event queue through which
-// the driver learns what changed, connection close and Stats. Receiving is
-// in recv.go, packet assembly in send.go, loss recovery in recovery.go,
-// the loss-cause decision in losscause.go, outages and keep-alives in
-// outage.go and the stream operations in streamops.go.
+// time-driven entry points (Deadline, Tick), association close and Stats.
+// doc.go maps the other files.
 
 import (
 	"fmt"
@@ -29,35 +26,6 @@ const (
 // peer cannot ask for it again and a lost CLOSE leaves its streams hanging
 // until its idle timeout.
 const closeSends = 2
-
-// EventKind says what an Event reports.
-type EventKind uint8
-
-const (
-	// EventAccept: the peer opened StreamID and its metadata arrived.
-	EventAccept EventKind = iota + 1
-	// EventStream: StreamID became readable or writable, or was reset by
-	// the peer: retry blocked reads and writes.
-	EventStream
-	// EventStreamClosed: StreamID left the stream table. Err is nil when
-	// both directions finished, a *ResetError when the peer reset it, or
-	// the local reason.
-	EventStreamClosed
-	// EventClosed: the association closed; Err says why.
-	EventClosed
-	// EventOutage: the association entered (Outage true) or left (false)
-	// outage mode.
-	EventOutage
-)
-
-// Event is something the driver must act on.
-type Event struct {
-	Kind     EventKind
-	StreamID uint64
-	Err      error
-	Outage   bool // EventOutage: entered (true) or left (false)
-	s        *stream
-}
 
 // Association is the sans-IO core of one SCPS association. It is not safe
 // for concurrent use.
@@ -107,11 +75,11 @@ type Association struct {
 	ackDelay time.Duration
 
 	// Streams.
-	streams          map[uint64]*stream
+	streams          map[uint64]*streamState
 	nextLocalID      uint64
-	pendingOpen      []*stream // local streams waiting for the peer's stream credit
-	peerMaxStreams   uint64    // our streams must have id>>1 below this
-	localMaxStreams  uint64    // the peer's streams must have id>>1 below this
+	pendingOpen      []*streamState // local streams waiting for the peer's stream credit
+	peerMaxStreams   uint64         // our streams must have id>>1 below this
+	localMaxStreams  uint64         // the peer's streams must have id>>1 below this
 	peerClosed       ranges.Set
 	peerClosedCount  uint64
 	maxStreamsQueued bool
@@ -155,7 +123,7 @@ func NewAssociation(cfg Config, now time.Time) (*Association, error) {
 		epoch:           now.Add(-time.Second),
 		now:             time.Second,
 		rtt:             cc.NewRTTStats(cfg.InitialRTT),
-		streams:         make(map[uint64]*stream),
+		streams:         make(map[uint64]*streamState),
 		peerMaxStreams:  InitialMaxStreams,
 		localMaxStreams: InitialMaxStreams,
 		connPeerMax:     InitialConnCredit,
@@ -353,35 +321,6 @@ func (a *Association) Tick(now time.Time) {
 		a.lastKeepAlive = a.now
 		a.stats.KeepAlives++
 	}
-}
-
-// PollEvent returns the next event, if any.
-func (a *Association) PollEvent() (Event, bool) {
-	if a.evHead == len(a.events) {
-		return Event{}, false
-	}
-	ev := a.events[a.evHead]
-	a.events[a.evHead] = Event{}
-	a.evHead++
-	if a.evHead == len(a.events) {
-		a.events, a.evHead = a.events[:0], 0
-	}
-	if ev.Kind == EventStream && ev.s != nil {
-		ev.s.eventQueued = false
-	}
-	ev.s = nil
-	return ev, true
-}
-
-func (a *Association) emit(ev Event) { a.events = append(a.events, ev) }
-
-// notify queues one EventStream for s unless one is pending.
-func (a *Association) notify(s *stream) {
-	if s.eventQueued || s.gone {
-		return
-	}
-	s.eventQueued = true
-	a.emit(Event{Kind: EventStream, StreamID: s.id, s: s})
 }
 
 // Close closes the association: every stream is reset locally, a CLOSE

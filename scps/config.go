@@ -1,18 +1,3 @@
-// Package scps is the SCPS-TP association of scpsvpn: many reliable,
-// ordered byte streams and unreliable datagrams multiplexed over one
-// packet exchange with a peer, with selective acknowledgement of every hole,
-// thinned ACKs within the return link's rate, loss detection by packet and
-// time thresholds, credit-based flow control with windows sized to the
-// bandwidth-delay product, pluggable congestion control, loss-cause
-// detection (congestion or corruption), pacing at the link rate and link
-// outage handling (suspend, probe at a fixed interval, resume at the old
-// rate).
-//
-// The core, Association, does no I/O and keeps no goroutines: packets and
-// the time go in, packets and the next deadline come out, so it runs
-// deterministically under a simulated clock. Session wraps one Association
-// with a goroutine, a timer and blocking Streams for the tunnel. spec.md
-// beside this file gives the wire format byte by byte.
 package scps
 
 // This file owns Config: the knobs of one association, their defaults and

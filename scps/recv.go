@@ -113,7 +113,7 @@ func (a *Association) checkStreamID(id uint64) error {
 
 // streamFor returns the stream a frame refers to, creating a peer stream
 // on first sight; nil means the stream is already gone (late frame).
-func (a *Association) streamFor(id uint64) *stream {
+func (a *Association) streamFor(id uint64) *streamState {
 	if s, ok := a.streams[id]; ok {
 		return s
 	}
@@ -163,7 +163,7 @@ func (a *Association) apply(f *wire.Frame) error {
 
 // addRecvd accounts bytes up to end as received on s for connection flow
 // control.
-func (a *Association) addRecvd(s *stream, end uint64) error {
+func (a *Association) addRecvd(s *streamState, end uint64) error {
 	if end <= s.highestRecv {
 		return nil
 	}

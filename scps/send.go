@@ -7,7 +7,7 @@ package scps
 // streams (little queued) before bulk ones, round robin within each, one
 // stream per turn. Ack-eliciting content needs congestion window and pacer
 // tokens unless it is a probe; ACK-only packets need only the ACK budget.
-// In outage mode only outage probes go out (outage.go).
+// In outage mode only outage probes go out (sendProbe, outage.go).
 
 import (
 	"time"
@@ -363,7 +363,7 @@ func (a *Association) appendStreams(b []byte, limit int) ([]byte, bool) {
 
 // appendRetxFrame adds one repair frame for s. done: the packet is full;
 // fits: a frame was added.
-func (a *Association) appendRetxFrame(b []byte, limit int, s *stream) (_ []byte, done, fits bool) {
+func (a *Association) appendRetxFrame(b []byte, limit int, s *streamState) (_ []byte, done, fits bool) {
 	var off, want uint64
 	switch {
 	case !s.retx.Empty():
@@ -400,7 +400,7 @@ func (a *Association) appendRetxFrame(b []byte, limit int, s *stream) (_ []byte,
 }
 
 // appendNewFrame adds one frame of new data (or the open or FIN) for s.
-func (a *Association) appendNewFrame(b []byte, limit int, s *stream) (_ []byte, done, fits bool) {
+func (a *Association) appendNewFrame(b []byte, limit int, s *streamState) (_ []byte, done, fits bool) {
 	off := s.sentOff
 	var want uint64
 	if s.peerMax > off && a.connPeerMax > a.connSent {

@@ -1,159 +1,239 @@
 package scps
 
-// This file owns the per-stream state of the sans-IO core: the send half
-// (buffered bytes, what was sent, acknowledged and must be repaired, FIN
-// and open metadata, peer credit) and the receive half (reassembly, what the
-// application consumed, credit we granted and its auto-tuning), plus the
-// FIFO queues the packet scheduler draws streams from.
+// This file owns Stream, the blocking, net.Conn-like view of one stream of
+// a Session (the core's state of a stream is streamState, streamstate.go).
 
 import (
+	"errors"
+	"io"
+	"net"
+	"strconv"
 	"time"
-
-	"scpsvpn/scps/internal/bufq"
-	"scpsvpn/scps/internal/ranges"
 )
 
-// lightThreshold: a stream with at most this much unsent new data is
-// scheduled in the light queue, ahead of bulk streams, so a request made
-// during a big download waits for no queue.
-const lightThreshold = 16 << 10
+// Stream is one reliable, ordered byte stream of a Session. It implements
+// net.Conn; all methods are safe for concurrent use.
+type Stream struct {
+	s       *Session
+	id      uint64
+	meta    []byte
+	readCh  chan struct{}
+	writeCh chan struct{}
+	rdl     deadline
+	wdl     deadline
 
-type stream struct {
-	id    uint64
-	local bool // opened by us
-	meta  []byte
-	gone  bool // removed from the table; queue entries are stale
-
-	// Send half.
-	sendBuf     bufq.Buffer
-	writeOff    uint64     // end of data written by the application
-	sentOff     uint64     // next new byte to send
-	ackedPrefix uint64     // every byte below is acknowledged
-	acked       ranges.Set // acknowledged ranges above ackedPrefix
-	retx        ranges.Set // lost ranges waiting for repair
-	peerMax     uint64     // send credit granted by the peer
-	finQueued   bool       // CloseWrite called; finOffset valid
-	finOffset   uint64
-	finSent     bool // FIN went out at least once
-	finLost     bool // the frame carrying FIN was lost; send it again
-	finAcked    bool
-	openPending bool // a local stream whose offset-0 frame must (again) go out empty
-	openAcked   bool // a frame at offset 0 was acknowledged: metadata delivered
-	writeWait   bool // the application waits for send-buffer space
-	creditWait  bool // has new data but no stream credit
-
-	resetQueued bool // our RESET_STREAM must (again) go out
-	resetSent   bool // our RESET_STREAM went out (or is queued): the stream is aborted
-	resetAcked  bool
-	resetCode   uint64
-	localErr    error // why the application may no longer use the stream, if it was us
-
-	// Receive half.
-	recvBuf       bufq.Buffer
-	recvd         ranges.Set // received ranges at or above readOff
-	readOff       uint64     // next byte the application reads
-	highestRecv   uint64     // highest offset received (counts toward connection credit)
-	finKnown      bool
-	finalSize     uint64
-	recvMax       uint64 // credit we granted
-	recvWindow    uint64 // current window size (auto-tuned)
-	epochStart    time.Duration
-	epochOff      uint64
-	maxDataQueued bool // a MAX_STREAM_DATA for this stream is queued
-	metaKnown     bool // peer stream: its metadata arrived (accept event sent)
-	readWait      bool // the application waits for data
-	eofRead       bool // the application was told io.EOF
-	readClosed    bool // the application closed: discard what still comes
-	peerReset     bool // the peer's RESET_STREAM arrived
-	peerCode      uint64
-
-	eventQueued bool // an EventStream is pending for the application
-	queued      uint8
+	// Guarded by s.mu.
+	gone        bool  // left the association's table
+	goneErr     error // why: nil = finished normally
+	localClosed bool  // Close or Reset was called
 }
 
-// queue membership bits
-const (
-	inRetxQ uint8 = 1 << iota
-	inNewQ
-	inCtrlQ
-)
-
-func (s *stream) contiguous() uint64 {
-	if s.recvd.Empty() {
-		return s.readOff
+func newSessionStream(s *Session, id uint64, meta []byte) *Stream {
+	return &Stream{
+		s:       s,
+		id:      id,
+		meta:    meta,
+		readCh:  make(chan struct{}, 1),
+		writeCh: make(chan struct{}, 1),
+		rdl:     newDeadline(),
+		wdl:     newDeadline(),
 	}
-	f := s.recvd.First()
-	if f.Start > s.readOff {
-		return s.readOff
+}
+
+func (st *Stream) signal() {
+	signal(st.readCh)
+	signal(st.writeCh)
+}
+
+// settle marks the stream gone after the session ended, in case no event
+// did.
+func (st *Stream) settle() {
+	s := st.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dispatchLocked()
+	if !st.gone {
+		st.gone, st.goneErr = true, s.a.Err()
+		if st.goneErr == nil {
+			st.goneErr = ErrClosed
+		}
 	}
-	return f.End
 }
 
-// readable: data or EOF is available to the application.
-func (s *stream) readable() bool {
-	return s.contiguous() > s.readOff || (s.finKnown && s.readOff == s.finalSize)
-}
+// ID is the stream id.
+func (st *Stream) ID() uint64 { return st.id }
 
-func (s *stream) unsent() uint64 { return s.writeOff - s.sentOff }
+// Meta is the metadata the opener attached.
+func (st *Stream) Meta() []byte { return st.meta }
 
-// hasRetx: something lost must go out again.
-func (s *stream) hasRetx() bool {
-	return !s.retx.Empty() || (s.openPending && s.sentOff > 0) || (s.finLost && !s.finAcked)
-}
-
-// hasNew: new data, the open or the FIN must go out.
-func (s *stream) hasNew() bool {
-	return s.sentOff < s.writeOff || (s.openPending && s.sentOff == 0) || (s.finQueued && !s.finSent)
-}
-
-func (s *stream) sendDone() bool {
-	return s.finAcked && s.ackedPrefix == s.finOffset
-}
-
-func (s *stream) recvDone() bool {
-	return s.finKnown && s.readOff == s.finalSize
-}
-
-func (s *stream) aborted() bool { return s.resetSent || s.peerReset }
-
-// streamQueue is a FIFO of streams; entries of removed streams are skipped.
-type streamQueue struct {
-	q    []*stream
-	head int
-}
-
-func (q *streamQueue) push(s *stream) {
-	if q.head > 0 && len(q.q) == cap(q.q) {
-		n := copy(q.q, q.q[q.head:])
-		clear(q.q[n:])
-		q.q, q.head = q.q[:n], 0
+// goneErrLocked is the error of operations after the stream left the
+// table.
+func (st *Stream) goneErrLocked(write bool) error {
+	switch {
+	case st.localClosed:
+		return ErrStreamClosed
+	case st.goneErr != nil:
+		return st.goneErr
+	case write:
+		return ErrWriteClosed
 	}
-	q.q = append(q.q, s)
+	return io.EOF
 }
 
-func (q *streamQueue) pop() *stream {
-	if q.head == len(q.q) {
+// Read reads received data; io.EOF after the peer's FIN, a *ResetError
+// after the peer's reset.
+func (st *Stream) Read(p []byte) (int, error) {
+	s := st.s
+	for {
+		s.mu.Lock()
+		if st.gone {
+			err := st.goneErrLocked(false)
+			s.mu.Unlock()
+			return 0, err
+		}
+		if len(p) == 0 {
+			s.mu.Unlock()
+			return 0, nil
+		}
+		n, err := s.a.StreamRead(st.id, p)
+		if n > 0 {
+			s.kickLocked() // credit may be due
+		}
+		s.dispatchLocked()
+		if errors.Is(err, ErrUnknownStream) && st.gone {
+			err = st.goneErrLocked(false)
+		}
+		s.mu.Unlock()
+		if n > 0 || err != nil {
+			return n, err
+		}
+		select {
+		case <-st.readCh:
+		case <-st.rdl.wait():
+			return 0, ErrTimeout
+		case <-s.done:
+			st.settle()
+		}
+	}
+}
+
+// Write writes all of p, blocking while the stream's send buffer is full
+// (backpressure toward the local sender).
+func (st *Stream) Write(p []byte) (int, error) {
+	s := st.s
+	written := 0
+	for {
+		s.mu.Lock()
+		if st.gone {
+			err := st.goneErrLocked(true)
+			s.mu.Unlock()
+			return written, err
+		}
+		n, err := s.a.StreamWrite(st.id, p[written:])
+		written += n
+		if n > 0 {
+			s.kickLocked()
+		}
+		s.dispatchLocked()
+		if errors.Is(err, ErrUnknownStream) && st.gone {
+			err = st.goneErrLocked(true)
+		}
+		s.mu.Unlock()
+		if err != nil || written == len(p) {
+			return written, err
+		}
+		select {
+		case <-st.writeCh:
+		case <-st.wdl.wait():
+			return written, ErrTimeout
+		case <-s.done:
+			st.settle()
+		}
+	}
+}
+
+// CloseWrite sends FIN after the data written so far; the peer reads EOF.
+func (st *Stream) CloseWrite() error {
+	s := st.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st.gone {
+		if st.goneErr != nil {
+			return st.goneErr
+		}
 		return nil
 	}
-	s := q.q[q.head]
-	q.q[q.head] = nil
-	q.head++
-	if q.head == len(q.q) {
-		q.q, q.head = q.q[:0], 0
+	err := s.a.StreamCloseWrite(st.id)
+	s.kickLocked()
+	s.dispatchLocked()
+	if errors.Is(err, ErrUnknownStream) && st.gone {
+		err = st.goneErr
 	}
-	return s
+	return err
 }
 
-func (q *streamQueue) peek() *stream {
-	if q.head == len(q.q) {
+// Close ends the stream for this side: CloseWrite, then stop reading. If
+// unread data is waiting (or arrives later) the stream is reset instead.
+// Blocked Reads and Writes return ErrStreamClosed.
+func (st *Stream) Close() error {
+	s := st.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st.localClosed {
 		return nil
 	}
-	return q.q[q.head]
+	st.localClosed = true
+	if !st.gone {
+		_ = s.a.StreamClose(st.id)
+		s.dispatchLocked()
+		s.kickLocked()
+	}
+	st.signal()
+	return nil
 }
 
-func (q *streamQueue) len() int { return len(q.q) - q.head }
-
-func (q *streamQueue) clear() {
-	clear(q.q)
-	q.q, q.head = q.q[:0], 0
+// Reset aborts the stream both ways: the peer's Read and Write fail with a
+// *ResetError carrying code.
+func (st *Stream) Reset(code uint64) {
+	s := st.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st.localClosed = true
+	if !st.gone {
+		_ = s.a.StreamReset(st.id, code)
+		s.dispatchLocked()
+		s.kickLocked()
+	}
+	st.signal()
 }
+
+// SetDeadline sets both deadlines.
+func (st *Stream) SetDeadline(t time.Time) error {
+	st.rdl.set(t)
+	st.wdl.set(t)
+	return nil
+}
+
+// SetReadDeadline makes blocked and future Reads fail with ErrTimeout after
+// t; zero disables it.
+func (st *Stream) SetReadDeadline(t time.Time) error { st.rdl.set(t); return nil }
+
+// SetWriteDeadline makes blocked and future Writes fail with ErrTimeout
+// after t; zero disables it.
+func (st *Stream) SetWriteDeadline(t time.Time) error { st.wdl.set(t); return nil }
+
+// StreamAddr is the net.Addr of a stream: its id.
+type StreamAddr uint64
+
+// Network implements net.Addr.
+func (StreamAddr) Network() string { return "scps" }
+
+func (a StreamAddr) String() string { return "stream/" + strconv.FormatUint(uint64(a), 10) }
+
+// LocalAddr implements net.Conn.
+func (st *Stream) LocalAddr() net.Addr { return StreamAddr(st.id) }
+
+// RemoteAddr implements net.Conn.
+func (st *Stream) RemoteAddr() net.Addr { return StreamAddr(st.id) }
+
+var _ net.Conn = (*Stream)(nil)

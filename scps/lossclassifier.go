@@ -1,6 +1,6 @@
 package scps
 
-// This file owns the loss-cause decision (Config.Loss). "congestion" and
+// This file owns lossClassifier, the loss-cause decision (Config.Loss). "congestion" and
 // "corruption" are fixed answers; "auto" reads the delay signal: a
 // bottleneck queue that overflows has grown first, so a loss is congestion
 // when the round trips measured around the lost packet's time exceed the

@@ -1,10 +1,11 @@
 package scps
 
-// This file owns the application-facing stream operations of the core
-// (open, write, read, half-close, close, reset, metadata) and the stream
-// bookkeeping they share with the receive and send paths: scheduling a
-// stream for sending, granting credit as the application reads, and
-// removing a stream once both sides are finished with it.
+// This file owns the Association's stream API: the application-facing
+// stream operations of the core (open, write, read, half-close, close,
+// reset, metadata) and the stream bookkeeping they share with the receive
+// and send paths: scheduling a stream for sending, granting credit as the
+// application reads, and removing a stream once both sides are finished
+// with it.
 
 import (
 	"io"
@@ -17,7 +18,7 @@ func (a *Association) isLocal(id uint64) bool {
 
 // onWire reports whether s may appear in packets: a local stream needs the
 // peer's stream credit.
-func (a *Association) onWire(s *stream) bool {
+func (a *Association) onWire(s *streamState) bool {
 	return !s.local || s.id>>1 < a.peerMaxStreams
 }
 
@@ -26,9 +27,9 @@ func (a *Association) onWire(s *stream) bool {
 // credit goes out at once (with the stream's first frame for a local
 // stream, with the first ACK for a peer's), so a known link fills from the
 // second round trip on.
-func (a *Association) newStream(id uint64, local bool) *stream {
+func (a *Association) newStream(id uint64, local bool) *streamState {
 	w := a.cfg.initialStreamWindow()
-	s := &stream{
+	s := &streamState{
 		id:         id,
 		local:      local,
 		peerMax:    InitialStreamCredit,
@@ -72,7 +73,7 @@ func (a *Association) OpenStream(meta []byte) (uint64, error) {
 }
 
 // lookup returns a stream the application may use.
-func (a *Association) lookup(id uint64) (*stream, error) {
+func (a *Association) lookup(id uint64) (*streamState, error) {
 	s, ok := a.streams[id]
 	if !ok {
 		if a.state != stateOpen {
@@ -257,7 +258,7 @@ func (a *Association) StreamReset(id uint64, code uint64) error {
 }
 
 // resetStream aborts s from our side (the application's reset or close).
-func (a *Association) resetStream(s *stream, code uint64) {
+func (a *Association) resetStream(s *streamState, code uint64) {
 	s.localErr = ErrStreamClosed
 	a.abortStream(s)
 	s.resetSent, s.resetQueued, s.resetCode = true, true, code
@@ -267,7 +268,7 @@ func (a *Association) resetStream(s *stream, code uint64) {
 
 // abortStream drops both directions' data; bytes the peer sent that will
 // never be read are returned to connection credit.
-func (a *Association) abortStream(s *stream) {
+func (a *Association) abortStream(s *streamState) {
 	s.sendBuf.Free()
 	s.acked.Clear()
 	s.retx.Clear()
@@ -283,7 +284,7 @@ func (a *Association) abortStream(s *stream) {
 }
 
 // scheduleNew puts s in a new-data queue if it can send new data now.
-func (a *Association) scheduleNew(s *stream) {
+func (a *Association) scheduleNew(s *streamState) {
 	if s.gone || s.aborted() || s.queued&inNewQ != 0 || !a.onWire(s) {
 		return
 	}
@@ -301,13 +302,13 @@ func (a *Association) scheduleNew(s *stream) {
 	}
 }
 
-func (a *Association) canSendNew(s *stream) bool {
+func (a *Association) canSendNew(s *streamState) bool {
 	return (s.sentOff < s.writeOff && s.sentOff < s.peerMax) ||
 		(s.openPending && s.sentOff == 0) ||
 		(s.finQueued && !s.finSent && s.sentOff == s.writeOff)
 }
 
-func (a *Association) scheduleRetx(s *stream) {
+func (a *Association) scheduleRetx(s *streamState) {
 	if s.gone || s.aborted() || s.queued&inRetxQ != 0 || !s.hasRetx() {
 		return
 	}
@@ -315,7 +316,7 @@ func (a *Association) scheduleRetx(s *stream) {
 	a.retxQ.push(s)
 }
 
-func (a *Association) scheduleCtrl(s *stream) {
+func (a *Association) scheduleCtrl(s *streamState) {
 	if s.gone || s.queued&inCtrlQ != 0 || !a.onWire(s) {
 		return
 	}
@@ -338,7 +339,7 @@ func (a *Association) autotune(window *uint64, epochStart *time.Duration, epochO
 
 // maybeStreamCredit grants more stream credit once a quarter of the window
 // was consumed.
-func (a *Association) maybeStreamCredit(s *stream) {
+func (a *Association) maybeStreamCredit(s *streamState) {
 	if s.finKnown || s.aborted() || s.readClosed {
 		return
 	}
@@ -380,7 +381,7 @@ func (a *Association) maybeMaxStreams() {
 }
 
 // maybeFinish removes s when both sides are done with it.
-func (a *Association) maybeFinish(s *stream) {
+func (a *Association) maybeFinish(s *streamState) {
 	if s.gone {
 		return
 	}
@@ -399,7 +400,7 @@ func (a *Association) maybeFinish(s *stream) {
 	}
 }
 
-func (a *Association) removeStream(s *stream) {
+func (a *Association) removeStream(s *streamState) {
 	s.gone = true
 	s.sendBuf.Free()
 	s.recvBuf.Free()

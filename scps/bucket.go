@@ -1,7 +1,7 @@
 package scps
 
-// This file owns the pacer and the ACK budget: token buckets in bytes that
-// refill at a rate and hold at most a burst. The pacer releases packets at
+// This file owns bucket, the token bucket behind the pacer and the ACK
+// budget: tokens in bytes that refill at a rate and hold at most a burst. The pacer releases packets at
 // min(SendRate, congestion controller's pacing rate), charging each packet
 // with its wire overhead; the ACK budget keeps our ACK traffic within a
 // fraction of the peer's link.

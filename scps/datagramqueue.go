@@ -1,7 +1,7 @@
 package scps
 
-// This file owns the outgoing datagram queue: a bounded ring of reusable
-// buffers. Datagrams are never retransmitted; they wait only briefly for
+// This file owns datagramQueue, the outgoing datagram queue: a bounded
+// ring of reusable buffers. Datagrams are never retransmitted; they wait only briefly for
 // congestion window and pacer, and are dropped (and counted) when the queue
 // is full or they have waited too long, because a late datagram (a DNS
 // query, a ping) is worth less than the queue delay it would add.

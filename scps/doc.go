@@ -1,0 +1,45 @@
+// Package scps is the SCPS-TP association of scpsvpn: many reliable,
+// ordered byte streams and unreliable datagrams multiplexed over one
+// packet exchange with a peer, with selective acknowledgement of every hole,
+// thinned ACKs within the return link's rate, loss detection by packet and
+// time thresholds, credit-based flow control with windows sized to the
+// bandwidth-delay product, pluggable congestion control, loss-cause
+// detection (congestion or corruption), pacing at the link rate and link
+// outage handling (suspend, probe at a fixed interval, resume at the old
+// rate).
+//
+// The core, Association, does no I/O and keeps no goroutines: packets and
+// the time go in, packets and the next deadline come out, so it runs
+// deterministically under a simulated clock. Session wraps one Association
+// with a goroutine, a timer and blocking Streams for the tunnel. spec.md
+// beside this file gives the wire format byte by byte.
+package scps
+
+// Where things are. Each file holds the type it is named after, or the
+// part of the Association named in its first comment:
+//
+//	association.go     Association: state, construction, Deadline, Tick, Close, Stats
+//	event.go           Event and the event queue (PollEvent)
+//	recv.go            Receive: decode, validate, apply frames
+//	send.go            Send: packet assembly (and sendClose)
+//	recovery.go        loss recovery: ACK processing, loss detection, probe timeout
+//	history.go         history: the sent-packet and sent-frame rings
+//	outage.go          outage mode, keep-alives, the silence hold
+//	ackstate.go        ackState: received packets and the ACK policy
+//	lossclassifier.go  lossClassifier: congestion or corruption
+//	bucket.go          bucket: pacer and ACK budget token buckets
+//	datagramqueue.go   datagramQueue: outgoing datagrams
+//	streamapi.go       the Association's stream operations and bookkeeping
+//	streamstate.go     streamState: one stream's state in the core
+//	streamqueue.go     streamQueue: FIFO of streams for the scheduler
+//	session.go         Session: the goroutine-safe driver of one Association
+//	stream.go          Stream: the blocking net.Conn view of a Session's stream
+//	deadline.go        deadline: the timer behind Stream's deadlines
+//	config.go          Config, defaults and validation
+//	stats.go           Stats
+//	errors.go          errors and the package's own error codes
+//
+// Sub-packages: cc (congestion controllers, RTT statistics),
+// internal/wire (the byte layout of packets and frames, spec.md),
+// internal/ranges (sets of half-open ranges), internal/bufq (stream
+// buffers).
