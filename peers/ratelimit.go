@@ -20,22 +20,19 @@ import (
 	"net/netip"
 	"sync"
 	"time"
-)
 
-type bucket struct {
-	tokens float64
-	last   time.Time
-}
+	"scpsvpn/peers/tokenbucket"
+)
 
 type rateLimiter struct {
 	mu       sync.Mutex
 	rate     float64 // tokens per second per source
 	burst    float64
 	max      int // table bound
-	global   bucket
+	global   tokenbucket.Bucket
 	grate    float64
 	gburst   float64
-	sources  map[netip.Addr]*bucket
+	sources  map[netip.Addr]*tokenbucket.Bucket
 	lastSwep time.Time
 }
 
@@ -46,8 +43,7 @@ func newRateLimiter(rate, burst, globalRate float64, max int) *rateLimiter {
 		max:     max,
 		grate:   globalRate,
 		gburst:  globalRate, // one second of global budget
-		global:  bucket{tokens: globalRate},
-		sources: make(map[netip.Addr]*bucket),
+		sources: make(map[netip.Addr]*tokenbucket.Bucket),
 	}
 }
 
@@ -60,18 +56,6 @@ func sourceKey(a netip.Addr) netip.Addr {
 		return p.Addr()
 	}
 	return a.WithZone("")
-}
-
-func (b *bucket) refill(now time.Time, rate, burst float64) {
-	if !b.last.IsZero() {
-		if dt := now.Sub(b.last).Seconds(); dt > 0 {
-			b.tokens += dt * rate
-			if b.tokens > burst {
-				b.tokens = burst
-			}
-		}
-	}
-	b.last = now
 }
 
 // allow takes one token for src and one global token. It allocates a table
@@ -88,16 +72,14 @@ func (r *rateLimiter) allow(src netip.Addr, now time.Time) bool {
 				return false
 			}
 		}
-		b = &bucket{tokens: r.burst, last: now}
+		b = new(tokenbucket.Bucket) // starts full
 		r.sources[key] = b
 	}
-	b.refill(now, r.rate, r.burst)
-	r.global.refill(now, r.grate, r.gburst)
-	if b.tokens < 1 || r.global.tokens < 1 {
+	if !b.Ready(now, r.rate, r.burst) || !r.global.Ready(now, r.grate, r.gburst) {
 		return false
 	}
-	b.tokens--
-	r.global.tokens--
+	b.Take()
+	r.global.Take()
 	return true
 }
 
@@ -115,7 +97,7 @@ func (r *rateLimiter) sweep(now time.Time) {
 func (r *rateLimiter) sweepLocked(now time.Time) {
 	r.lastSwep = now
 	for k, b := range r.sources {
-		if b.tokens+now.Sub(b.last).Seconds()*r.rate >= r.burst {
+		if b.Full(now, r.rate, r.burst) {
 			delete(r.sources, k)
 		}
 	}

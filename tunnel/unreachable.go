@@ -10,6 +10,8 @@ import (
 	"encoding/binary"
 	"sync"
 	"time"
+
+	"scpsvpn/peers/tokenbucket"
 )
 
 const (
@@ -100,21 +102,14 @@ func checksum(b []byte, initial uint16) uint16 {
 	return uint16(sum)
 }
 
-// rateLimiter is a token bucket refilled per second.
+// rateLimiter allows unreachPerSecond replies a second, as many at once.
 type rateLimiter struct {
-	mu     sync.Mutex
-	tokens float64
-	last   time.Time
+	mu sync.Mutex
+	b  tokenbucket.Bucket
 }
 
 func (r *rateLimiter) allow(now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.tokens = min(unreachPerSecond, r.tokens+now.Sub(r.last).Seconds()*unreachPerSecond)
-	r.last = now
-	if r.tokens < 1 {
-		return false
-	}
-	r.tokens--
-	return true
+	return r.b.Allow(now, unreachPerSecond, unreachPerSecond)
 }
