@@ -15,20 +15,24 @@ import (
 	"scpsvpn/cmd/internal/linkemu"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
-
 func main() {
-	os.Exit(run(os.Args, os.Stderr))
+	os.Exit(run(os.Args, os.Stdout, os.Stderr))
 }
 
 // run executes one command line and returns the exit code; errors are one
 // line on stderr.
-func run(args []string, stderr io.Writer) int {
+func run(args []string, stdout, stderr io.Writer) int {
 	app := &cli.App{
-		Name:    "scpsvpn",
-		Usage:   "split-TCP VPN that makes TCP fast across satellite hops",
-		Version: version,
+		Name:  "scpsvpn",
+		Usage: "split-TCP VPN that makes TCP fast across satellite hops",
+		Description: "scpsvpn runs one endpoint at each end of a satellite hop. Each end terminates\n" +
+			"the LAN's TCP connections locally and carries their bytes as streams of one\n" +
+			"SCPS-TP-style association per peer over UDP (Noise IK, AEAD); the far end\n" +
+			"re-originates each connection from the client's own address. Other IP traffic\n" +
+			"crosses as datagrams. Configuration: /etc/scpsvpn/NAME.toml (see the README's\n" +
+			"config reference); as a service: systemctl enable --now scpsvpn@NAME.",
+		Version:              versionString(),
+		EnableBashCompletion: true,
 		Commands: []*cli.Command{
 			upCommand(),
 			configCommand(),
@@ -38,8 +42,11 @@ func run(args []string, stderr io.Writer) int {
 			linkemu.Command(),
 			demo.Command(),
 			bench.Command(),
+			completionCommand(),
+			manCommand(),
 		},
 		HideHelpCommand: true,
+		Writer:          stdout,
 		ErrWriter:       stderr,
 	}
 	if err := app.Run(args); err != nil {

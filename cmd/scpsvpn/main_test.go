@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,7 +26,7 @@ func TestBadConfigOneLine(t *testing.T) {
 		for _, cmd := range []string{"up", "config check"} {
 			var stderr bytes.Buffer
 			args := append([]string{"scpsvpn"}, strings.Fields(cmd)...)
-			code := run(append(args, "--config", p), &stderr)
+			code := run(append(args, "--config", p), io.Discard, &stderr)
 			out := strings.TrimSpace(stderr.String())
 			if code == 0 {
 				t.Errorf("%s / %s: exit code 0", name, cmd)
@@ -39,7 +40,7 @@ func TestBadConfigOneLine(t *testing.T) {
 
 func TestConfigCheckNeedsConfig(t *testing.T) {
 	var stderr bytes.Buffer
-	if code := run([]string{"scpsvpn", "config", "check"}, &stderr); code == 0 {
+	if code := run([]string{"scpsvpn", "config", "check"}, io.Discard, &stderr); code == 0 {
 		t.Error("config check without --config succeeded")
 	}
 }
