@@ -189,11 +189,7 @@ func (e *Endpoint) Run(ctx context.Context) (err error) {
 	// streams are gone, while the UDP socket is still open to tell them.
 	cleanup = append(cleanup, e.closeAssocs)
 
-	stopStatus, err := e.serveStatus()
-	if err != nil {
-		return err
-	}
-	cleanup = append(cleanup, stopStatus)
+	cleanup = append(cleanup, e.serveControl())
 	e.started = time.Now()
 	e.log.Info("endpoint up", "tun", e.cfg.Name, "listen", e.sock.LocalAddr().String(), "mtu", e.cfg.MTU, "peers", len(e.cfg.Peers))
 	e.goLoop("tun-reader", e.readTUN)

@@ -1,27 +1,17 @@
 package tunnel
 
-// Status: a snapshot of the endpoint (peers, associations, counters) served
-// as JSON on a unix socket beside the TUN's name, for `scpsvpn status`.
-// The socket is root-only (0600 in a 0700 directory): counters reveal peers'
-// addresses and traffic.
+// Status: a snapshot of the endpoint (peers, associations, counters), which
+// the control socket (control.go) serves to `scpsvpn status` and the
+// metrics collector (metrics.go) turns into Prometheus metrics.
 
 import (
-	"encoding/json"
 	"fmt"
-	"net"
 	"os"
-	"path/filepath"
 	"time"
 
 	"scpsvpn/peers"
 	"scpsvpn/scps"
 )
-
-// StatusDir holds one control socket per running endpoint.
-var StatusDir = "/run/scpsvpn"
-
-// StatusSocket is the control socket path of the endpoint with TUN name.
-func StatusSocket(name string) string { return filepath.Join(StatusDir, name+".sock") }
 
 // Status is what `scpsvpn status` prints.
 type Status struct {
@@ -29,6 +19,7 @@ type Status struct {
 	Listen    string       `json:"listen"`
 	PublicKey string       `json:"public_key"`
 	Instance  string       `json:"instance"`
+	Netns     string       `json:"netns,omitempty"` // the network namespace it runs in, as /proc/self/ns/net names it
 	Uptime    string       `json:"uptime"`
 	Counters  Counters     `json:"counters"`
 	Security  peers.Stats  `json:"security"`
@@ -69,6 +60,7 @@ func (e *Endpoint) Status() Status {
 		Listen:    e.sock.LocalAddr().String(),
 		PublicKey: pub.String(),
 		Instance:  fmt.Sprintf("%016x", e.instance),
+		Netns:     netnsName(),
 		Uptime:    time.Since(e.started).Round(time.Second).String(),
 		Counters: Counters{
 			TunPackets: s.TunPackets.Load(), TunNoPeer: s.TunNoPeer.Load(), TunMalformed: s.TunMalformed.Load(),
@@ -104,44 +96,8 @@ func (e *Endpoint) Status() Status {
 	return st
 }
 
-// serveStatus answers each connection on the control socket with one JSON
-// status document.
-func (e *Endpoint) serveStatus() (func(), error) {
-	if err := os.MkdirAll(StatusDir, 0o700); err != nil {
-		return nil, fmt.Errorf("status socket dir: %w", err)
-	}
-	path := StatusSocket(e.cfg.Name)
-	_ = os.Remove(path) // a stale socket from a killed run
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, fmt.Errorf("status socket: %w", err)
-	}
-	_ = os.Chmod(path, 0o600)
-	e.goLoop("status", func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.SetDeadline(time.Now().Add(5 * time.Second))
-			_ = json.NewEncoder(c).Encode(e.Status())
-			c.Close()
-		}
-	})
-	return func() { ln.Close(); os.Remove(path) }, nil
-}
-
-// ReadStatus fetches the status of the endpoint with TUN name.
-func ReadStatus(name string) (*Status, error) {
-	c, err := net.DialTimeout("unix", StatusSocket(name), 5*time.Second)
-	if err != nil {
-		return nil, fmt.Errorf("no endpoint %q running here (%w)", name, err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	var st Status
-	if err := json.NewDecoder(c).Decode(&st); err != nil {
-		return nil, fmt.Errorf("read status of %q: %w", name, err)
-	}
-	return &st, nil
+// netnsName names the caller's network namespace ("net:[4026531840]").
+func netnsName() string {
+	n, _ := os.Readlink("/proc/self/ns/net")
+	return n
 }

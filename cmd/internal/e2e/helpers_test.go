@@ -34,6 +34,11 @@ func run(m *testing.M) int {
 			return 1
 		}
 		defer os.RemoveAll(dir)
+		// Tests run the binary as other users too (least privilege).
+		if err := os.Chmod(dir, 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 		if binary, err = testenv.BuildBinary(dir); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1

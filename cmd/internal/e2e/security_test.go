@@ -26,7 +26,6 @@ import (
 	"maps"
 	"net"
 	"net/netip"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -63,7 +62,7 @@ func starSites(t *testing.T, cfg testbed.StarConfig, before func(*testbed.Star))
 // status asks node i's endpoint for its status through the command line.
 func status(t *testing.T, st *testbed.Star, i int) tunnel.Status {
 	t.Helper()
-	out, err := exec.Command(binary, "status", "--interface", st.Nodes[i].TUNName, "--json").Output()
+	out, err := st.Command(i, binary, "status", "--interface", st.Nodes[i].TUNName, "--json").Output()
 	if err != nil {
 		t.Fatalf("status of %s: %v\n%s", st.Nodes[i].Name, err, out)
 	}

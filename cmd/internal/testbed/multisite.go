@@ -25,7 +25,6 @@ import (
 	"github.com/vishvananda/netns"
 
 	"scpsvpn/cmd/internal/namespace"
-	"scpsvpn/tunnel"
 )
 
 // MaxSpokes bounds StarConfig.Spokes: spoke i owns 10.i.0.0/24 and the
@@ -257,8 +256,9 @@ func (st *Star) writeFiles() error {
 }
 
 // Close stops the endpoints, kills anything left in the namespaces, deletes
-// the namespaces (and so every device in them), the endpoints' control
-// sockets and the temporary directory.
+// the namespaces (and so every device in them; the endpoints' control
+// sockets are abstract, so they go with their processes) and the temporary
+// directory.
 // It runs once; later calls return its result.
 func (st *Star) Close() error {
 	dir := ""
@@ -269,14 +269,5 @@ func (st *Star) Close() error {
 	for i, n := range st.Nodes {
 		nss[i] = n.NS
 	}
-	return st.teardown("star", nss, func() (errs []error) {
-		for _, n := range st.Nodes {
-			// An endpoint that was killed (a test's SIGKILL, the stop
-			// timeout) could not remove its control socket.
-			if err := os.Remove(tunnel.StatusSocket(n.TUNName)); err != nil && !os.IsNotExist(err) {
-				errs = append(errs, err)
-			}
-		}
-		return errs
-	}, dir)
+	return st.teardown("star", nss, func() []error { return nil }, dir)
 }

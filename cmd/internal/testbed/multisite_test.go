@@ -23,7 +23,6 @@ import (
 	"scpsvpn/cmd/internal/namespace"
 	"scpsvpn/cmd/internal/testenv"
 	"scpsvpn/configs"
-	"scpsvpn/tunnel"
 )
 
 // paperStar is a Star with names, addresses and keys but no namespaces.
@@ -327,11 +326,6 @@ func assertStarGone(t *testing.T, st *Star) {
 	if _, err := os.Stat(st.Dir); !os.IsNotExist(err) {
 		t.Errorf("directory %s left behind: %v", st.Dir, err)
 	}
-	for _, n := range st.Nodes {
-		if _, err := os.Stat(tunnel.StatusSocket(n.TUNName)); !os.IsNotExist(err) {
-			t.Errorf("control socket of %s left behind: %v", n.Name, err)
-		}
-	}
 }
 
 func TestStarTopology(t *testing.T) {
@@ -404,13 +398,6 @@ func TestStarCloseAfterPanic(t *testing.T) {
 		}
 		defer st.Close()
 		if err := st.StartEndpoint(1); err != nil {
-			t.Fatal(err)
-		}
-		// What a SIGKILLed endpoint leaves: its control socket.
-		if err := os.MkdirAll(tunnel.StatusDir, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(tunnel.StatusSocket(st.Spoke(2).TUNName), nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		stray := st.Command(0, "sleep", "60") // not tracked by the Star

@@ -71,6 +71,7 @@ type Config struct {
 	PeerLinkA        string // raw TOML lines of A's [peer.link] (A's view of the link to B); empty = none
 	PeerLinkB        string // raw TOML lines of B's [peer.link]
 	BWithoutEndpoint bool   // B's peer entry for A has no endpoint: B learns it when A connects
+	TUNName          string // both sites' TUN device name; default one unique per run and site
 
 	Dir          string        // directory for keys, configs and logs; default a new temporary one
 	KeepDir      bool          // keep Dir after Close (a directory given in Dir is never removed)
@@ -219,6 +220,10 @@ func (tb *Testbed) newSite(side Side, underlay netip.Prefix, lan4, lan6 string) 
 	if side == B {
 		l = "b"
 	}
+	tunName := "scps" + tb.ID + l // 11 bytes
+	if tb.cfg.TUNName != "" {
+		tunName = tb.cfg.TUNName
+	}
 	return &Site{
 		Side:        side,
 		Name:        "site-" + l,
@@ -229,7 +234,7 @@ func (tb *Testbed) newSite(side Side, underlay netip.Prefix, lan4, lan6 string) 
 		LAN6:        netip.MustParsePrefix(lan6 + "/64"),
 		TUN4:        netip.MustParseAddr(lan4 + ".1"),
 		TUN6:        netip.MustParseAddr(lan6 + "1"),
-		TUNName:     "scps" + tb.ID + l, // 11 bytes
+		TUNName:     tunName,
 	}
 }
 
