@@ -1,6 +1,6 @@
 // key.go owns the X25519 identity keys: generation, public key derivation,
-// the WireGuard-style base64 text form and loading a private key file with a
-// permission check.
+// the WireGuard-style base64 text form and loading a private key file with an
+// owner and permission check.
 
 package peers
 
@@ -11,7 +11,11 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/user"
+	"strconv"
+	"syscall"
 
 	"golang.org/x/crypto/curve25519"
 )
@@ -106,21 +110,34 @@ func ParseKey(s string) (Key, error) {
 	return k, nil
 }
 
-// LoadPrivateKeyFile reads a base64 private key from path. It refuses files
-// that group or others may read or write: a leaked private key lets anyone
-// impersonate this site.
+// maxKeyFile bounds what LoadPrivateKeyFile reads: a key is 44 characters.
+const maxKeyFile = 4096
+
+// LoadPrivateKeyFile reads a base64 private key from path. The checks are
+// made on the opened file (fstat), so a file swapped in after a check
+// cannot slip through: it must be a regular file, owned by the user reading
+// it (or by root), and not readable or writable by group or others. A leaked
+// private key lets anyone impersonate this site, and a key some other user
+// can replace lets that user become this site.
 func LoadPrivateKeyFile(path string) (Key, error) {
-	fi, err := os.Stat(path)
+	// O_NONBLOCK: a FIFO at the path must not hang start-up.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
+		if errors.Is(err, os.ErrPermission) {
+			return Key{}, fmt.Errorf("private key file: %w: it must be owned by the user scpsvpn runs as (%s): run `chown %s %s`",
+				err, userName(os.Geteuid()), chownName(os.Geteuid()), path)
+		}
 		return Key{}, fmt.Errorf("private key file: %w", err)
 	}
-	if fi.IsDir() {
-		return Key{}, fmt.Errorf("private key file %s is a directory", path)
+	defer f.Close()
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+		return Key{}, fmt.Errorf("private key file %s: %w", path, err)
 	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return Key{}, fmt.Errorf("private key file %s is accessible by group or others (mode %04o): run `chmod 600 %s`", path, perm, path)
+	if err := checkKeyFile(path, st.Mode, int(st.Uid), os.Geteuid()); err != nil {
+		return Key{}, err
 	}
-	b, err := os.ReadFile(path)
+	b, err := io.ReadAll(io.LimitReader(f, maxKeyFile))
 	if err != nil {
 		return Key{}, fmt.Errorf("private key file: %w", err)
 	}
@@ -132,4 +149,36 @@ func LoadPrivateKeyFile(path string) (Key, error) {
 		return Key{}, fmt.Errorf("private key file %s: %w: all zeros", path, ErrBadKey)
 	}
 	return k, nil
+}
+
+// checkKeyFile applies the rules of LoadPrivateKeyFile to an opened file's
+// mode and owner, read by user reader.
+func checkKeyFile(path string, mode uint32, owner, reader int) error {
+	if mode&syscall.S_IFMT != syscall.S_IFREG {
+		return fmt.Errorf("private key file %s is not a regular file", path)
+	}
+	if owner != reader && owner != 0 {
+		return fmt.Errorf("private key file %s is owned by %s, but scpsvpn runs as %s, and only it or root may own the key: run `chown %s %s`",
+			path, userName(owner), userName(reader), chownName(reader), path)
+	}
+	if perm := mode & 0o777; perm&0o077 != 0 {
+		return fmt.Errorf("private key file %s is accessible by group or others (mode %04o): run `chmod 600 %s`", path, perm, path)
+	}
+	return nil
+}
+
+// userName names a uid for messages: "scpsvpn (uid 998)", or "uid 998".
+func userName(uid int) string {
+	if n := chownName(uid); n != strconv.Itoa(uid) {
+		return fmt.Sprintf("%s (uid %d)", n, uid)
+	}
+	return fmt.Sprintf("uid %d", uid)
+}
+
+// chownName is what chown takes for uid: its user name, else the number.
+func chownName(uid int) string {
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		return u.Username
+	}
+	return strconv.Itoa(uid)
 }

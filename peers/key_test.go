@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/crypto/curve25519"
@@ -136,6 +137,71 @@ func TestLoadPrivateKeyFile(t *testing.T) {
 	}
 	if _, err := LoadPrivateKeyFile(filepath.Join(dir, "missing")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing file: %v, want ErrNotExist", err)
+	}
+
+	// Not a regular file: refused, and a FIFO does not hang the load.
+	fifo := filepath.Join(dir, "fifo.key")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{fifo, dir} {
+		if _, err := LoadPrivateKeyFile(p); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("%s: %v, want a not-a-regular-file error", p, err)
+		}
+	}
+	// A symlink is followed: the file it names is what gets checked.
+	link := filepath.Join(dir, "link.key")
+	if err := os.Symlink(good, link); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := LoadPrivateKeyFile(link); err != nil || got != priv {
+		t.Errorf("symlink to a good key: %v", err)
+	}
+}
+
+// The key must belong to the user that reads it (or root): checked on the
+// opened file, so root can test it with chown.
+func TestLoadPrivateKeyFileOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give a file to another user")
+	}
+	dir := t.TempDir()
+	priv, _ := GeneratePrivateKey()
+	p := filepath.Join(dir, "other.key")
+	if err := os.WriteFile(p, []byte(priv.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(p, 54321, 54321); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LoadPrivateKeyFile(p)
+	if err == nil || !strings.Contains(err.Error(), "owned by uid 54321") || !strings.Contains(err.Error(), "`chown root "+p+"`") {
+		t.Errorf("key of another user: %v, want an owner error with chown advice", err)
+	}
+}
+
+func TestCheckKeyFile(t *testing.T) {
+	const reg = syscall.S_IFREG
+	for _, c := range []struct {
+		mode          uint32
+		owner, reader int
+		want          string // "" = accepted
+	}{
+		{reg | 0o600, 998, 998, ""},
+		{reg | 0o400, 998, 998, ""},
+		{reg | 0o600, 0, 998, ""}, // root's file, readable by us only if root let us
+		{reg | 0o600, 0, 0, ""},
+		{reg | 0o600, 1000, 998, "chown"},
+		{reg | 0o600, 1000, 0, "chown"},
+		{reg | 0o640, 998, 998, "chmod 600"},
+		{reg | 0o604, 0, 0, "chmod 600"},
+		{syscall.S_IFDIR | 0o700, 998, 998, "not a regular file"},
+		{syscall.S_IFIFO | 0o600, 998, 998, "not a regular file"},
+	} {
+		err := checkKeyFile("k", c.mode, c.owner, c.reader)
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("mode %o owner %d reader %d: %v, want %q", c.mode, c.owner, c.reader, err, c.want)
+		}
 	}
 }
 

@@ -55,7 +55,8 @@ type Endpoint struct {
 
 	stats   Stats
 	started time.Time
-	unreach rateLimiter // ICMP errors for packets no peer owns
+	ready   chan struct{} // closed once the endpoint carries traffic
+	unreach rateLimiter   // ICMP errors for packets no peer owns
 }
 
 // Stats counts what the endpoint did with packets and flows.
@@ -86,8 +87,14 @@ func New(cfg *configs.Config, log *slog.Logger, opts Options) (*Endpoint, error)
 		opts:     opts,
 		instance: binary.BigEndian.Uint64(b[:]),
 		assocs:   map[string]*assoc{},
+		ready:    make(chan struct{}),
 	}, nil
 }
+
+// Ready is closed once the TUN device, its addresses and routes, the
+// association socket and the associations are up and the pipeline runs
+// (systemd's READY=1). It stays open if Run fails before that.
+func (e *Endpoint) Ready() <-chan struct{} { return e.ready }
 
 // Run brings the endpoint up and serves until ctx is cancelled, then takes
 // down everything it created: associations (peers see their streams reset),
@@ -136,7 +143,7 @@ func (e *Endpoint) Run(ctx context.Context) (err error) {
 	if e.tun == nil {
 		t, err := tun.CreateTUN(e.cfg.Name, e.cfg.MTU)
 		if err != nil {
-			return fmt.Errorf("create TUN %s (needs root or CAP_NET_ADMIN): %w", e.cfg.Name, err)
+			return fmt.Errorf("create TUN %s (needs CAP_NET_ADMIN%s): %w", e.cfg.Name, tunDeviceHint(), err)
 		}
 		e.tun = t
 		cleanup = append(cleanup, func() { t.Close() })
@@ -195,6 +202,7 @@ func (e *Endpoint) Run(ctx context.Context) (err error) {
 	e.goLoop("tun-reader", e.readTUN)
 	e.goLoop("udp-reader", e.readUDP)
 	e.goLoop("timers", e.timers)
+	close(e.ready)
 
 	<-e.ctx.Done()
 	e.log.Info("endpoint stopping")

@@ -60,8 +60,10 @@ func listenUDP(addr netip.AddrPort, log *slog.Logger) (*udpSock, error) {
 }
 
 // setSocketBuffers asks for large socket buffers: a burst of a satellite
-// window arriving at once must not overflow the receive queue. As root the
-// FORCE variants pass the sysctl caps.
+// window arriving at once must not overflow the receive queue. The FORCE
+// variants pass the sysctl caps with CAP_NET_ADMIN (which the service has);
+// without it the buffers stay at net.core.rmem_max / wmem_max, and the log
+// says so once.
 func setSocketBuffers(c *net.UDPConn, log *slog.Logger) {
 	const size = 8 << 20
 	rc, err := c.SyscallConn()
@@ -70,10 +72,17 @@ func setSocketBuffers(c *net.UDPConn, log *slog.Logger) {
 	}
 	_ = rc.Control(func(fd uintptr) {
 		for _, opt := range [][2]int{{unix.SO_RCVBUFFORCE, unix.SO_RCVBUF}, {unix.SO_SNDBUFFORCE, unix.SO_SNDBUF}} {
-			if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, opt[0], size) != nil {
-				if err := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, opt[1], size); err != nil {
-					log.Debug("socket buffer", "err", err)
-				}
+			if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, opt[0], size) == nil {
+				continue
+			}
+			if err := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, opt[1], size); err != nil {
+				log.Debug("socket buffer", "err", err)
+			}
+			// The kernel reports twice what it grants (bookkeeping).
+			if got, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, opt[1]); err == nil && got/2 < size {
+				log.Warn("UDP socket buffer capped by the sysctl (no CAP_NET_ADMIN?): bursts may overflow it",
+					"option", map[int]string{unix.SO_RCVBUF: "SO_RCVBUF", unix.SO_SNDBUF: "SO_SNDBUF"}[opt[1]],
+					"bytes", got/2, "want", size)
 			}
 		}
 	})

@@ -64,21 +64,7 @@ func upCommand() *cli.Command {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for {
-					select {
-					case <-ctx.Done():
-						return
-					case <-hup:
-						nc, err := configs.Load(path)
-						if err != nil {
-							log.Error("reload: config rejected, keeping the running one", "err", err)
-							continue
-						}
-						if err := ep.Reload(nc); err != nil {
-							log.Error("reload", "err", err)
-						}
-					}
-				}
+				superviseEndpoint(ctx, ep, hup, path, log)
 			}()
 			err = ep.Run(ctx)
 			stop()
@@ -86,6 +72,51 @@ func upCommand() *cli.Command {
 			reportLeftovers(log, baseline)
 			return err
 		},
+	}
+}
+
+// superviseEndpoint tells systemd when the endpoint is ready and when it
+// stops, and applies SIGHUP reloads. A reload asked for before the
+// endpoint is up waits until it is: the endpoint has nothing to reload yet.
+func superviseEndpoint(ctx context.Context, ep *tunnel.Endpoint, hup <-chan os.Signal, path string, log *slog.Logger) {
+	notify := func(state string) {
+		if err := sdNotify(state); err != nil {
+			log.Warn("telling systemd", "state", state, "err", err)
+		}
+	}
+	ready, pending := ep.Ready(), false
+	reload := func() {
+		notify(reloadingState())
+		defer notify("READY=1")
+		nc, err := configs.Load(path)
+		if err != nil {
+			log.Error("reload: config rejected, keeping the running one", "err", err)
+			return
+		}
+		if err := ep.Reload(nc); err != nil {
+			log.Error("reload", "err", err)
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			notify("STOPPING=1")
+			return
+		case <-ready:
+			ready = nil
+			notify("READY=1\nSTATUS=carrying traffic")
+			if pending {
+				pending = false
+				reload()
+			}
+		case <-hup:
+			if ready != nil {
+				log.Info("reload: waiting until the endpoint is up")
+				pending = true
+				continue
+			}
+			reload()
+		}
 	}
 }
 

@@ -5,10 +5,19 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"scpsvpn/cmd/internal/testbed"
 	"scpsvpn/cmd/internal/testenv"
@@ -109,4 +118,176 @@ func TestControlSocketTakenKeepsDataPath(t *testing.T) {
 	if out, err := statusIn(t, tb, testbed.B); err != nil {
 		t.Errorf("site B's status: %v\n%s", err, out)
 	}
+}
+
+// nobody is the unprivileged user the least-privilege test runs as.
+const nobody = 65534
+
+// capNetAdmin is CAP_NET_ADMIN's bit in /proc/PID/status capability masks.
+const capNetAdmin = 1 << 12
+
+// The endpoint does everything with CAP_NET_ADMIN alone, as a user that is
+// not root, the way the packaged unit runs it: TUN, addresses, routes,
+// re-originated connections, socket buffers and the control socket. Under
+// systemd's protocol it says READY=1 once up, RELOADING=1/READY=1 around a
+// SIGHUP and STOPPING=1 on the way down.
+func TestLeastPrivilege(t *testing.T) {
+	testenv.RequireRoot(t, "network namespaces, TUN, setpriv")
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Fatal("setpriv is not installed (Debian: util-linux)")
+	}
+	// t.TempDir's parent is private; the endpoint's user must reach this.
+	work, err := os.MkdirTemp("", "scpsvpn-lp-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(work) })
+	if err := os.Chmod(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Distributions make /dev/net/tun mode 0666 (udev); a bare container
+	// may not. `ip netns exec` gives the endpoint a mount namespace of its
+	// own, so a 0666 node is bound over it there without touching the host.
+	tunNode := filepath.Join(work, "tun")
+	if err := syscall.Mknod(tunNode, syscall.S_IFCHR|0o666, int(unix.Mkdev(10, 200))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(tunNode, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	// What the unit gives the service: its user, CAP_NET_ADMIN as the only
+	// ambient and bounding capability, no new privileges.
+	wrapper := filepath.Join(work, "scpsvpn-as-nobody")
+	script := fmt.Sprintf("#!/bin/sh\nmount --bind %s /dev/net/tun || exit 1\n"+
+		"exec setpriv --reuid=%d --regid=%d --clear-groups --inh-caps=-all,+net_admin --ambient-caps=-all,+net_admin --bounding-set=-all,+net_admin --no-new-privs %s \"$@\"\n",
+		tunNode, nobody, nobody, binary)
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tb := testbed.ForTest(t, testbed.Config{Binary: wrapper})
+	for _, p := range []string{tb.Dir, tb.A.KeyFile, tb.B.KeyFile, tb.A.ConfigFile, tb.B.ConfigFile} {
+		if err := os.Chown(p, nobody, nobody); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Site A runs as systemd would start it: a runtime directory of its
+	// own and a notify socket. Site B runs without either.
+	runDir := filepath.Join(work, "run")
+	if err := os.Mkdir(runDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(runDir, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	notifyPath := filepath.Join(work, "notify")
+	notify, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: notifyPath, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer notify.Close()
+	if err := os.Chmod(notifyPath, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("RUNTIME_DIRECTORY", runDir)
+	t.Setenv("NOTIFY_SOCKET", notifyPath)
+	if err := tb.StartEndpoint(testbed.A); err != nil {
+		t.Fatal(err)
+	}
+	os.Unsetenv("RUNTIME_DIRECTORY")
+	os.Unsetenv("NOTIFY_SOCKET")
+	if err := tb.StartEndpoint(testbed.B); err != nil {
+		t.Fatal(err)
+	}
+	nextNotify := func(want string) {
+		t.Helper()
+		buf := make([]byte, 512)
+		notify.SetReadDeadline(time.Now().Add(20 * time.Second))
+		n, err := notify.Read(buf)
+		if err != nil || !strings.HasPrefix(string(buf[:n]), want) {
+			t.Fatalf("notify socket: %q, %v; want %q", buf[:n], err, want)
+		}
+	}
+	nextNotify("READY=1")
+	// READY=1 came after the routes into the TUN.
+	if out, err := tb.Exec(testbed.A, "ip", "route", "show", "dev", tb.A.TUNName); err != nil || !strings.Contains(string(out), tb.B.LAN4.String()) {
+		t.Errorf("routes when READY=1 arrived: %v\n%s", err, out)
+	}
+	waitLog(t, tb, testbed.A, "association up", 15*time.Second)
+	waitLog(t, tb, testbed.B, "association up", 15*time.Second)
+
+	for _, side := range []testbed.Side{testbed.A, testbed.B} {
+		uid, eff, bnd := procCreds(t, tb.PID(side))
+		if uid != nobody || eff != capNetAdmin || bnd != capNetAdmin {
+			t.Errorf("%s endpoint runs as uid %d with capabilities %#x (bounding %#x); want uid %d with CAP_NET_ADMIN only",
+				side, uid, eff, bnd, nobody)
+		}
+	}
+	download(t, tb, testbed.A, testbed.B, 4<<20)
+	download(t, tb, testbed.B, testbed.A, 4<<20)
+	if out, err := tb.Exec(testbed.A, "ping", "-c", "3", "-i", "0.2", "-W", "2", tb.B.TUN4.String()); err != nil || !strings.Contains(string(out), " 0% packet loss") {
+		t.Errorf("ping across the tunnel: %v\n%s", err, out)
+	}
+	for _, side := range []testbed.Side{testbed.A, testbed.B} {
+		if log := logOf(tb, side); strings.Contains(log, "level=ERROR") || strings.Contains(log, "socket buffer capped") {
+			t.Errorf("%s logged errors or capped buffers:\n%s", side, tb.LogTail(side, 30))
+		}
+		// SO_RCVBUFFORCE worked: the kernel shows twice the 8 MiB asked.
+		out, err := tb.Exec(side, "ss", "-uamn", "sport", fmt.Sprintf("= :%d", tb.Port))
+		if m := regexp.MustCompile(`rb(\d+)`).FindStringSubmatch(string(out)); err != nil || m == nil || m[1] != strconv.Itoa(16<<20) {
+			t.Errorf("%s association socket's receive buffer: %v\n%s", side, err, out)
+		}
+	}
+
+	// The status answers its own user, also through the runtime
+	// directory's socket from outside the namespace; root's client does
+	// not trust an endpoint run by a stranger.
+	sock := filepath.Join(runDir, tunnel.ControlSocketFile)
+	out, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", binary, "status", "--socket", sock).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "site-b") {
+		t.Errorf("status through %s as the endpoint's user: %v\n%s", sock, err, out)
+	}
+	if out, err := exec.Command(binary, "status", "--socket", sock).CombinedOutput(); err == nil || !strings.Contains(string(out), "not trusting it") {
+		t.Errorf("root's status of a stranger's endpoint: %v\n%s", err, out)
+	}
+
+	if err := syscall.Kill(tb.PID(testbed.A), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	nextNotify("RELOADING=1\nMONOTONIC_USEC=")
+	nextNotify("READY=1")
+	if code, err := tb.StopEndpoint(testbed.A, syscall.SIGTERM); err != nil || code != 0 {
+		t.Errorf("stop site A: exit %d, %v", code, err)
+	}
+	nextNotify("STOPPING=1")
+	if _, err := os.Lstat(sock); !os.IsNotExist(err) {
+		t.Errorf("control socket file left after stop: %v", err)
+	}
+	if out, err := tb.Exec(testbed.A, "ip", "link", "show", tb.A.TUNName); err == nil {
+		t.Errorf("TUN left after stop:\n%s", out)
+	}
+}
+
+// procCreds reads a process's real uid and its effective and bounding
+// capability masks.
+func procCreds(t *testing.T, pid int) (uid int, eff, bnd uint64) {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		switch f[0] {
+		case "Uid:":
+			uid, _ = strconv.Atoi(f[1])
+		case "CapEff:":
+			eff, _ = strconv.ParseUint(f[1], 16, 64)
+		case "CapBnd:":
+			bnd, _ = strconv.ParseUint(f[1], 16, 64)
+		}
+	}
+	return uid, eff, bnd
 }
