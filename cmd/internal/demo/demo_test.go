@@ -3,33 +3,20 @@ package demo
 import (
 	"bytes"
 	"context"
-	"io"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/urfave/cli/v2"
 
 	"scpsvpn/cmd/internal/bench"
 	"scpsvpn/cmd/internal/testbed"
 	"scpsvpn/cmd/internal/testenv"
 )
 
+// parseFlags runs the demo command's flag parsing on args.
 func parseFlags(t *testing.T, args ...string) (Options, error) {
 	t.Helper()
-	cmd := Command()
-	var got Options
-	var perr error
-	cmd.Action = func(c *cli.Context) error {
-		got, perr = optionsFromFlags(c)
-		return nil
-	}
-	app := &cli.App{Name: "scpsvpn", Commands: []*cli.Command{cmd}, Writer: io.Discard, ErrWriter: io.Discard}
-	if err := app.Run(append([]string{"scpsvpn", "demo"}, args...)); err != nil {
-		return got, err
-	}
-	return got, perr
+	return testenv.ParseFlags(Command(), optionsFromFlags, args...)
 }
 
 func TestDefaultsAreC2(t *testing.T) {

@@ -4,29 +4,18 @@ package linkemu
 // overrides, units, and one clear error naming the flag.
 
 import (
-	"io"
 	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/urfave/cli/v2"
+	"scpsvpn/cmd/internal/testenv"
 )
 
-// parseFlags runs the linkemu command with its action replaced by one that
-// only builds the options.
+// parseFlags runs the linkemu command's flag parsing on args.
 func parseFlags(t *testing.T, args ...string) (Options, error) {
 	t.Helper()
-	cmd := Command()
-	var opts Options
-	cmd.Action = func(c *cli.Context) error {
-		var err error
-		opts, err = optionsFromFlags(c)
-		return err
-	}
-	app := &cli.App{Name: "scpsvpn", Commands: []*cli.Command{cmd}, Writer: io.Discard, ErrWriter: io.Discard}
-	err := app.Run(append([]string{"scpsvpn", "linkemu"}, args...))
-	return opts, err
+	return testenv.ParseFlags(Command(), optionsFromFlags, args...)
 }
 
 func TestFlagsBothDirectionsAndOverrides(t *testing.T) {

@@ -5,10 +5,13 @@ package testenv
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/urfave/cli/v2"
 )
 
 // RequireRoot skips tb unless it runs as root; needs says what for (e.g.
@@ -33,4 +36,18 @@ func BuildBinary(dir string) (string, error) {
 		return "", fmt.Errorf("go build scpsvpn: %v\n%s", err, out)
 	}
 	return bin, nil
+}
+
+// ParseFlags runs cmd (a subcommand of scpsvpn) on args with its action
+// replaced by parse, which turns the parsed flags into options, and returns
+// those: the flag handling of a command tested without running it.
+func ParseFlags[T any](cmd *cli.Command, parse func(*cli.Context) (T, error), args ...string) (T, error) {
+	var got T
+	cmd.Action = func(c *cli.Context) (err error) {
+		got, err = parse(c)
+		return err
+	}
+	app := &cli.App{Name: "scpsvpn", Commands: []*cli.Command{cmd}, Writer: io.Discard, ErrWriter: io.Discard}
+	err := app.Run(append([]string{"scpsvpn", cmd.Name}, args...))
+	return got, err
 }
