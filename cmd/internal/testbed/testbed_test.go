@@ -254,14 +254,28 @@ func TestEmulatedUnderlay(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	start := time.Now()
-	cl.Write([]byte("ping"))
-	cl.SetReadDeadline(time.Now().Add(2 * time.Second))
-	if _, err := cl.Read(make([]byte, 64)); err != nil {
-		t.Fatal(err)
+	// Every round trip takes at least the configured 20+30 ms, never less:
+	// the emulator is in the path. The best of five stays near it; the
+	// bound leaves room for a loaded machine (the emulator's precision is
+	// linkemu's to test).
+	var best time.Duration
+	for i := range 5 {
+		start := time.Now()
+		cl.Write([]byte("ping"))
+		cl.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if _, err := cl.Read(make([]byte, 64)); err != nil {
+			t.Fatal(err)
+		}
+		rtt := time.Since(start)
+		if rtt < 50*time.Millisecond {
+			t.Errorf("RTT %v, below the configured 50ms", rtt)
+		}
+		if i == 0 || rtt < best {
+			best = rtt
+		}
 	}
-	if rtt := time.Since(start); rtt < 50*time.Millisecond || rtt > 60*time.Millisecond {
-		t.Errorf("RTT %v, want 50ms", rtt)
+	if best > 150*time.Millisecond {
+		t.Errorf("best RTT of 5 is %v, want about 50ms", best)
 	}
 }
 
