@@ -9,7 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"scpsvpn/scps/cc"
 	"scpsvpn/scps/internal/ranges"
 	"scpsvpn/scps/internal/wire"
 )
@@ -39,25 +38,12 @@ type Association struct {
 	closeWhy  string
 	closeLeft int
 
-	rtt       *cc.RTTStats
-	cc        cc.Controller
-	pacer     bucket
-	ackBudget bucket
+	// Sender side of reliability, congestion control and pacing.
+	sent        sentPacketHandler
+	ackBudget   bucket
+	pingPending bool
 
-	// Sender side of reliability.
-	hist              history
-	largestAcked      uint64
-	anyAcked          bool
-	bytesInFlight     int
-	elicitingInFlight int
-	lastElicitingSent time.Duration
-	lossTime          time.Duration
-	ptoCount          int
-	probes            int
-	pingPending       bool
-
-	// Loss cause, outage and keep-alive.
-	loss            lossClassifier
+	// Outage and keep-alive.
 	ackWaitSince    time.Duration // since when ack-eliciting packets wait with nothing newly acknowledged
 	ackProgress     bool          // the packet being received acknowledged something new
 	outage          bool
@@ -122,7 +108,6 @@ func NewAssociation(cfg Config, now time.Time) (*Association, error) {
 		// timer".
 		epoch:           now.Add(-time.Second),
 		now:             time.Second,
-		rtt:             cc.NewRTTStats(cfg.InitialRTT),
 		streams:         make(map[uint64]*streamState),
 		peerMaxStreams:  InitialMaxStreams,
 		localMaxStreams: InitialMaxStreams,
@@ -132,11 +117,8 @@ func NewAssociation(cfg Config, now time.Time) (*Association, error) {
 		maxDatagram:     cfg.MaxPacketSize - wire.HeaderLen(wire.MaxVarint) - wire.DatagramLen(0) - 1,
 	}
 	a.lastRecv = a.now
-	a.lastElicitingSent = a.now
 	a.ackWaitSince = a.now
 	a.lastKeepAlive = a.now
-	a.loss.mode = parseLossMode(cfg.Loss)
-	a.loss.noise = a.rttNoise()
 	a.connEpochStart = a.now
 	if w := cfg.initialConnWindow(); w > a.connWindow {
 		// A known link rate: grant the bandwidth-delay product at once.
@@ -145,19 +127,11 @@ func NewAssociation(cfg Config, now time.Time) (*Association, error) {
 	if !cfg.EvenStreams {
 		a.nextLocalID = 1
 	}
-	ctl, err := cc.New(cfg.Congestion, cc.Params{
-		MaxDatagramSize: cfg.MaxPacketSize,
-		RTT:             a.rtt,
-		SendRate:        cfg.SendRate,
-		RTTNoise:        a.rttNoise(),
-	})
-	if err != nil {
+	if err := a.sent.init(cfg, a.epoch, a.now, a.rttNoise(), a, &a.stats); err != nil {
 		return nil, fmt.Errorf("scps: %w", err)
 	}
-	a.cc = ctl
-	a.stats.Congestion = ctl.Name()
+	a.stats.Congestion = a.sent.cc.Name()
 	a.stats.Loss = cfg.Loss
-	a.updatePacer()
 	ackRate := 0.0
 	if cfg.RecvRate > 0 {
 		ackRate = float64(cfg.RecvRate) / 8 / 20
@@ -170,7 +144,6 @@ func NewAssociation(cfg Config, now time.Time) (*Association, error) {
 	}
 	a.ackBudget.setRate(a.now, ackRate, float64(ackBurstPackets*(64+cfg.WireOverhead)))
 	a.ackBudget.tokens = a.ackBudget.maxBurst
-	a.pacer.tokens = a.pacer.maxBurst
 	a.ackDelay = MaxAckDelay
 	a.maybeMaxStreams()
 	return a, nil
@@ -222,24 +195,6 @@ func (a *Association) setNow(t time.Time) {
 
 func (a *Association) abs(d time.Duration) time.Time { return a.epoch.Add(d) }
 
-// updatePacer sets the pacer to min(SendRate, controller rate).
-func (a *Association) updatePacer() {
-	rate := a.cc.PacingRate()
-	if a.cfg.SendRate > 0 {
-		link := float64(a.cfg.SendRate) / 8
-		if rate <= 0 || link < rate {
-			rate = link
-		}
-	}
-	pkt := float64(a.cfg.MaxPacketSize + a.cfg.WireOverhead)
-	burst := max(pacerMinBurst*pkt, rate*pacerBurstTime.Seconds())
-	if rate == a.pacer.rate && burst == a.pacer.maxBurst {
-		a.pacer.refill(a.now)
-		return
-	}
-	a.pacer.setRate(a.now, rate, burst)
-}
-
 // Deadline is the earliest time Tick or Send has something to do; zero
 // means no timer is armed (wait for input).
 func (a *Association) Deadline() time.Time {
@@ -266,11 +221,8 @@ func (a *Association) Deadline() time.Time {
 	}
 	consider(a.outageDeadline())
 	consider(a.keepAliveDue())
-	consider(a.lossTime)
-	if a.lossTime == 0 {
-		consider(a.ptoDeadline())
-	}
-	if a.probes > 0 || a.pingPending {
+	consider(a.sent.timerDeadline())
+	if a.sent.probes > 0 || a.pingPending {
 		consider(a.now)
 	}
 	if a.ack.pending && a.ack.eliciting > 0 {
@@ -281,11 +233,8 @@ func (a *Association) Deadline() time.Time {
 		a.ackBudget.refill(a.now)
 		consider(max(t, a.ackBudget.readyAt(a.now, a.ackPacketCost())))
 	}
-	if a.hasWork() && a.bytesInFlight < a.cc.Window() {
-		a.updatePacer()
-		if full := a.cfg.MaxPacketSize + a.cfg.WireOverhead; !a.pacer.ready(full) {
-			consider(a.pacer.readyAt(a.now, full))
-		}
+	if a.hasWork() && a.sent.windowOpen() {
+		consider(a.sent.pacedAt(a.now))
 	}
 	if d == 0 {
 		return time.Time{}
@@ -311,11 +260,7 @@ func (a *Association) Tick(now time.Time) {
 		}
 		return
 	}
-	if a.lossTime != 0 && a.now >= a.lossTime {
-		a.detectLoss()
-	} else if pto := a.ptoDeadline(); pto != 0 && a.now >= pto {
-		a.onPTO()
-	}
+	a.sent.onTimer(a.now, a.retxQ.len() > 0 || a.lightQ.len() > 0 || a.bulkQ.len() > 0)
 	if due := a.keepAliveDue(); due != 0 && a.now >= due {
 		a.pingPending = true
 		a.lastKeepAlive = a.now
@@ -388,16 +333,7 @@ func (a *Association) protocolError(format string, args ...any) error {
 func (a *Association) Stats() Stats {
 	s := a.stats
 	s.StreamsOpen = len(a.streams)
-	s.InSlowStart = a.cc.InSlowStart()
-	s.Cwnd = a.cc.Window()
-	s.BytesInFlight = a.bytesInFlight
-	s.PacingRate = a.pacer.rate
-	s.SRTT = a.rtt.Smoothed()
-	s.RTTVar = a.rtt.Var()
-	s.MinRTT = a.rtt.Min()
-	s.LatestRTT = a.rtt.Latest()
-	s.QueueDelay = a.loss.lastQueue
-	s.DeliveryRate = a.loss.rate
+	a.sent.fillStats(&s)
 	s.Outage = a.outage
 	if a.outage {
 		s.OutageTime += a.now - a.outageStart

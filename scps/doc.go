@@ -22,7 +22,11 @@ package scps
 //	event.go           Event and the event queue (PollEvent)
 //	recv.go            Receive: decode, validate, apply frames
 //	send.go            Send: packet assembly (and sendClose)
-//	recovery.go        loss recovery: ACK processing, loss detection, probe timeout
+//	sentpackethandler.go  sentPacketHandler: sent-packet history, ACK
+//	                   processing, loss detection, probe timeout, RTT,
+//	                   loss cause, congestion controller and pacer
+//	framehandler.go    what the Association does with the frames of
+//	                   acknowledged and lost packets
 //	history.go         history: the sent-packet and sent-frame rings
 //	outage.go          outage mode, keep-alives, the silence hold
 //	ackstate.go        ackState: received packets and the ACK policy

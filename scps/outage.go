@@ -25,7 +25,6 @@ package scps
 import (
 	"time"
 
-	"scpsvpn/scps/cc"
 	"scpsvpn/scps/internal/wire"
 )
 
@@ -37,22 +36,8 @@ func (a *Association) enterOutage(bySilence bool) {
 	a.stats.Outages++
 	// Whatever was in flight is lost to the outage: queue it for repair
 	// now (it goes first on resume) and free the window it held.
-	var lostBytes int
-	for pn := a.hist.basePN; pn < a.hist.nextPN(); pn++ {
-		p := a.hist.get(pn)
-		if p.state != pktOutstanding {
-			continue
-		}
-		if p.inFlight {
-			lostBytes += int(p.size)
-		}
-		a.markLost(p)
-	}
-	a.hist.popResolved()
-	if lostBytes > 0 {
-		a.reportLoss(lostBytes, a.now, false, cc.CauseOutage)
-	}
-	a.lossTime, a.probes, a.pingPending, a.ptoCount = 0, 0, false, 0
+	a.sent.loseAll(a.now)
+	a.pingPending = false
 	for a.dgrams.count > 0 {
 		a.dgrams.pop()
 		a.stats.DatagramsDropped++
@@ -67,7 +52,7 @@ func (a *Association) leaveOutage() {
 	a.ackWaitSince = a.now
 	a.flightStart = a.now
 	a.lastKeepAlive = a.now
-	a.ptoCount = 0
+	a.sent.ptoCount = 0
 	a.emit(Event{Kind: EventOutage, Outage: false})
 }
 
@@ -79,7 +64,7 @@ func (a *Association) checkOutage() {
 	switch {
 	case a.now-a.lastRecv >= a.cfg.OutageAfter:
 		a.enterOutage(true)
-	case a.elicitingInFlight > 0 && a.now-a.ackWaitSince >= a.cfg.OutageAfter:
+	case a.sent.elicitingInFlight > 0 && a.now-a.ackWaitSince >= a.cfg.OutageAfter:
 		a.enterOutage(false)
 	}
 }
@@ -87,7 +72,7 @@ func (a *Association) checkOutage() {
 // outageDeadline is when checkOutage may next change something.
 func (a *Association) outageDeadline() time.Duration {
 	d := a.lastRecv + a.cfg.OutageAfter
-	if a.elicitingInFlight > 0 {
+	if a.sent.elicitingInFlight > 0 {
 		d = min(d, a.ackWaitSince+a.cfg.OutageAfter)
 	}
 	return d
@@ -102,7 +87,7 @@ func (a *Association) outageDeadline() time.Duration {
 // 10 Mbit/s and 600 ms, during the seconds before outage mode. A false
 // alarm costs a pause until the late packet arrives.
 func (a *Association) ackSilence() bool {
-	if a.elicitingInFlight == 0 || a.hist.pcount == 0 || a.recvGap == 0 {
+	if a.sent.elicitingInFlight == 0 || a.sent.hist.pcount == 0 || a.recvGap == 0 {
 		return false
 	}
 	hold := max(silenceGapFactor*a.recvGap, minSilenceHold)
@@ -110,8 +95,8 @@ func (a *Association) ackSilence() bool {
 	// outstanding one, but none sent before the flight began (probes of
 	// an outage stay outstanding, and the first answer to a resumed flight
 	// takes a round trip).
-	oldest := max(a.hist.get(a.hist.basePN).sentAt, a.flightStart)
-	if a.now-a.lastRecv < hold || a.now < oldest+a.rtt.Smoothed()+hold {
+	oldest := max(a.sent.hist.get(a.sent.hist.basePN).sentAt, a.flightStart)
+	if a.now-a.lastRecv < hold || a.now < oldest+a.sent.rtt.Smoothed()+hold {
 		return false
 	}
 	if !a.holding {
@@ -126,7 +111,7 @@ func (a *Association) ackSilence() bool {
 // first answer to a flight comes a round trip after it, not a gap).
 func (a *Association) noteRecvGap() {
 	a.holding = false
-	if a.elicitingInFlight == 0 || a.lastRecv <= a.flightStart {
+	if a.sent.elicitingInFlight == 0 || a.lastRecv <= a.flightStart {
 		return
 	}
 	a.recvGap = max(a.now-a.lastRecv, a.recvGap-a.recvGap/16)
@@ -136,7 +121,7 @@ func (a *Association) noteRecvGap() {
 // something ack-eliciting is in flight: its ACK or probe timeout does the
 // job).
 func (a *Association) keepAliveDue() time.Duration {
-	if a.elicitingInFlight > 0 || a.pingPending {
+	if a.sent.elicitingInFlight > 0 || a.pingPending {
 		return 0
 	}
 	return max(a.lastRecv, a.lastKeepAlive) + a.cfg.keepAliveInterval()
@@ -151,29 +136,25 @@ func (a *Association) sendProbe(buf []byte) int {
 	if limit < 64 {
 		return 0
 	}
-	firstFrame := a.hist.frameEnd()
-	b := wire.AppendHeader(buf[:0:limit], a.hist.nextPN())
+	firstFrame := a.sent.hist.frameEnd()
+	b := wire.AppendHeader(buf[:0:limit], a.sent.hist.nextPN())
 	if a.ack.any {
 		b = a.appendAck(b, limit-1)
 	}
 	b = append(b, wire.FramePing)
-	a.hist.addFrame().kind = sfPing
-	a.hist.add(sentPacket{
+	a.sent.hist.addFrame().kind = sfPing
+	if a.sent.onPacketSent(a.now, sentPacket{
 		sentAt:       a.now,
 		firstFrame:   firstFrame,
-		nFrames:      uint16(a.hist.frameEnd() - firstFrame),
+		nFrames:      uint16(a.sent.hist.frameEnd() - firstFrame),
 		size:         int32(len(b)),
 		ackEliciting: true,
-	})
-	if a.elicitingInFlight == 0 {
+	}) {
 		a.ackWaitSince, a.flightStart = a.now, a.now
 	}
-	a.elicitingInFlight++
-	a.lastElicitingSent = a.now
 	a.nextProbe = a.now + a.cfg.ProbeInterval
 	a.stats.PacketsSent++
 	a.stats.BytesSent += uint64(len(b))
 	a.stats.OutageProbes++
-	a.pacer.take(len(b) + a.cfg.WireOverhead)
 	return len(b)
 }

@@ -40,7 +40,7 @@ func (a *Association) Receive(now time.Time, pkt []byte) error {
 	a.stats.BytesReceived += uint64(len(pkt))
 	a.noteRecvGap()
 	a.lastRecv = a.now
-	a.ackDelay = max(min(MaxAckDelay, a.rtt.Smoothed()/time.Duration(a.cfg.AcksPerRTT)), time.Millisecond)
+	a.ackDelay = max(min(MaxAckDelay, a.sent.rtt.Smoothed()/time.Duration(a.cfg.AcksPerRTT)), time.Millisecond)
 	a.ack.onReceived(pn, a.now, eliciting, a.cfg.AckEvery, a.ackDelay)
 	a.ackProgress = false
 	defer a.maybeResume()
@@ -86,8 +86,8 @@ func (a *Association) validate(payload []byte) (eliciting bool, err error) {
 		}
 		switch f.Type {
 		case wire.FrameAck:
-			if f.Ack.Largest >= a.hist.nextPN() {
-				return false, fmt.Errorf("ACK of packet %d never sent (next %d)", f.Ack.Largest, a.hist.nextPN())
+			if f.Ack.Largest >= a.sent.hist.nextPN() {
+				return false, fmt.Errorf("ACK of packet %d never sent (next %d)", f.Ack.Largest, a.sent.hist.nextPN())
 			}
 		case wire.FrameStream, wire.FrameResetStream, wire.FrameMaxStreamData:
 			if err := a.checkStreamID(f.StreamID); err != nil {
@@ -127,7 +127,10 @@ func (a *Association) apply(f *wire.Frame) error {
 	switch f.Type {
 	case wire.FramePadding, wire.FramePing:
 	case wire.FrameAck:
-		a.onAck(&f.Ack)
+		if a.sent.onAck(a.now, &f.Ack) {
+			a.ackWaitSince = a.now
+			a.ackProgress = true
+		}
 	case wire.FrameStream:
 		return a.onStreamFrame(f)
 	case wire.FrameResetStream:

@@ -42,14 +42,14 @@ func (a *Association) sendReady() bool {
 	if a.outage {
 		return a.now >= a.nextProbe
 	}
-	if a.probes > 0 || a.pingPending || a.ack.due(a.now) {
+	if a.sent.probes > 0 || a.pingPending || a.ack.due(a.now) {
 		return true
 	}
-	if !a.hasWork() || a.bytesInFlight >= a.cc.Window() || a.ackSilence() {
+	if !a.hasWork() || !a.sent.windowOpen() || a.ackSilence() {
 		return false
 	}
-	a.updatePacer()
-	return a.pacer.ready(a.cfg.MaxPacketSize + a.cfg.WireOverhead)
+	a.sent.updatePacer(a.now)
+	return a.sent.paced()
 }
 
 // Send writes the next packet due now into buf and returns its length; 0
@@ -72,11 +72,10 @@ func (a *Association) Send(now time.Time, buf []byte) int {
 	if limit < 64 {
 		return 0
 	}
-	a.updatePacer()
+	a.sent.updatePacer(a.now)
 	a.expireDatagrams()
-	probe := a.probes > 0 || a.pingPending
-	full := a.cfg.MaxPacketSize + a.cfg.WireOverhead
-	canSend := probe || (a.bytesInFlight < a.cc.Window() && a.pacer.ready(full) && !a.ackSilence())
+	probe := a.sent.probes > 0 || a.pingPending
+	canSend := probe || (a.sent.windowOpen() && a.sent.paced() && !a.ackSilence())
 	ackDue := a.ack.due(a.now)
 	a.ackBudget.refill(a.now)
 	if ackDue && !a.ackBudget.ready(a.ackPacketCost()) {
@@ -91,10 +90,10 @@ func (a *Association) Send(now time.Time, buf []byte) int {
 		return 0
 	}
 
-	pn := a.hist.nextPN()
+	pn := a.sent.hist.nextPN()
 	b := wire.AppendHeader(buf[:0:limit], pn)
 	hdrLen := len(b)
-	firstFrame := a.hist.frameEnd()
+	firstFrame := a.sent.hist.frameEnd()
 	eliciting := false
 	ackLen := 0
 	if a.ack.pending && (ackDue || work || probe) {
@@ -117,38 +116,30 @@ func (a *Association) Send(now time.Time, buf []byte) int {
 	}
 	if !eliciting && (probe || (ackLen > 0 && a.ack.ackOnlyCount+1 >= ackOnlyBeforePing)) && len(b) < limit {
 		b = append(b, wire.FramePing)
-		a.hist.addFrame().kind = sfPing
+		a.sent.hist.addFrame().kind = sfPing
 		eliciting = true
 	}
 	if len(b) == hdrLen {
-		a.hist.dropFramesFrom(firstFrame)
+		a.sent.hist.dropFramesFrom(firstFrame)
 		return 0
 	}
 	size := len(b)
-	a.hist.add(sentPacket{
+	flightStart := a.sent.onPacketSent(a.now, sentPacket{
 		sentAt:       a.now,
 		firstFrame:   firstFrame,
-		nFrames:      uint16(a.hist.frameEnd() - firstFrame),
+		nFrames:      uint16(a.sent.hist.frameEnd() - firstFrame),
 		size:         int32(size),
 		ackEliciting: eliciting,
 		inFlight:     eliciting,
 	})
 	a.stats.PacketsSent++
 	a.stats.BytesSent += uint64(size)
-	a.pacer.take(size + a.cfg.WireOverhead)
 	if eliciting {
-		if a.elicitingInFlight == 0 {
+		if flightStart {
 			a.ackWaitSince, a.flightStart = a.now, a.now
 		}
-		a.bytesInFlight += size
-		a.elicitingInFlight++
-		a.lastElicitingSent = a.now
-		a.cc.OnPacketSent(a.abs(a.now), size, a.bytesInFlight)
 		a.ack.ackOnlyCount = 0
 		a.pingPending = false
-		if a.probes > 0 {
-			a.probes--
-		}
 		switch {
 		case ackLen > 0 && !carried:
 			// An ACK with control frames or a PING: all of it is
@@ -170,12 +161,11 @@ func (a *Association) sendClose(buf []byte) int {
 	if limit < 64 {
 		return 0
 	}
-	b := wire.AppendHeader(buf[:0:limit], a.hist.nextPN())
+	b := wire.AppendHeader(buf[:0:limit], a.sent.hist.nextPN())
 	b = wire.AppendClose(b, a.closeCode, a.closeWhy)
 	// The packet number is used up but not tracked: nothing in it is
 	// retransmitted.
-	a.hist.add(sentPacket{sentAt: a.now, firstFrame: a.hist.frameEnd(), state: pktAcked})
-	a.hist.popResolved()
+	a.sent.skipPacket(a.now)
 	a.stats.PacketsSent++
 	a.stats.BytesSent += uint64(len(b))
 	a.closeLeft--
@@ -195,7 +185,7 @@ func (a *Association) appendAck(b []byte, limit int) []byte {
 		return b
 	}
 	b = wire.AppendAck(b, delay, rs)
-	f := a.hist.addFrame()
+	f := a.sent.hist.addFrame()
 	f.kind, f.off = sfAck, rs[0].Largest
 	a.ack.onAckSent()
 	return b
@@ -206,13 +196,13 @@ func (a *Association) appendControl(b []byte, limit int) ([]byte, bool) {
 	eliciting := false
 	if a.maxDataQueued && len(b)+1+wire.VarintLen(a.connRecvMax) <= limit {
 		b = wire.AppendMaxData(b, wire.FrameMaxData, a.connRecvMax)
-		f := a.hist.addFrame()
+		f := a.sent.hist.addFrame()
 		f.kind, f.off = sfMaxData, a.connRecvMax
 		a.maxDataQueued, eliciting = false, true
 	}
 	if a.maxStreamsQueued && len(b)+1+wire.VarintLen(a.localMaxStreams) <= limit {
 		b = wire.AppendMaxData(b, wire.FrameMaxStreams, a.localMaxStreams)
-		f := a.hist.addFrame()
+		f := a.sent.hist.addFrame()
 		f.kind, f.off = sfMaxStreams, a.localMaxStreams
 		a.maxStreamsQueued, eliciting = false, true
 	}
@@ -229,7 +219,7 @@ func (a *Association) appendControl(b []byte, limit int) ([]byte, bool) {
 				break
 			}
 			b = wire.AppendResetStream(b, s.id, s.resetCode, s.sentOff)
-			f := a.hist.addFrame()
+			f := a.sent.hist.addFrame()
 			f.kind, f.id = sfReset, s.id
 			s.resetQueued, eliciting = false, true
 		}
@@ -239,7 +229,7 @@ func (a *Association) appendControl(b []byte, limit int) ([]byte, bool) {
 				break
 			}
 			b = wire.AppendMaxStreamData(b, s.id, s.recvMax)
-			f := a.hist.addFrame()
+			f := a.sent.hist.addFrame()
 			f.kind, f.id, f.off = sfMaxStreamData, s.id, s.recvMax
 			eliciting = true
 		}
@@ -258,7 +248,7 @@ func (a *Association) appendDatagrams(b []byte, limit int) ([]byte, bool) {
 			break
 		}
 		b = wire.AppendDatagram(b, p)
-		a.hist.addFrame().kind = sfDatagram
+		a.sent.hist.addFrame().kind = sfDatagram
 		a.dgrams.pop()
 		a.stats.DatagramsSent++
 		eliciting = true
@@ -430,7 +420,7 @@ func (a *Association) appendNewFrame(b []byte, limit int, s *streamState) (_ []b
 }
 
 func (a *Association) recordStream(id, off, n uint64, fin bool) {
-	f := a.hist.addFrame()
+	f := a.sent.hist.addFrame()
 	f.kind, f.id, f.off, f.n, f.fin = sfStream, id, off, n, fin
 }
 

@@ -330,7 +330,7 @@ func (a *Association) scheduleCtrl(s *streamState) {
 func (a *Association) autotune(window *uint64, epochStart *time.Duration, epochOff *uint64, readOff, limit uint64) {
 	elapsed := a.now - *epochStart
 	read := readOff - *epochOff
-	srtt := a.rtt.Smoothed()
+	srtt := a.sent.rtt.Smoothed()
 	if *window < limit && read > 0 && float64(read)*2*srtt.Seconds() >= float64(*window)*elapsed.Seconds() {
 		*window = min(2**window, limit)
 	}
