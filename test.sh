@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs every test: unit tests with the race detector, short fuzz runs of the
-# network decoders, and (as root) the end-to-end tests in network namespaces.
+# Runs every test: the unit tests and the command's tests (with, as root, the
+# end-to-end tests in network namespaces) under the race detector, and short
+# fuzz runs of the network decoders.
 set -euo pipefail
 cd "$(dirname "$0")"
 export PATH="/usr/local/go/bin:$PATH"
@@ -18,6 +19,10 @@ while read -r pkg target; do
   fuzz "$pkg" "$target"
 done < <(grep -rEo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]+' . \
            | sed -E 's#^\./(.*)/[^/]+_test\.go:func (Fuzz[A-Za-z0-9_]+)#./\1 \2#' | sort -u)
-# End-to-end tests (namespaces, TUN, the real binary): root only. One package
-# at a time: they measure timing and sweep stale namespaces of dead runs.
-go test -p 1 -count=1 -timeout 20m ./cmd/...
+# The command's packages: the emulator, test bed, demo and bench, and the
+# end-to-end tests (namespaces, TUN, the real binary; root only), also under
+# the race detector (the endpoint binaries they start are built without it:
+# its cost in memory and CPU would change what the tests measure). One
+# package at a time: they measure timing and sweep stale namespaces of dead
+# runs.
+go test -race -p 1 -count=1 -timeout 20m ./cmd/...
