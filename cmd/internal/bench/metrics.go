@@ -168,6 +168,7 @@ func CountersDelta(before, after linkemu.Counters) linkemu.Counters {
 			Packets: a.Packets - b.Packets, Bytes: a.Bytes - b.Bytes,
 			DropLoss: a.DropLoss - b.DropLoss, DropQueue: a.DropQueue - b.DropQueue,
 			DropOutage: a.DropOutage - b.DropOutage, Errors: a.Errors - b.Errors,
+			Reordered: a.Reordered - b.Reordered,
 		}
 	}
 	return linkemu.Counters{Fwd: d(before.Fwd, after.Fwd), Ret: d(before.Ret, after.Ret)}

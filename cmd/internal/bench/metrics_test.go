@@ -63,11 +63,11 @@ func TestLinkBytes(t *testing.T) {
 }
 
 func TestCountersDelta(t *testing.T) {
-	a := linkemu.Counters{Fwd: linkemu.DirCounters{InPackets: 1, InBytes: 2, Packets: 3, Bytes: 4, DropLoss: 5, DropQueue: 6, DropOutage: 7, Errors: 8}}
+	a := linkemu.Counters{Fwd: linkemu.DirCounters{InPackets: 1, InBytes: 2, Packets: 3, Bytes: 4, DropLoss: 5, DropQueue: 6, DropOutage: 7, Errors: 8, Reordered: 9}}
 	b := a
-	b.Fwd.InPackets, b.Fwd.Errors, b.Ret.Bytes = 11, 9, 100
+	b.Fwd.InPackets, b.Fwd.Errors, b.Fwd.Reordered, b.Ret.Bytes = 11, 9, 12, 100
 	d := CountersDelta(a, b)
-	want := linkemu.Counters{Fwd: linkemu.DirCounters{InPackets: 10, Errors: 1}, Ret: linkemu.DirCounters{Bytes: 100}}
+	want := linkemu.Counters{Fwd: linkemu.DirCounters{InPackets: 10, Errors: 1, Reordered: 3}, Ret: linkemu.DirCounters{Bytes: 100}}
 	if d != want {
 		t.Errorf("delta %+v, want %+v", d, want)
 	}

@@ -28,6 +28,7 @@ var dirFlags = []struct{ name, usage string }{
 	{"loss", "random loss per packet, e.g. 3% or 0.03"},
 	{"ber", "bit-error rate; a packet of n bytes is lost with 1-(1-ber)^(8n), e.g. 1e-6"},
 	{"burst", "Gilbert-Elliott burst loss: " + BurstSyntax},
+	{"reorder", "reordering as SHARE:DELAY: that share of the packets arrives DELAY later than the others, which overtake it, e.g. 1%:20ms"},
 	{"queue", "drop-tail queue of bytes waiting for serialization (the modem buffer), e.g. 256KiB (default: one bandwidth-delay product, at least 64KiB)"},
 	{"rate-schedule", "rate changes since start, e.g. 0s:50Mbit,5s:10Mbit"},
 }
@@ -170,6 +171,8 @@ func dirFromFlags(c *cli.Context, prefix string, d *Dir, mtu int) error {
 			if ge, err = ParseBurst(v); err == nil {
 				d.Burst = &ge
 			}
+		case "reorder":
+			d.Reorder, err = ParseReorder(v)
 		case "queue":
 			d.Queue, err = configs.ParseSize(v)
 			if err == nil && d.Queue < int64(mtu) {

@@ -22,7 +22,7 @@ func TestFlagsBothDirectionsAndOverrides(t *testing.T) {
 	o, err := parseFlags(t,
 		"--ns-a", "x", "--ns-b", "y", "--addr-a", "10.200.0.1/24,fd00::1/64", "--addr-b", "10.200.0.2/24",
 		"--rate", "1.5Mbit", "--ret-rate", "64kbit", "--delay", "300ms", "--fwd-loss", "3%", "--ber", "1e-7",
-		"--ret-burst", "p=1%,r=25%,bad=80%", "--queue", "256KiB", "--fwd-rate-schedule", "0s:50Mbit,5s:10Mbit",
+		"--ret-burst", "p=1%,r=25%,bad=80%", "--fwd-reorder", "2%:15ms", "--queue", "256KiB", "--fwd-rate-schedule", "0s:50Mbit,5s:10Mbit",
 		"--outage", "20s:10s", "--outage", "40s:1s", "--outage-every", "15s:50ms", "--seed", "42", "--mtu", "1400")
 	if err != nil {
 		t.Fatal(err)
@@ -47,6 +47,9 @@ func TestFlagsBothDirectionsAndOverrides(t *testing.T) {
 	}
 	if o.Fwd.Queue != 256<<10 || o.Ret.Queue != 256<<10 {
 		t.Errorf("queues %d/%d", o.Fwd.Queue, o.Ret.Queue)
+	}
+	if o.Fwd.Reorder != (Reorder{P: 0.02, Delay: 15 * time.Millisecond}) || o.Ret.Reorder != (Reorder{}) {
+		t.Errorf("reorder %+v %+v", o.Fwd.Reorder, o.Ret.Reorder)
 	}
 	if len(o.Fwd.RateSchedule) != 2 || o.Ret.RateSchedule != nil {
 		t.Errorf("schedules %v %v", o.Fwd.RateSchedule, o.Ret.RateSchedule)
@@ -86,6 +89,7 @@ func TestBadFlagsNameTheFlag(t *testing.T) {
 		{"--burst", "p=1%"},
 		{"--ret-queue", "lots"},
 		{"--queue", "NaN"},
+		{"--reorder", "2%"},
 		{"--ret-rate", "0.1bit"},
 		{"--rate", "unlimited"},
 		{"--rate-schedule", "5s:1Mbit,1s:2Mbit"},

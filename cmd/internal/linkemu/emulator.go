@@ -3,6 +3,9 @@ package linkemu
 // This file owns the packet path of the emulator: per direction one reader
 // goroutine (sending TUN -> link model -> ring) and one writer goroutine
 // (ring -> receiving TUN at each packet's delivery time), with counters.
+// Packets the reorder model holds back go to a second ring: each ring's
+// delivery times still never decrease, and the writer serves whichever
+// head is due first.
 // There is no goroutine or allocation per packet: batches are read and
 // written through wireguard's TUN batching, packets are copied into slots
 // the ring owns, and the writer sleeps on one timer until the head is due.
@@ -45,6 +48,7 @@ const (
 type dirCounters struct {
 	inPackets, inBytes, packets, bytes      atomic.Uint64
 	dropLoss, dropQueue, dropOutage, errors atomic.Uint64
+	reordered                               atomic.Uint64
 }
 
 func (c *dirCounters) snapshot() DirCounters {
@@ -52,16 +56,17 @@ func (c *dirCounters) snapshot() DirCounters {
 		InPackets: c.inPackets.Load(), InBytes: c.inBytes.Load(),
 		Packets: c.packets.Load(), Bytes: c.bytes.Load(),
 		DropLoss: c.dropLoss.Load(), DropQueue: c.dropQueue.Load(), DropOutage: c.dropOutage.Load(),
-		Errors: c.errors.Load(),
+		Errors: c.errors.Load(), Reordered: c.reordered.Load(),
 	}
 }
 
-// pipe is one direction: src -> model -> ring -> dst.
+// pipe is one direction: src -> model -> ring (or late) -> dst.
 type pipe struct {
 	name     string
 	src, dst device
 	model    *dirModel
 	ring     *ring
+	late     *ring // held-back packets; nil without a reorder model
 	ctr      dirCounters
 	now      func() time.Duration
 	stop     <-chan struct{}
@@ -98,13 +103,18 @@ func newEmulator(opts Options, devA, devB device) *Emulator {
 	outages := &outageSet{windows: opts.Outages, every: opts.OutageEvery}
 	now := func() time.Duration { return time.Since(e.start) }
 	mk := func(name string, src, dst device, d *Dir, stream uint64) *pipe {
-		return &pipe{
+		p := &pipe{
 			name: name, src: src, dst: dst,
 			model: newDirModel(*d, opts.queueLimit(d), outages, seed, stream),
 			ring:  newRing(ringSlots, opts.mtu()+writeOffset),
 			now:   now, stop: e.stop,
 			log: e.log.With("dir", name),
 		}
+		if d.Reorder.P > 0 {
+			p.late = newRing(ringSlots, opts.mtu()+writeOffset)
+			p.late.notify = p.ring.notify // one wake-up for the writer
+		}
+		return p
 	}
 	e.fwd = mk("forward", devA, devB, &opts.Fwd, 1)
 	e.ret = mk("return", devB, devA, &opts.Ret, 2)
@@ -184,29 +194,63 @@ func (p *pipe) readLoop() {
 			failures = 0
 		}
 		now := p.now()
-		seq, free := p.ring.reserve(n)
-		k := 0
+		main := p.ring.batch(n)
+		var late batch
+		if p.late != nil {
+			late = p.late.batch(n)
+		}
 		for i := range n {
 			size := sizes[i]
 			p.ctr.inPackets.Add(1)
 			p.ctr.inBytes.Add(uint64(size))
 			at, v := p.model.admit(now, size)
-			switch {
-			case v == dropLoss:
+			switch v {
+			case dropLoss:
 				p.ctr.dropLoss.Add(1)
-			case v == dropQueue:
+			case dropQueue:
 				p.ctr.dropQueue.Add(1)
-			case v == dropOutage:
+			case dropOutage:
 				p.ctr.dropOutage.Add(1)
-			case k == free: // more in flight than the ring may hold: the host's limit, not the model's
-				p.ctr.errors.Add(1)
-			default:
-				p.ring.fill(seq+uint64(k), bufs[i][:size], at)
-				k++
+			case deliver:
+				p.queue(&main, bufs[i][:size], at)
+			case deliverLate:
+				p.ctr.reordered.Add(1)
+				p.queue(&late, bufs[i][:size], at)
 			}
 		}
-		p.ring.publish(k)
+		main.publish()
+		late.publish()
 	}
+}
+
+// queue adds pkt to batch b, or counts it lost when the ring is full.
+func (p *pipe) queue(b *batch, pkt []byte, at time.Duration) {
+	if !b.add(pkt, at) { // more in flight than the ring may hold: the host's limit, not the model's
+		p.ctr.errors.Add(1)
+	}
+}
+
+// next reports when the first queued packet of either ring is due.
+func (p *pipe) next() (time.Duration, bool) {
+	at, ok := p.ring.next()
+	if p.late != nil {
+		if lat, lok := p.late.next(); lok && (!ok || lat < at) {
+			return lat, true
+		}
+	}
+	return at, ok
+}
+
+// take moves the packets of both rings due by now into dst (see ring.take).
+// A batch holds the held-back ones after the others; they are written
+// together.
+func (p *pipe) take(now time.Duration, dst [][]byte) (int, uint64) {
+	k, bytes := p.ring.take(now, dst, writeOffset)
+	if p.late != nil {
+		lk, lbytes := p.late.take(now, dst[k:], writeOffset)
+		k, bytes = k+lk, bytes+lbytes
+	}
+	return k, bytes
 }
 
 // writeLoop delivers queued packets to the receiving device when due.
@@ -222,7 +266,7 @@ func (p *pipe) writeLoop() {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	for {
-		at, ok := p.ring.next()
+		at, ok := p.next()
 		if !ok {
 			select {
 			case <-p.ring.notify:
@@ -237,7 +281,7 @@ func (p *pipe) writeLoop() {
 			}
 			continue // more may have become due meanwhile
 		}
-		k, bytes := p.ring.take(p.now(), staging, writeOffset)
+		k, bytes := p.take(p.now(), staging)
 		if _, err := p.dst.Write(staging[:k], writeOffset); err != nil {
 			if errors.Is(err, os.ErrClosed) || p.stopped() {
 				return

@@ -185,6 +185,45 @@ func TestPathDeliversIntactInOrderAfterDelay(t *testing.T) {
 	}
 }
 
+// TestPathReorders checks held-back packets are overtaken and delivered
+// intact: every packet arrives once, some after packets sent later, none
+// early.
+func TestPathReorders(t *testing.T) {
+	const delay, extra = 5 * time.Millisecond, 20 * time.Millisecond
+	e, a, b := memLink(t, Options{Fwd: Dir{Delay: delay, Reorder: Reorder{P: 0.2, Delay: extra}}, Seed: 5})
+	const n = 200
+	sent := make([]time.Time, n)
+	for i := range n {
+		sent[i] = time.Now()
+		a.in <- packet(i, 100)
+		time.Sleep(500 * time.Microsecond)
+	}
+	got := b.waitFor(t, n, 5*time.Second)
+	if len(got) != n {
+		t.Fatalf("delivered %d of %d", len(got), n)
+	}
+	seen := make([]bool, n)
+	overtaken := 0
+	for i, d := range got {
+		seq := int(binary.BigEndian.Uint32(d.pkt))
+		if seq >= n || seen[seq] || !bytes.Equal(d.pkt, packet(seq, 100)) {
+			t.Fatalf("delivery %d: packet %d corrupted or twice", i, seq)
+		}
+		seen[seq] = true
+		if i > 0 && seq < int(binary.BigEndian.Uint32(got[i-1].pkt)) {
+			overtaken++
+		}
+		if lat := d.at.Sub(sent[seq]); lat < delay {
+			t.Errorf("packet %d took %v, less than the delay %v", seq, lat, delay)
+		}
+	}
+	c := e.Counters().Fwd
+	t.Logf("%d reordered, %d arrived after a later one", c.Reordered, overtaken)
+	if c.Reordered == 0 || overtaken == 0 || c.Packets != n {
+		t.Errorf("reordered %d, overtaken %d, delivered %d of %d", c.Reordered, overtaken, c.Packets, n)
+	}
+}
+
 func TestPathPacesAtRate(t *testing.T) {
 	// 8 Mbit/s with 1000-byte packets: one per millisecond.
 	e, a, b := memLink(t, Options{Fwd: Dir{Rate: 8_000_000, Queue: 1 << 20}})
@@ -217,14 +256,17 @@ func TestPathPacesAtRate(t *testing.T) {
 
 func TestPathCountsDrops(t *testing.T) {
 	e, a, b := memLink(t, Options{
-		Fwd:  Dir{Rate: 800_000, Queue: 10_000, Loss: 0.5},
+		Fwd:  Dir{Rate: 100_000, Queue: 10_000, Loss: 0.5},
 		Seed: 11,
 	})
+	// 100 KB at once into a 10 KB queue. A packet takes 80 ms at this
+	// rate: reading the burst must take less for exactly 10 to fit, which
+	// leaves room for a loaded machine and the race detector (at 10 ms a
+	// packet, 1 run in 10 under -race let an 11th in).
 	for i := range 100 {
-		a.in <- packet(i, 1000) // 100 KB at once into a 10 KB queue
+		a.in <- packet(i, 1000)
 	}
-	// The 10 queued packets drain in 100 ms; wait with room for a loaded
-	// machine.
+	// The 10 queued packets drain in 800 ms.
 	c := e.Counters().Fwd
 	for deadline := time.Now().Add(5 * time.Second); c.InPackets < 100 || c.DropLoss+c.Packets < 10; c = e.Counters().Fwd {
 		if time.Now().After(deadline) {

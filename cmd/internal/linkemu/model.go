@@ -14,7 +14,8 @@ package linkemu
 // is drawn for every arriving packet so a seed gives the same pattern for the
 // same packet sequence whatever the timing; a lost packet still uses the
 // link, as a corrupted frame does. A packet whose serialization ends or whose
-// arrival falls in an outage is lost too.
+// arrival falls in an outage is lost too. A packet the reorder model holds
+// back (also drawn for every packet) arrives its extra delay later.
 
 import (
 	"math"
@@ -27,7 +28,8 @@ import (
 type verdict uint8
 
 const (
-	deliver verdict = iota
+	deliver     verdict = iota
+	deliverLate         // held back by the reorder model: later packets overtake it
 	dropLoss
 	dropQueue
 	dropOutage
@@ -136,6 +138,7 @@ type dirModel struct {
 	useGE   bool
 	geBad   bool
 	limit   float64 // queue limit in bytes
+	reorder Reorder
 	outages *outageSet
 	rng     *rand.Rand
 	lastDep time.Duration // when the last accepted packet's serialization ends
@@ -147,6 +150,7 @@ func newDirModel(d Dir, limit int64, outages *outageSet, seed uint64, stream uin
 		delay:   d.Delay,
 		loss:    d.Loss,
 		limit:   float64(limit),
+		reorder: d.Reorder,
 		outages: outages,
 		rng:     rand.New(rand.NewPCG(seed, stream)),
 	}
@@ -199,6 +203,7 @@ func (m *dirModel) backlog(now time.Duration) float64 {
 // deliver at the returned time, or a drop verdict.
 func (m *dirModel) admit(now time.Duration, size int) (time.Duration, verdict) {
 	lost := m.lost(size)
+	late := m.reorder.P > 0 && m.rng.Float64() < m.reorder.P
 	if m.outages.active(now) {
 		return 0, dropOutage
 	}
@@ -210,9 +215,12 @@ func (m *dirModel) admit(now time.Duration, size int) (time.Duration, verdict) {
 	if lost {
 		return 0, dropLoss
 	}
-	at := dep + m.delay
+	at, v := dep+m.delay, deliver
+	if late {
+		at, v = at+m.reorder.Delay, deliverLate
+	}
 	if m.outages.active(dep) || m.outages.active(at) {
 		return 0, dropOutage
 	}
-	return at, deliver
+	return at, v
 }

@@ -40,6 +40,52 @@ func TestRateSerializesBackToBack(t *testing.T) {
 	}
 }
 
+func TestReorderHoldsBackAShare(t *testing.T) {
+	const delay, extra = 20 * time.Millisecond, 15 * time.Millisecond
+	m := model(t, Dir{Rate: 10_000_000, Delay: delay, Reorder: Reorder{P: 0.1, Delay: extra}}, 0, nil, 3)
+	late, overtaken := 0, 0
+	var lastAt time.Duration
+	const n = 10000
+	for i := range n {
+		at, v := m.admit(0, 1250)
+		onTime := time.Duration(i+1)*time.Millisecond + delay // the serialization is unchanged
+		switch v {
+		case deliver:
+			if at != onTime {
+				t.Fatalf("packet %d at %v, want %v", i, at, onTime)
+			}
+		case deliverLate:
+			if at != onTime+extra {
+				t.Fatalf("held-back packet %d at %v, want %v", i, at, onTime+extra)
+			}
+			late++
+		default:
+			t.Fatalf("packet %d: verdict %d", i, v)
+		}
+		if at < lastAt {
+			overtaken++
+		}
+		lastAt = at
+	}
+	// sigma = sqrt(0.1*0.9/10000) = 0.3%: allow 4 sigma.
+	if share := float64(late) / n; share < 0.088 || share > 0.112 {
+		t.Errorf("%d of %d held back, want about 10%%", late, n)
+	}
+	if overtaken == 0 {
+		t.Error("no packet arrived before one sent earlier")
+	}
+	// The draw is per packet: the same seed holds back the same packets.
+	a := model(t, Dir{Reorder: Reorder{P: 0.5, Delay: extra}}, 0, nil, 9)
+	b := model(t, Dir{Reorder: Reorder{P: 0.5, Delay: extra}}, 0, nil, 9)
+	for i := range 200 {
+		_, va := a.admit(time.Duration(i), 100)
+		_, vb := b.admit(time.Duration(i)*time.Millisecond, 100)
+		if va != vb {
+			t.Fatalf("packet %d: %d vs %d with the same seed", i, va, vb)
+		}
+	}
+}
+
 func TestUnlimitedRateOnlyDelays(t *testing.T) {
 	m := model(t, Dir{Delay: 300 * time.Millisecond}, 0, nil, 1)
 	for i := range 10 {

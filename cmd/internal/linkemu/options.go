@@ -24,6 +24,15 @@ type Dir struct {
 	BER          float64         // bit-error rate: a packet of n bytes is lost with 1-(1-BER)^(8n)
 	Burst        *GilbertElliott // burst loss; nil = none
 	Queue        int64           // drop-tail limit in bytes waiting for serialization; 0 = default
+	Reorder      Reorder         // packets held back so later ones overtake them; zero = none
+}
+
+// Reorder holds back a share of the packets: each one chosen is delivered
+// Delay later than the model says, so the packets behind it overtake it,
+// as on a path with two routes or a link-layer retransmission.
+type Reorder struct {
+	P     float64       // probability per packet
+	Delay time.Duration // extra delay of a held-back packet
 }
 
 // Options configures an Emulator. Direction "forward" is A->B, "return" B->A.
@@ -69,6 +78,10 @@ func (d *Dir) validate(where string) error {
 		return bad("bit-error rate %v out of range [0, 1)", d.BER)
 	case d.Queue < 0:
 		return bad("queue %d is negative", d.Queue)
+	case d.Reorder.P < 0 || d.Reorder.P > 1:
+		return bad("reorder probability %v out of range [0, 1]", d.Reorder.P)
+	case d.Reorder.Delay < 0 || d.Reorder.Delay > time.Minute || (d.Reorder.P > 0 && d.Reorder.Delay == 0):
+		return bad("reorder delay %v out of range (0, 1m]", d.Reorder.Delay)
 	}
 	for i, s := range d.RateSchedule {
 		if s.Rate < 0 || s.Rate > configs.MaxRate || s.At < 0 || (i > 0 && s.At <= d.RateSchedule[i-1].At) {
@@ -154,6 +167,7 @@ type DirCounters struct {
 	DropQueue  uint64 // drop-tail (modem buffer full)
 	DropOutage uint64 // link down
 	Errors     uint64 // lost by the host, not the model: device read/write errors, ring full (65536 in flight)
+	Reordered  uint64 // held back by the reorder model (and delivered)
 }
 
 // Counters are the emulator's counters per direction.
@@ -168,7 +182,7 @@ func (c Counters) Format(w io.Writer) {
 		name string
 		c    DirCounters
 	}{{"forward (A->B)", c.Fwd}, {"return  (B->A)", c.Ret}} {
-		fmt.Fprintf(w, "%s: in %d pkts %d bytes; delivered %d pkts %d bytes; drops: loss %d, queue %d, outage %d; errors %d\n",
-			d.name, d.c.InPackets, d.c.InBytes, d.c.Packets, d.c.Bytes, d.c.DropLoss, d.c.DropQueue, d.c.DropOutage, d.c.Errors)
+		fmt.Fprintf(w, "%s: in %d pkts %d bytes; delivered %d pkts %d bytes (%d reordered); drops: loss %d, queue %d, outage %d; errors %d\n",
+			d.name, d.c.InPackets, d.c.InBytes, d.c.Packets, d.c.Bytes, d.c.Reordered, d.c.DropLoss, d.c.DropQueue, d.c.DropOutage, d.c.Errors)
 	}
 }

@@ -127,3 +127,36 @@ func (r *ring) take(now time.Duration, dst [][]byte, off int) (int, uint64) {
 	r.head += uint64(k)
 	return k, bytes
 }
+
+// batch is the producer's reservation in a ring for one read: up to free
+// slots from seq on, k of them filled so far. The zero batch (no ring)
+// holds nothing.
+type batch struct {
+	r    *ring
+	seq  uint64
+	free int
+	k    int
+}
+
+// batch reserves room for up to want packets (see reserve).
+func (r *ring) batch(want int) batch {
+	seq, free := r.reserve(want)
+	return batch{r: r, seq: seq, free: free}
+}
+
+// add fills the next reserved slot; false if none is left.
+func (b *batch) add(pkt []byte, at time.Duration) bool {
+	if b.k == b.free {
+		return false
+	}
+	b.r.fill(b.seq+uint64(b.k), pkt, at)
+	b.k++
+	return true
+}
+
+// publish hands the filled slots to the consumer.
+func (b *batch) publish() {
+	if b.r != nil {
+		b.r.publish(b.k)
+	}
+}

@@ -1,8 +1,9 @@
 package linkemu
 
 // This file owns the units of the emulator's flags that only it has: loss
-// probabilities ("3%"), bit-error rates ("1e-6") and the schedule syntaxes
-// (rate schedules, outages, Gilbert-Elliott burst loss). Rates and sizes
+// probabilities ("3%"), bit-error rates ("1e-6"), reordering ("1%:20ms")
+// and the schedule syntaxes (rate schedules, outages, Gilbert-Elliott burst
+// loss). Rates and sizes
 // are read by configs.ParseRate and configs.ParseSize, the grammar of the
 // config file, so a "64kbit" means the same thing everywhere.
 
@@ -108,6 +109,24 @@ func ParseOutage(s string) (Outage, error) {
 		return Outage{}, fmt.Errorf("outage %q: duration must be positive, e.g. 10s", s)
 	}
 	return Outage{Start: start, Duration: dur}, nil
+}
+
+// ParseReorder parses "1%:20ms": the share of packets held back and by how
+// much longer than the others they take.
+func ParseReorder(s string) (Reorder, error) {
+	a, b, ok := strings.Cut(strings.TrimSpace(s), ":")
+	if !ok {
+		return Reorder{}, fmt.Errorf("reorder %q: use share:delay, e.g. 1%%:20ms", s)
+	}
+	p, err := ParseLoss(a)
+	if err != nil {
+		return Reorder{}, fmt.Errorf("reorder %q: share: %w", s, err)
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(b))
+	if err != nil || d <= 0 || d > time.Minute {
+		return Reorder{}, fmt.Errorf("reorder %q: the delay must be a duration in (0, 1m], e.g. 20ms", s)
+	}
+	return Reorder{P: p, Delay: d}, nil
 }
 
 // Periodic is an outage of Duration that starts every Every (first at

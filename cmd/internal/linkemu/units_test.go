@@ -78,6 +78,20 @@ func TestParseSchedules(t *testing.T) {
 	}
 }
 
+func TestParseReorder(t *testing.T) {
+	r, err := ParseReorder(" 2% : 15ms ")
+	if err != nil || r != (Reorder{P: 0.02, Delay: 15 * time.Millisecond}) {
+		t.Errorf("ParseReorder = %+v, %v", r, err)
+	}
+	for _, in := range []string{"", "2%", "2%:0s", "2%:-1ms", "200%:1ms", "x:1ms", "1%:2m", ":"} {
+		if _, err := ParseReorder(in); err == nil {
+			t.Errorf("ParseReorder(%q) accepted", in)
+		} else if !strings.Contains(err.Error(), "reorder") {
+			t.Errorf("ParseReorder(%q) error does not say what: %v", in, err)
+		}
+	}
+}
+
 func TestParseBurst(t *testing.T) {
 	ge, err := ParseBurst("p=1%,r=25%")
 	if err != nil || ge != (GilbertElliott{P: 0.01, R: 0.25, LossGood: 0, LossBad: 1}) {
@@ -104,7 +118,7 @@ func TestParseBurst(t *testing.T) {
 // and out-of-range results are not.
 func FuzzParsers(f *testing.F) {
 	for _, s := range []string{"1.5Mbit", "3%", "1e-6", "1MiB", "0s:50Mbit,5s:10Mbit", "20s:10s", "15s:50ms",
-		"p=1%,r=25%,good=0,bad=100%", "", ":", ",", "=", "1e400Mbit", "-0", "0x10kbit", "9223372036854775807s:1bit"} {
+		"p=1%,r=25%,good=0,bad=100%", "1%:20ms", "", ":", ",", "=", "1e400Mbit", "-0", "0x10kbit", "9223372036854775807s:1bit"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -125,6 +139,12 @@ func FuzzParsers(f *testing.F) {
 		}
 		if p, err := ParsePeriodic(s); err == nil && (p.Duration <= 0 || p.Duration >= p.Every) {
 			t.Fatalf("ParsePeriodic(%q) = %v", s, p)
+		}
+		if r, err := ParseReorder(s); err == nil {
+			d := Dir{Reorder: r}
+			if err := d.validate("fuzz"); err != nil {
+				t.Fatalf("ParseReorder(%q) = %+v fails validation: %v", s, r, err)
+			}
 		}
 		if ge, err := ParseBurst(s); err == nil {
 			d := Dir{Burst: &ge}
