@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"testing"
@@ -120,6 +121,65 @@ func isReset(err error) bool {
 	}
 	s := err.Error()
 	return strings.Contains(s, "connection reset") || strings.Contains(s, "connection refused") || strings.Contains(s, "broken pipe")
+}
+
+// sendChecked sends data over TCP from client to a server listening on
+// srvAddr at the server side, and checks that the server read exactly data
+// (SHA-256), that its reply came back, and that it saw the client's own
+// address and port. It returns an error rather than failing, so transfers
+// can run concurrently.
+func sendChecked(tb *testbed.Testbed, client, server testbed.Side, srvAddr netip.Addr, data []byte) error {
+	want := sha256.Sum256(data)
+	ln, err := tb.Listen(server, "tcp", hostPort(srvAddr, 0))
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	type result struct {
+		sum  [32]byte
+		n    int64
+		peer net.Addr
+		err  error
+	}
+	res := make(chan result, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			res <- result{err: err}
+			return
+		}
+		defer c.Close()
+		sum, n, err := hashAll(c)
+		if err == nil {
+			_, err = c.Write([]byte("ok"))
+		}
+		res <- result{sum, n, c.RemoteAddr(), err}
+	}()
+	c, err := tb.Dial(client, "tcp", ln.Addr().String())
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if _, err := c.Write(data); err != nil {
+		return fmt.Errorf("client write: %w", err)
+	}
+	if err := closeWrite(c); err != nil {
+		return err
+	}
+	reply, err := io.ReadAll(c)
+	if err != nil || string(reply) != "ok" {
+		return fmt.Errorf("reply %q, %v", reply, err)
+	}
+	r := <-res
+	switch {
+	case r.err != nil:
+		return fmt.Errorf("server read after %d bytes: %w", r.n, r.err)
+	case r.sum != want:
+		return fmt.Errorf("server read %d bytes with SHA-256 %x, want %d bytes with %x", r.n, r.sum[:6], len(data), want[:6])
+	case r.peer.String() != c.LocalAddr().String(): // the server sees the client's own address and port
+		return fmt.Errorf("server saw %s, the client is %s", r.peer, c.LocalAddr())
+	}
+	return nil
 }
 
 func mustEqual(t *testing.T, what string, got, want [32]byte) {

@@ -59,49 +59,10 @@ func TestBulkBothWays(t *testing.T) {
 				client, server testbed.Side
 			}{{"A-to-B", testbed.A, testbed.B}, {"B-to-A", testbed.B, testbed.A}} {
 				t.Run(dir.name, func(t *testing.T) {
-					data, sum := randomData(t, size)
-					srvAddr := fam.addr(tb.Site(dir.server))
-					ln, err := tb.Listen(dir.server, "tcp", hostPort(srvAddr, 0))
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer ln.Close()
-					port := ln.Addr().(*net.TCPAddr).Port
-					var peerAddr net.Addr
-					got := make(chan [32]byte, 1)
-					done := serveOnce(t, ln, func(c net.Conn) error {
-						peerAddr = c.RemoteAddr()
-						s, n, err := hashAll(c)
-						if err != nil {
-							return fmt.Errorf("server read after %d bytes: %w", n, err)
-						}
-						got <- s
-						_, err = c.Write([]byte("ok"))
-						return err
-					})
-					c, err := tb.Dial(dir.client, "tcp", hostPort(srvAddr, port))
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer c.Close()
+					data, _ := randomData(t, size)
 					start := time.Now()
-					if _, err := c.Write(data); err != nil {
-						t.Fatalf("client write: %v", err)
-					}
-					if err := closeWrite(c); err != nil {
+					if err := sendChecked(tb, dir.client, dir.server, fam.addr(tb.Site(dir.server)), data); err != nil {
 						t.Fatal(err)
-					}
-					reply, err := io.ReadAll(c)
-					if err != nil || string(reply) != "ok" {
-						t.Fatalf("reply %q, %v", reply, err)
-					}
-					if err := <-done; err != nil {
-						t.Fatal(err)
-					}
-					mustEqual(t, "transfer", <-got, sum)
-					// The server sees the client's own address and port.
-					if peerAddr.String() != c.LocalAddr().String() {
-						t.Errorf("server saw %s, the client is %s", peerAddr, c.LocalAddr())
 					}
 					el := time.Since(start)
 					t.Logf("%d MB in %v: %.0f Mbit/s", size>>20, el.Round(time.Millisecond), float64(size)*8/el.Seconds()/1e6)
