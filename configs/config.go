@@ -257,6 +257,18 @@ func (f *File) Validate() (*Config, error) {
 		}
 		c.Peers = append(c.Peers, pc)
 	}
+	// The endpoint drops packets from its TUN whose source lies in a peer's
+	// subnet (a LAN host spoofing another site), so its own address there
+	// would silence it.
+	for i, a := range c.Addresses {
+		for _, pc := range c.Peers {
+			for _, s := range pc.Subnets {
+				if s.Contains(a.Addr()) {
+					return nil, fmt.Errorf("interface.address[%d]: %v lies in peer %q's subnet %v: a peer's subnets must not cover this site; list the other sites' subnets one by one", i, a.Addr(), pc.Name, s)
+				}
+			}
+		}
+	}
 	return c, nil
 }
 

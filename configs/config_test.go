@@ -83,6 +83,7 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"bad subnet", `"10.2.0.0/24"`, `"10.2.0.1/24"`, `has host bits set: use 10.2.0.0/24`},
 		{"bad listen", `"0.0.0.0:4700"`, `"nowhere"`, `interface.listen`},
 		{"wrong type", `name = "scps0"`, `name = 3`, `interface.name`},
+		{"address in a peer's subnet", `"10.2.0.0/24", "fd00`, `"10.0.0.0/8", "fd00`, `interface.address[0]: 10.1.0.1 lies in peer "site-b"'s subnet 10.0.0.0/8`},
 		{"no key file", `private_key_file = "/etc/scpsvpn/private.key"`, ``, `interface.private_key_file: missing`},
 	}
 	for _, tc := range cases {

@@ -168,14 +168,13 @@ func (a *assoc) openStream(meta []byte) (*scps.Stream, error) {
 	return a.session().OpenStream(meta)
 }
 
-// owns reports whether addr is inside one of the peer's subnets.
-func (a *assoc) owns(addr netip.Addr) bool {
-	for _, p := range a.cfg.Subnets {
-		if p.Contains(addr) {
-			return true
-		}
-	}
-	return false
+// speaksFor reports whether the peer may send with source address src: the
+// routing lookup of src must return this very peer, as with WireGuard's
+// allowed IPs. Containment alone is not enough: a peer allowed 10.0.0.0/8
+// must not speak for another peer's 10.1.0.0/24 inside it.
+func (a *assoc) speaksFor(src netip.Addr) bool {
+	p, ok := a.e.dev.Lookup(src)
+	return ok && p.Name() == a.cfg.Name
 }
 
 // input takes one decrypted association packet from the peer.
@@ -274,8 +273,8 @@ func (a *assoc) transmitter(gen uint64) func(pkts [][]byte) {
 	}
 }
 
-// onDatagram writes a peer's datagram to the TUN unchanged, if its source
-// belongs to the peer.
+// onDatagram writes a peer's datagram to the TUN unchanged, if the peer may
+// speak for its source.
 func (a *assoc) onDatagram(p []byte) {
 	if len(p) == 0 {
 		return
@@ -285,7 +284,7 @@ func (a *assoc) onDatagram(p []byte) {
 		a.e.stats.TunMalformed.Add(1)
 		return
 	}
-	if !a.owns(info.src) {
+	if !a.speaksFor(info.src) {
 		a.e.stats.DatagramsBadSrc.Add(1)
 		return
 	}

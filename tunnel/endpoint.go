@@ -57,6 +57,7 @@ type Endpoint struct {
 	started time.Time
 	ready   chan struct{} // closed once the endpoint carries traffic
 	unreach rateLimiter   // ICMP errors for packets no peer owns
+	spoofed rateLimiter   // warnings about TUN packets with a peer's source
 }
 
 // Stats counts what the endpoint did with packets and flows.
@@ -66,6 +67,8 @@ type Stats struct {
 	TunMalformed    atomic.Uint64
 	DatagramsIn     atomic.Uint64 // datagrams from peers written to the TUN
 	DatagramsBadSrc atomic.Uint64 // datagrams whose source is not the sending peer's
+	StreamsBadSrc   atomic.Uint64 // streams whose client address is not the opening peer's
+	TunBadSrc       atomic.Uint64 // packets from our own TUN with a source in a peer's subnet
 	UDPIn           atomic.Uint64
 	UDPDropped      atomic.Uint64 // failed authentication or decoding
 	FlowsOpened     atomic.Uint64 // local TCP connections carried to a peer
@@ -88,6 +91,8 @@ func New(cfg *configs.Config, log *slog.Logger, opts Options) (*Endpoint, error)
 		instance: binary.BigEndian.Uint64(b[:]),
 		assocs:   map[string]*assoc{},
 		ready:    make(chan struct{}),
+		unreach:  rateLimiter{perSecond: unreachPerSecond},
+		spoofed:  rateLimiter{perSecond: 1},
 	}, nil
 }
 

@@ -74,8 +74,9 @@ func (e *Endpoint) serveStream(a *assoc, st *scps.Stream) {
 	}
 	// A peer may only speak for its own subnets, as with WireGuard's
 	// allowed IPs: anything else would let it spoof our other sites.
-	if !a.owns(m.src.Addr()) {
+	if !a.speaksFor(m.src.Addr()) {
 		e.stats.FlowsRefused.Add(1)
+		e.stats.StreamsBadSrc.Add(1)
 		e.log.Warn("stream denied: source not in the peer's subnets", "peer", a.cfg.Name, "src", m.src)
 		st.Reset(codeDenied)
 		return

@@ -49,6 +49,9 @@ func (e *Endpoint) routeFromTUN(pkt []byte) {
 		e.stats.TunMalformed.Add(1)
 		return
 	}
+	if !e.localSource(info.src) {
+		return
+	}
 	if info.proto == protoTCP {
 		e.stk.Inject(pkt)
 		return
@@ -69,6 +72,23 @@ func (e *Endpoint) routeFromTUN(pkt []byte) {
 	if err := a.session().SendDatagram(pkt); err != nil {
 		e.log.Debug("datagram dropped", "peer", a.cfg.Name, "err", err)
 	}
+}
+
+// localSource reports whether a packet read from our own TUN may carry
+// source src. The TUN only carries our side's traffic, so a source inside a
+// peer's subnet is a LAN host spoofing that peer's site (towards it, or
+// through a hub towards another): such packets are dropped and counted.
+func (e *Endpoint) localSource(src netip.Addr) bool {
+	p, ok := e.dev.Lookup(src)
+	if !ok {
+		return true
+	}
+	e.stats.TunBadSrc.Add(1)
+	if e.spoofed.allow(time.Now()) {
+		e.log.Warn("packet from the TUN dropped: its source lies in a peer's subnet (a spoofing LAN host, or a peer subnet that covers this site's own LAN)",
+			"src", src, "peer", p.Name())
+	}
+	return false
 }
 
 // writeTUN is the stack's output: batches of IP packets with headroom.

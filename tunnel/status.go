@@ -33,6 +33,8 @@ type Counters struct {
 	TunMalformed    uint64 `json:"tun_malformed"`
 	DatagramsIn     uint64 `json:"datagrams_in"`
 	DatagramsBadSrc uint64 `json:"datagrams_bad_src"`
+	StreamsBadSrc   uint64 `json:"streams_bad_src"`
+	TunBadSrc       uint64 `json:"tun_bad_src"`
 	UDPIn           uint64 `json:"udp_in"`
 	UDPDropped      uint64 `json:"udp_dropped"`
 	FlowsOpened     uint64 `json:"flows_opened"`
@@ -65,6 +67,7 @@ func (e *Endpoint) Status() Status {
 		Counters: Counters{
 			TunPackets: s.TunPackets.Load(), TunNoPeer: s.TunNoPeer.Load(), TunMalformed: s.TunMalformed.Load(),
 			DatagramsIn: s.DatagramsIn.Load(), DatagramsBadSrc: s.DatagramsBadSrc.Load(),
+			StreamsBadSrc: s.StreamsBadSrc.Load(), TunBadSrc: s.TunBadSrc.Load(),
 			UDPIn: s.UDPIn.Load(), UDPDropped: s.UDPDropped.Load(),
 			FlowsOpened: s.FlowsOpened.Load(), FlowsAccepted: s.FlowsAccepted.Load(),
 			FlowsRefused: s.FlowsRefused.Load(), FlowsActive: s.FlowsActive.Load(),

@@ -102,14 +102,15 @@ func checksum(b []byte, initial uint16) uint16 {
 	return uint16(sum)
 }
 
-// rateLimiter allows unreachPerSecond replies a second, as many at once.
+// rateLimiter allows perSecond events a second, as many at once.
 type rateLimiter struct {
-	mu sync.Mutex
-	b  tokenbucket.Bucket
+	perSecond float64
+	mu        sync.Mutex
+	b         tokenbucket.Bucket
 }
 
 func (r *rateLimiter) allow(now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.b.Allow(now, unreachPerSecond, unreachPerSecond)
+	return r.b.Allow(now, r.perSecond, r.perSecond)
 }

@@ -65,7 +65,7 @@ func TestUnreachableIPv6(t *testing.T) {
 }
 
 func TestUnreachableRateLimit(t *testing.T) {
-	var r rateLimiter
+	r := rateLimiter{perSecond: unreachPerSecond}
 	now := time.Unix(1000, 0)
 	n := 0
 	for i := 0; i < 1000; i++ {

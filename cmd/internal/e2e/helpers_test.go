@@ -188,3 +188,28 @@ func mustEqual(t *testing.T, what string, got, want [32]byte) {
 		t.Fatalf("%s: SHA-256 %x, want %x", what, got[:6], want[:6])
 	}
 }
+
+// serveEach calls f in a goroutine for every connection ln accepts, until
+// ln is closed.
+func serveEach(ln net.Listener, f func(net.Conn)) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go f(c)
+	}
+}
+
+// recordSources sends the source of every datagram pc receives to got,
+// until pc is closed.
+func recordSources(pc net.PacketConn, got chan<- netip.AddrPort) {
+	buf := make([]byte, 2048)
+	for {
+		_, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		got <- from.(*net.UDPAddr).AddrPort()
+	}
+}

@@ -458,15 +458,7 @@ func TestPeerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); io.Copy(c, c) }() // echo
-		}
-	}()
+	go serveEach(ln, func(c net.Conn) { defer c.Close(); io.Copy(c, c) }) // echo
 	old, err := tb.Dial(testbed.A, "tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)

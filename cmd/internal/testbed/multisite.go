@@ -43,6 +43,10 @@ type StarConfig struct {
 	HubInterface   string // extra raw TOML lines for the hub's [interface]
 	SpokeInterface string // extra raw TOML lines for every spoke's [interface]
 	PeerLink       string // raw TOML lines of every [peer.link]; empty = none
+	// PeerSubnets, if set, rewrites the subnets node's [[peer]] entry of
+	// node peer lists (the hub is 0), given the default ones: a test can
+	// configure a peer wider than its own LANs.
+	PeerSubnets func(node, peer int, subnets []netip.Prefix) []netip.Prefix
 
 	Dir          string        // directory for keys, configs and logs; default a new temporary one
 	KeepDir      bool          // keep Dir after Close (a directory given in Dir is never removed)

@@ -41,9 +41,17 @@ func (st *Star) hubConfig(spokes []int) starConfig {
 	for _, i := range spokes {
 		s := st.Spoke(i)
 		c.Peers = append(c.Peers, starPeer{Name: s.Name, PublicKey: s.PublicKey, Endpoint: st.SpokeEndpoint(i),
-			Subnets: []netip.Prefix{s.LAN4, s.LAN6}})
+			Subnets: st.peerSubnets(0, i, []netip.Prefix{s.LAN4, s.LAN6})})
 	}
 	return c
+}
+
+// peerSubnets applies StarConfig.PeerSubnets.
+func (st *Star) peerSubnets(node, peer int, def []netip.Prefix) []netip.Prefix {
+	if st.cfg.PeerSubnets == nil {
+		return def
+	}
+	return st.cfg.PeerSubnets(node, peer, def)
 }
 
 // spokeConfig is spoke i's configuration: the hub is its only peer and owns
@@ -57,6 +65,7 @@ func (st *Star) spokeConfig(i int) starConfig {
 			p.Subnets = append(p.Subnets, n.LAN4, n.LAN6)
 		}
 	}
+	p.Subnets = st.peerSubnets(i, 0, p.Subnets)
 	return starConfig{
 		Listen:    netip.AddrPortFrom(st.Link(i).SpokeAddr.Addr(), uint16(st.Port)),
 		Interface: st.cfg.SpokeInterface,
