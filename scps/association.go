@@ -43,21 +43,10 @@ type Association struct {
 	ackBudget   bucket
 	pingPending bool
 
-	// Outage and keep-alive.
-	ackWaitSince    time.Duration // since when ack-eliciting packets wait with nothing newly acknowledged
-	ackProgress     bool          // the packet being received acknowledged something new
-	outage          bool
-	outageBySilence bool // entered because nothing was heard (else: nothing acknowledged)
-	outageStart     time.Duration
-	nextProbe       time.Duration
-	lastKeepAlive   time.Duration
-	flightStart     time.Duration // when ack-eliciting packets last went from none to some in flight
-	recvGap         time.Duration // decaying maximum gap between packets heard while a flight is out
-	holding         bool          // new data held back by ackSilence
+	outage outageDetector
 
 	// Receiver side.
 	ack      ackState
-	lastRecv time.Duration
 	ackDelay time.Duration
 
 	// Streams.
@@ -116,9 +105,7 @@ func NewAssociation(cfg Config, now time.Time) (*Association, error) {
 		connWindow:      InitialConnCredit,
 		maxDatagram:     cfg.MaxPacketSize - wire.HeaderLen(wire.MaxVarint) - wire.DatagramLen(0) - 1,
 	}
-	a.lastRecv = a.now
-	a.ackWaitSince = a.now
-	a.lastKeepAlive = a.now
+	a.outage.init(cfg, a.now, &a.stats)
 	a.connEpochStart = a.now
 	if w := cfg.initialConnWindow(); w > a.connWindow {
 		// A known link rate: grant the bandwidth-delay product at once.
@@ -211,16 +198,16 @@ func (a *Association) Deadline() time.Time {
 		}
 	}
 	if a.cfg.IdleTimeout > 0 {
-		consider(a.lastRecv + a.cfg.IdleTimeout)
+		consider(a.outage.lastRecv + a.cfg.IdleTimeout)
 	}
-	if a.outage {
+	if a.outage.active {
 		// Only probes and the end of patience.
-		consider(a.nextProbe)
-		consider(a.outageStart + a.cfg.MaxOutage)
+		consider(a.outage.nextProbe)
+		consider(a.outage.start + a.cfg.MaxOutage)
 		return a.abs(d)
 	}
-	consider(a.outageDeadline())
-	consider(a.keepAliveDue())
+	consider(a.outage.deadline(a.sent.elicitingInFlight))
+	consider(a.outage.keepAliveDue(a.sent.elicitingInFlight, a.pingPending))
 	consider(a.sent.timerDeadline())
 	if a.sent.probes > 0 || a.pingPending {
 		consider(a.now)
@@ -249,22 +236,20 @@ func (a *Association) Tick(now time.Time) {
 	if a.state != stateOpen {
 		return
 	}
-	if a.cfg.IdleTimeout > 0 && a.now-a.lastRecv >= a.cfg.IdleTimeout {
+	if a.cfg.IdleTimeout > 0 && a.now-a.outage.lastRecv >= a.cfg.IdleTimeout {
 		a.closeWith(ErrIdleTimeout, CodeIdleTimeout, "idle timeout", ErrIdleTimeout)
 		return
 	}
 	a.checkOutage()
-	if a.outage {
-		if a.now-a.outageStart >= a.cfg.MaxOutage {
+	if a.outage.active {
+		if a.outage.expired(a.now) {
 			a.closeWith(ErrOutage, CodeOutage, "link outage", ErrOutage)
 		}
 		return
 	}
 	a.sent.onTimer(a.now, a.retxQ.len() > 0 || a.lightQ.len() > 0 || a.bulkQ.len() > 0)
-	if due := a.keepAliveDue(); due != 0 && a.now >= due {
+	if a.outage.keepAliveTimer(a.now, a.sent.elicitingInFlight, a.pingPending) {
 		a.pingPending = true
-		a.lastKeepAlive = a.now
-		a.stats.KeepAlives++
 	}
 }
 
@@ -334,12 +319,12 @@ func (a *Association) Stats() Stats {
 	s := a.stats
 	s.StreamsOpen = len(a.streams)
 	a.sent.fillStats(&s)
-	s.Outage = a.outage
-	if a.outage {
-		s.OutageTime += a.now - a.outageStart
+	s.Outage = a.outage.active
+	if a.outage.active {
+		s.OutageTime += a.now - a.outage.start
 	}
 	return s
 }
 
 // InOutage reports whether the association is in outage mode.
-func (a *Association) InOutage() bool { return a.outage }
+func (a *Association) InOutage() bool { return a.outage.active }

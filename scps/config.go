@@ -144,7 +144,8 @@ const (
 	// if the repair is lost).
 	windowBDPs = 4
 	// silenceGapFactor and minSilenceHold: new data waits once the peer
-	// has been quiet this many times its longest recent gap (ackSilence).
+	// has been quiet this many times its longest recent gap
+	// (outageDetector.silence).
 	silenceGapFactor = 4
 	minSilenceHold   = 20 * time.Millisecond
 	// maxAutoWindow caps the automatic window and buffer sizes.

@@ -21,14 +21,14 @@ package scps
 //	association.go     Association: state, construction, Deadline, Tick, Close, Stats
 //	event.go           Event and the event queue (PollEvent)
 //	recv.go            Receive: decode, validate, apply frames
-//	send.go            Send: packet assembly (and sendClose)
+//	send.go            Send: packet assembly (and sendClose, sendProbe)
 //	sentpackethandler.go  sentPacketHandler: sent-packet history, ACK
 //	                   processing, loss detection, probe timeout, RTT,
 //	                   loss cause, congestion controller and pacer
 //	framehandler.go    what the Association does with the frames of
 //	                   acknowledged and lost packets
 //	history.go         history: the sent-packet and sent-frame rings
-//	outage.go          outage mode, keep-alives, the silence hold
+//	outagedetector.go  outageDetector: outage mode, keep-alives, the silence hold
 //	ackstate.go        ackState: received packets and the ACK policy
 //	lossclassifier.go  lossClassifier: congestion or corruption
 //	bucket.go          bucket: pacer and ACK budget token buckets

@@ -113,8 +113,8 @@ func TestOutageMidTransfer(t *testing.T) {
 	}
 	// The simulated link delivers what was already on its way, so ACKs keep
 	// arriving for half a round trip after it died; then the silence hold
-	// (ackSilence) stops new data within a few ACK intervals. Without it
-	// the sender filled its window: 645 packets in this window.
+	// (outageDetector.silence) stops new data within a few ACK intervals.
+	// Without it the sender filled its window: 645 packets in this window.
 	if unknowing > 400 {
 		t.Errorf("%d packets sent in the %v after the link died", unknowing, knowable-down)
 	}

@@ -38,11 +38,9 @@ func (a *Association) Receive(now time.Time, pkt []byte) error {
 	}
 	a.stats.PacketsReceived++
 	a.stats.BytesReceived += uint64(len(pkt))
-	a.noteRecvGap()
-	a.lastRecv = a.now
+	a.outage.onPacketReceived(a.now, a.sent.elicitingInFlight)
 	a.ackDelay = max(min(MaxAckDelay, a.sent.rtt.Smoothed()/time.Duration(a.cfg.AcksPerRTT)), time.Millisecond)
 	a.ack.onReceived(pn, a.now, eliciting, a.cfg.AckEvery, a.ackDelay)
-	a.ackProgress = false
 	defer a.maybeResume()
 
 	var f wire.Frame
@@ -57,15 +55,6 @@ func (a *Association) Receive(now time.Time, pkt []byte) error {
 		}
 	}
 	return nil
-}
-
-// maybeResume leaves outage mode after a packet from the peer: any packet
-// ends an outage of silence; an acknowledgement stall ends with a new
-// acknowledgement.
-func (a *Association) maybeResume() {
-	if a.outage && a.state == stateOpen && (a.outageBySilence || a.ackProgress) {
-		a.leaveOutage()
-	}
 }
 
 // validate decodes every frame and checks what can be checked without
@@ -128,8 +117,7 @@ func (a *Association) apply(f *wire.Frame) error {
 	case wire.FramePadding, wire.FramePing:
 	case wire.FrameAck:
 		if a.sent.onAck(a.now, &f.Ack) {
-			a.ackWaitSince = a.now
-			a.ackProgress = true
+			a.outage.onNewlyAcked(a.now)
 		}
 	case wire.FrameStream:
 		return a.onStreamFrame(f)

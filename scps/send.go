@@ -7,7 +7,7 @@ package scps
 // streams (little queued) before bulk ones, round robin within each, one
 // stream per turn. Ack-eliciting content needs congestion window and pacer
 // tokens unless it is a probe; ACK-only packets need only the ACK budget.
-// In outage mode only outage probes go out (sendProbe, outage.go).
+// In outage mode only outage probes go out (sendProbe).
 
 import (
 	"time"
@@ -39,13 +39,13 @@ func (a *Association) sendReady() bool {
 	case stateClosed:
 		return false
 	}
-	if a.outage {
-		return a.now >= a.nextProbe
+	if a.outage.active {
+		return a.outage.probeDue(a.now)
 	}
 	if a.sent.probes > 0 || a.pingPending || a.ack.due(a.now) {
 		return true
 	}
-	if !a.hasWork() || !a.sent.windowOpen() || a.ackSilence() {
+	if !a.hasWork() || !a.sent.windowOpen() || a.silenceHold() {
 		return false
 	}
 	a.sent.updatePacer(a.now)
@@ -62,8 +62,8 @@ func (a *Association) Send(now time.Time, buf []byte) int {
 	case stateClosing:
 		return a.sendClose(buf)
 	}
-	if a.outage {
-		if a.now < a.nextProbe {
+	if a.outage.active {
+		if !a.outage.probeDue(a.now) {
 			return 0
 		}
 		return a.sendProbe(buf)
@@ -75,7 +75,7 @@ func (a *Association) Send(now time.Time, buf []byte) int {
 	a.sent.updatePacer(a.now)
 	a.expireDatagrams()
 	probe := a.sent.probes > 0 || a.pingPending
-	canSend := probe || (a.sent.windowOpen() && a.sent.paced() && !a.ackSilence())
+	canSend := probe || (a.sent.windowOpen() && a.sent.paced() && !a.silenceHold())
 	ackDue := a.ack.due(a.now)
 	a.ackBudget.refill(a.now)
 	if ackDue && !a.ackBudget.ready(a.ackPacketCost()) {
@@ -136,7 +136,7 @@ func (a *Association) Send(now time.Time, buf []byte) int {
 	a.stats.BytesSent += uint64(size)
 	if eliciting {
 		if flightStart {
-			a.ackWaitSince, a.flightStart = a.now, a.now
+			a.outage.onFlightStart(a.now)
 		}
 		a.ack.ackOnlyCount = 0
 		a.pingPending = false
@@ -172,6 +172,37 @@ func (a *Association) sendClose(buf []byte) int {
 	if a.closeLeft <= 0 {
 		a.state = stateClosed
 	}
+	return len(b)
+}
+
+// sendProbe builds an outage probe: a PING, preceded by an ACK of
+// everything received so that whichever side hears the other first learns
+// at once what arrived before the outage. Probes are not counted in flight
+// and do not wait for the pacer: a few dozen bytes per interval.
+func (a *Association) sendProbe(buf []byte) int {
+	limit := min(len(buf), a.cfg.MaxPacketSize)
+	if limit < 64 {
+		return 0
+	}
+	firstFrame := a.sent.hist.frameEnd()
+	b := wire.AppendHeader(buf[:0:limit], a.sent.hist.nextPN())
+	if a.ack.any {
+		b = a.appendAck(b, limit-1)
+	}
+	b = append(b, wire.FramePing)
+	a.sent.hist.addFrame().kind = sfPing
+	if a.sent.onPacketSent(a.now, sentPacket{
+		sentAt:       a.now,
+		firstFrame:   firstFrame,
+		nFrames:      uint16(a.sent.hist.frameEnd() - firstFrame),
+		size:         int32(len(b)),
+		ackEliciting: true,
+	}) {
+		a.outage.onFlightStart(a.now)
+	}
+	a.outage.onProbeSent(a.now)
+	a.stats.PacketsSent++
+	a.stats.BytesSent += uint64(len(b))
 	return len(b)
 }
 
@@ -435,7 +466,7 @@ func (a *Association) SendDatagram(p []byte) error {
 	if len(p) > a.maxDatagram {
 		return ErrDatagramTooLarge
 	}
-	if a.outage {
+	if a.outage.active {
 		a.stats.DatagramsDropped++
 		return ErrDatagramDropped
 	}
