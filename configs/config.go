@@ -35,6 +35,7 @@ type Interface struct {
 	Address        []string `toml:"address,omitempty"`
 	LogLevel       string   `toml:"log_level,omitempty"`
 	MaxFlows       int      `toml:"max_flows,omitempty"`
+	Metrics        string   `toml:"metrics,omitempty"`
 }
 
 // Peer is one [[peer]] table: a remote site.
@@ -106,6 +107,7 @@ type Config struct {
 	Addresses      []netip.Prefix
 	LogLevel       string
 	MaxFlows       int
+	Metrics        netip.AddrPort // Prometheus endpoint; invalid = off
 	Peers          []PeerConfig
 }
 
@@ -229,6 +231,13 @@ func (f *File) Validate() (*Config, error) {
 	}
 	if c.MaxFlows < 1 || c.MaxFlows > 1<<20 {
 		return nil, fmt.Errorf("interface.max_flows: %d is out of range: use 1..1048576", c.MaxFlows)
+	}
+	if in.Metrics != "" {
+		ap, err := netip.ParseAddrPort(in.Metrics)
+		if err != nil || ap.Port() == 0 {
+			return nil, fmt.Errorf("interface.metrics: %q is not an address:port: use e.g. \"127.0.0.1:9477\" (leave it out to serve no metrics)", in.Metrics)
+		}
+		c.Metrics = ap
 	}
 	if len(f.Peers) == 0 {
 		return nil, errors.New("peer: no [[peer]] table: add at least one peer with name, public_key and subnets")
@@ -425,6 +434,9 @@ func (c *Config) Effective() ([]byte, error) {
 		LogLevel:       c.LogLevel,
 		MaxFlows:       c.MaxFlows,
 	}}
+	if c.Metrics.IsValid() {
+		f.Interface.Metrics = c.Metrics.String()
+	}
 	for _, a := range c.Addresses {
 		f.Interface.Address = append(f.Interface.Address, a.String())
 	}

@@ -20,6 +20,7 @@ name = "scps0"
 listen = "0.0.0.0:4700"
 private_key_file = "/etc/scpsvpn/private.key"
 address = ["10.1.0.1/32"]
+metrics = "127.0.0.1:9477"
 
 [[peer]]
 name = "site-b"
@@ -61,7 +62,10 @@ func TestParseGood(t *testing.T) {
 	if err != nil {
 		t.Fatalf("effective config does not parse: %v\n%s", err, out)
 	}
-	if c2.Peers[0].Link != c.Peers[0].Link || c2.Listen != c.Listen {
+	if c.Metrics.String() != "127.0.0.1:9477" {
+		t.Errorf("metrics = %v", c.Metrics)
+	}
+	if c2.Peers[0].Link != c.Peers[0].Link || c2.Listen != c.Listen || c2.Metrics != c.Metrics {
 		t.Errorf("round trip changed the config:\n%s", out)
 	}
 }
@@ -82,6 +86,8 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"bad key", keyB, "abc", `peer[0] (site-b).public_key`},
 		{"bad subnet", `"10.2.0.0/24"`, `"10.2.0.1/24"`, `has host bits set: use 10.2.0.0/24`},
 		{"bad listen", `"0.0.0.0:4700"`, `"nowhere"`, `interface.listen`},
+		{"bad metrics", `"127.0.0.1:9477"`, `"localhost:9477"`, `interface.metrics: "localhost:9477" is not an address:port`},
+		{"metrics without port", `"127.0.0.1:9477"`, `"127.0.0.1:0"`, `interface.metrics`},
 		{"wrong type", `name = "scps0"`, `name = 3`, `interface.name`},
 		{"address in a peer's subnet", `"10.2.0.0/24", "fd00`, `"10.0.0.0/8", "fd00`, `interface.address[0]: 10.1.0.1 lies in peer "site-b"'s subnet 10.0.0.0/8`},
 		{"no key file", `private_key_file = "/etc/scpsvpn/private.key"`, ``, `interface.private_key_file: missing`},

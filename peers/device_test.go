@@ -50,6 +50,13 @@ func TestHandshakeCarriesPayloadsAndTransport(t *testing.T) {
 	if st.RxPackets != 11 || st.KeepalivesRx != 2 || st.TotalDrops() != 0 || st.HandshakesCompleted != 1 {
 		t.Fatalf("b stats %+v", st)
 	}
+	for _, n := range []*node{a, b} {
+		for _, p := range n.dev.Peers() {
+			if p.Handshakes() != 1 {
+				t.Errorf("%s's peer %s: %d handshakes, want 1", n.name, p.Name(), p.Handshakes())
+			}
+		}
+	}
 }
 
 func TestHandshakeWrongKeys(t *testing.T) {

@@ -41,7 +41,8 @@ type Peer struct {
 	endpoint    atomic.Pointer[netip.AddrPort]
 	current     atomic.Pointer[session]
 	removed     atomic.Bool
-	rekeyWanted atomic.Bool // a send limit was crossed
+	rekeyWanted atomic.Bool   // a send limit was crossed
+	handshakes  atomic.Uint64 // sessions with this peer that became current
 
 	mu         sync.Mutex
 	key        Key
@@ -154,6 +155,10 @@ func (p *Peer) LastHandshake() time.Time {
 	defer p.mu.Unlock()
 	return p.lastHS
 }
+
+// Handshakes counts the handshakes with the peer that completed (either
+// role), rekeys included.
+func (p *Peer) Handshakes() uint64 { return p.handshakes.Load() }
 
 // Removed reports whether SetPeers removed the peer.
 func (p *Peer) Removed() bool { return p.removed.Load() }
@@ -324,6 +329,7 @@ func (p *Peer) installLocked(s *session, now time.Time) {
 	p.rekeyWanted.Store(false)
 	p.clearInitsLocked()
 	d.stats.handshakesCompleted.Add(1)
+	p.handshakes.Add(1)
 }
 
 // confirm makes a responder session current on the first packet the

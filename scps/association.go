@@ -318,6 +318,9 @@ func (a *Association) protocolError(format string, args ...any) error {
 func (a *Association) Stats() Stats {
 	s := a.stats
 	s.StreamsOpen = len(a.streams)
+	for _, st := range a.streams {
+		s.BufferedBytes += st.sendBuf.Bytes() + st.recvBuf.Bytes()
+	}
 	a.sent.fillStats(&s)
 	s.Outage = a.outage.active
 	if a.outage.active {

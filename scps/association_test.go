@@ -94,6 +94,27 @@ func TestTransferClean(t *testing.T) {
 	t.Logf("finished at %v; side0 %+v", s.now, st)
 }
 
+// BufferedBytes counts the stream buffers' memory: some while a transfer
+// runs, none once every stream is done.
+func TestBufferedBytes(t *testing.T) {
+	link := linkParams{Rate: 1e6, Delay: 100 * time.Millisecond}
+	s := newSim(t, 1, DefaultConfig(), DefaultConfig(), link, link)
+	sp := sizesSpec(4, 1, 500_000, 500_000)
+	startTransfer(s, sp)
+	if !s.runUntil(10*time.Second, func() bool { return s.a[0].Stats().BufferedBytes > 0 && s.a[1].Stats().BufferedBytes > 0 }) {
+		t.Fatalf("no buffered bytes during the transfer: %+v / %+v", s.a[0].Stats(), s.a[1].Stats())
+	}
+	if !s.runUntil(120*time.Second, func() bool { return s.apps[0].done() && s.apps[1].done() }) {
+		t.Fatalf("transfer did not finish by %v", s.now)
+	}
+	checkTransfer(t, s, sp)
+	for side := range 2 {
+		if n := s.a[side].Stats().BufferedBytes; n != 0 {
+			t.Errorf("side %d: %d bytes still buffered after the transfer", side, n)
+		}
+	}
+}
+
 func TestTransferImpaired(t *testing.T) {
 	base := linkParams{Rate: 10e6, Delay: 20 * time.Millisecond, QueueBytes: 200_000}
 	cases := []struct {

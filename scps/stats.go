@@ -26,6 +26,7 @@ type Stats struct {
 	StreamsOpened       uint64 // by us
 	StreamsAccepted     uint64 // opened by the peer
 	StreamsOpen         int    // currently in the stream table
+	BufferedBytes       int    // memory held by the streams' send and receive buffers
 
 	DatagramsSent     uint64
 	DatagramsReceived uint64

@@ -239,7 +239,7 @@ func (e *Endpoint) Reload(cfg *configs.Config) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	old := e.cfg
-	if cfg.Name != old.Name || cfg.Listen != old.Listen || cfg.MTU != old.MTU || cfg.PrivateKeyFile != old.PrivateKeyFile {
+	if cfg.Name != old.Name || cfg.Listen != old.Listen || cfg.MTU != old.MTU || cfg.PrivateKeyFile != old.PrivateKeyFile || cfg.Metrics != old.Metrics {
 		e.log.Warn("reload: [interface] changes need a restart; applying peer changes only")
 	}
 	for _, pc := range cfg.Peers {

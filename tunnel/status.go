@@ -49,6 +49,7 @@ type PeerStatus struct {
 	Endpoint      string     `json:"endpoint,omitempty"`
 	Up            bool       `json:"up"`
 	LastHandshake time.Time  `json:"last_handshake,omitzero"`
+	Handshakes    uint64     `json:"handshakes"`
 	Subnets       []string   `json:"subnets"`
 	Association   scps.Stats `json:"association"`
 }
@@ -90,6 +91,7 @@ func (e *Endpoint) Status() Status {
 				ps.Endpoint = ep.String()
 			}
 			ps.LastHandshake = p.LastHandshake()
+			ps.Handshakes = p.Handshakes()
 		}
 		for _, sn := range a.cfg.Subnets {
 			ps.Subnets = append(ps.Subnets, sn.String())

@@ -66,9 +66,14 @@ func upCommand() *cli.Command {
 				defer wg.Done()
 				superviseEndpoint(ctx, ep, hup, path, log)
 			}()
+			stopMetrics := func() {}
+			if cfg.Metrics.IsValid() {
+				stopMetrics = serveMetrics(cfg.Metrics, ep, log)
+			}
 			err = ep.Run(ctx)
 			stop()
 			wg.Wait()
+			stopMetrics()
 			reportLeftovers(log, baseline)
 			return err
 		},

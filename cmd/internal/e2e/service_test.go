@@ -4,9 +4,12 @@ package e2e
 // per network namespace), through the real binary.
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -290,4 +293,81 @@ func procCreds(t *testing.T, pid int) (uid int, eff, bnd uint64) {
 		}
 	}
 	return uid, eff, bnd
+}
+
+// scrape fetches side's /metrics from inside its namespace.
+func scrape(t *testing.T, tb *testbed.Testbed, side testbed.Side, addr string) string {
+	t.Helper()
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, a string) (net.Conn, error) {
+			return tb.DialContext(ctx, side, network, a)
+		},
+	}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatalf("scrape %s: %v", addr, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("scrape %s: %s, %v\n%s", addr, resp.Status, err, body)
+	}
+	return string(body)
+}
+
+// metricValue finds one series (name and labels exactly as exposed) in a
+// scrape.
+func metricValue(t *testing.T, text, series string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("no series %s in the scrape", series)
+	return 0
+}
+
+// The metrics endpoint ([interface] metrics) serves the endpoint's counters
+// read at scrape time: around a download they move by what was carried.
+func TestMetricsAroundTransfer(t *testing.T) {
+	const addr = "127.0.0.1:9477"
+	tb := twoSites(t, testbed.Config{InterfaceA: `metrics = "` + addr + `"`})
+	before := scrape(t, tb, testbed.A, addr)
+	const size = 8 << 20
+	download(t, tb, testbed.A, testbed.B, size)
+	after := scrape(t, tb, testbed.A, addr)
+	grew := func(series string, atLeast float64) {
+		t.Helper()
+		b, a := metricValue(t, before, series), metricValue(t, after, series)
+		if a-b < atLeast {
+			t.Errorf("%s went from %v to %v, want a rise of at least %v", series, b, a, atLeast)
+		}
+	}
+	grew(`scpsvpn_peer_stream_received_bytes_total{peer="site-b"}`, size)
+	grew(`scpsvpn_peer_received_bytes_total{peer="site-b"}`, size)
+	grew(`scpsvpn_peer_received_packets_total{peer="site-b"}`, size/1500)
+	grew(`scpsvpn_peer_sent_packets_total{peer="site-b"}`, 1)
+	grew(`scpsvpn_peer_streams_opened_total{by="local",peer="site-b"}`, 1)
+	grew(`scpsvpn_flows_total{origin="local"}`, 1)
+	grew(`scpsvpn_tun_packets_total`, 1)
+	if v := metricValue(t, after, `scpsvpn_peer_up{peer="site-b"}`); v != 1 {
+		t.Errorf("peer_up = %v", v)
+	}
+	if v := metricValue(t, after, `scpsvpn_peer_rtt_seconds{peer="site-b"}`); v <= 0 || v > 1 {
+		t.Errorf("peer_rtt_seconds = %v on a veth", v)
+	}
+	if v := metricValue(t, after, `scpsvpn_peer_handshakes_total{peer="site-b"}`); v < 1 {
+		t.Errorf("peer_handshakes_total = %v", v)
+	}
+	for _, name := range []string{"scpsvpn_build_info{", "process_resident_memory_bytes ", "go_goroutines ", "scpsvpn_endpoint_info{"} {
+		if !strings.Contains(after, "\n"+name) {
+			t.Errorf("no %s in the scrape", name)
+		}
+	}
 }

@@ -1,0 +1,113 @@
+package tunnel
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"scpsvpn/peers"
+	"scpsvpn/scps"
+)
+
+func sampleStatus() Status {
+	return Status{
+		Interface: "scps0", Listen: "0.0.0.0:4700", PublicKey: "PUB",
+		Counters: Counters{TunPackets: 100, TunNoPeer: 2, FlowsOpened: 7, FlowsAccepted: 3, FlowsRefused: 1, FlowsActive: 4, UDPIn: 90},
+		Security: peers.Stats{Drops: map[string]uint64{"replay": 5, "auth": 0}, InitiationsSent: 2},
+		Peers: []PeerStatus{{
+			Name: "site-b", Up: true, Handshakes: 3, LastHandshake: time.Unix(1700000000, 500_000_000),
+			Association: scps.Stats{
+				SRTT: 600 * time.Millisecond, Cwnd: 150000, PacingRate: 1.25e6,
+				StreamBytesReceived: 5 << 20, RetransmitBytes: 1000,
+				LossEventsCongestion: 1, LossEventsCorruption: 9,
+				Outages: 2, OutageTime: 21500 * time.Millisecond,
+				StreamsOpen: 4, StreamsOpened: 7, StreamsAccepted: 3,
+				DuplicatePackets: 6, BufferedBytes: 65536,
+			},
+		}, {
+			Name: "site-c", Association: scps.Stats{BufferedBytes: 8192},
+		}},
+	}
+}
+
+// The collector turns one Status into metrics with the documented names,
+// labels, types and units (seconds, bytes), and they pass promlint.
+func TestCollectorMetrics(t *testing.T) {
+	c := newCollector(func() (Status, bool) { return sampleStatus(), true })
+	want := `
+# HELP scpsvpn_peer_up 1 while the association with the peer carries traffic (handshake done, not in an outage).
+# TYPE scpsvpn_peer_up gauge
+scpsvpn_peer_up{peer="site-b"} 1
+scpsvpn_peer_up{peer="site-c"} 0
+# HELP scpsvpn_peer_rtt_seconds Smoothed round-trip time of the association.
+# TYPE scpsvpn_peer_rtt_seconds gauge
+scpsvpn_peer_rtt_seconds{peer="site-b"} 0.6
+scpsvpn_peer_rtt_seconds{peer="site-c"} 0
+# HELP scpsvpn_peer_last_handshake_timestamp_seconds Unix time of the last completed handshake with the peer; 0 if none.
+# TYPE scpsvpn_peer_last_handshake_timestamp_seconds gauge
+scpsvpn_peer_last_handshake_timestamp_seconds{peer="site-b"} 1.7000000005e+09
+scpsvpn_peer_last_handshake_timestamp_seconds{peer="site-c"} 0
+# HELP scpsvpn_peer_outage_seconds_total Time spent in outage mode, the current outage included.
+# TYPE scpsvpn_peer_outage_seconds_total counter
+scpsvpn_peer_outage_seconds_total{peer="site-b"} 21.5
+scpsvpn_peer_outage_seconds_total{peer="site-c"} 0
+# HELP scpsvpn_peer_loss_events_total Loss events by the cause they were attributed to; only congestion shrinks the window.
+# TYPE scpsvpn_peer_loss_events_total counter
+scpsvpn_peer_loss_events_total{cause="congestion",peer="site-b"} 1
+scpsvpn_peer_loss_events_total{cause="congestion",peer="site-c"} 0
+scpsvpn_peer_loss_events_total{cause="corruption",peer="site-b"} 9
+scpsvpn_peer_loss_events_total{cause="corruption",peer="site-c"} 0
+scpsvpn_peer_loss_events_total{cause="outage",peer="site-b"} 0
+scpsvpn_peer_loss_events_total{cause="outage",peer="site-c"} 0
+# HELP scpsvpn_peer_stream_received_bytes_total Stream (TCP payload) bytes from the peer delivered in order.
+# TYPE scpsvpn_peer_stream_received_bytes_total counter
+scpsvpn_peer_stream_received_bytes_total{peer="site-b"} 5.24288e+06
+scpsvpn_peer_stream_received_bytes_total{peer="site-c"} 0
+# HELP scpsvpn_flows_total TCP connections carried, by where they started: local (a LAN client here) or peer (re-originated here).
+# TYPE scpsvpn_flows_total counter
+scpsvpn_flows_total{origin="local"} 7
+scpsvpn_flows_total{origin="peer"} 3
+# HELP scpsvpn_flows_active TCP connections carried now.
+# TYPE scpsvpn_flows_active gauge
+scpsvpn_flows_active 4
+# HELP scpsvpn_buffered_bytes Memory held by every association's stream buffers.
+# TYPE scpsvpn_buffered_bytes gauge
+scpsvpn_buffered_bytes 73728
+# HELP scpsvpn_udp_drops_total Datagrams on the association socket dropped before reaching an association, by reason.
+# TYPE scpsvpn_udp_drops_total counter
+scpsvpn_udp_drops_total{reason="auth"} 0
+scpsvpn_udp_drops_total{reason="replay"} 5
+# HELP scpsvpn_tun_drops_total Packets from the TUN, or datagrams for it, dropped, by reason.
+# TYPE scpsvpn_tun_drops_total counter
+scpsvpn_tun_drops_total{reason="bad_source"} 0
+scpsvpn_tun_drops_total{reason="malformed"} 0
+scpsvpn_tun_drops_total{reason="no_peer"} 2
+`
+	names := []string{"scpsvpn_peer_up", "scpsvpn_peer_rtt_seconds", "scpsvpn_peer_last_handshake_timestamp_seconds",
+		"scpsvpn_peer_outage_seconds_total", "scpsvpn_peer_loss_events_total", "scpsvpn_peer_stream_received_bytes_total",
+		"scpsvpn_flows_total", "scpsvpn_flows_active", "scpsvpn_buffered_bytes", "scpsvpn_udp_drops_total", "scpsvpn_tun_drops_total"}
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
+		t.Error(err)
+	}
+	problems, err := testutil.CollectAndLint(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+	// Every described metric is collected, and nothing undescribed.
+	if n := testutil.CollectAndCount(c); n < len(peerMetrics)*2 {
+		t.Errorf("%d metrics collected, want at least %d", n, len(peerMetrics)*2)
+	}
+}
+
+// An endpoint that is not up yet reports nothing (and reads no state).
+func TestCollectorBeforeReady(t *testing.T) {
+	c := newCollector(func() (Status, bool) { return Status{}, false })
+	if n := testutil.CollectAndCount(c); n != 0 {
+		t.Errorf("%d metrics before the endpoint is ready", n)
+	}
+}
