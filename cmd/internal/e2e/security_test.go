@@ -6,7 +6,8 @@ package e2e
 // on SIGHUP loses access within a second while the others carry on; a
 // replayed capture of a spoke's packets changes nothing; random, truncated
 // and forged packets get no reply and are counted; a spoke cannot send with
-// a source address outside its own subnets.
+// a source address outside its own subnets, and the hub sends no flow or
+// datagram back to the spoke it came from.
 //
 // Counters come from `scpsvpn status --json`; "no reply" comes from a
 // capture on the hub's side of the link (AF_PACKET), trusted only when it
@@ -35,6 +36,7 @@ import (
 
 	"scpsvpn/cmd/internal/testbed"
 	"scpsvpn/cmd/internal/testenv"
+	"scpsvpn/scps"
 	"scpsvpn/tunnel"
 )
 
@@ -1099,5 +1101,75 @@ func TestSpokeCannotSpoofOthers(t *testing.T) {
 	after := status(t, st, 2)
 	if bad := after.Counters.TunBadSrc - before.Counters.TunBadSrc; bad != 30 {
 		t.Errorf("spoke 2 counted %d TUN packets with a foreign source, sent 30", bad)
+	}
+}
+
+// TestHubRefusesLoop: spoke 1 is misrouted, sending part of its own subnet
+// (10.1.0.128/25) to the hub, which owns that subnet as spoke 1's. The hub
+// must not send such a flow or datagram back where it came from (it would
+// circle between them): the flow is reset, the datagram dropped, and spoke
+// 1 gets nothing back.
+func TestHubRefusesLoop(t *testing.T) {
+	misrouted := netip.MustParsePrefix("10.1.0.128/25")
+	st := starSites(t, testbed.StarConfig{
+		Spokes: 1,
+		PeerSubnets: func(node, peer int, subnets []netip.Prefix) []netip.Prefix {
+			if node == 1 && peer == 0 {
+				return append(subnets, misrouted)
+			}
+			return subnets
+		},
+	}, nil)
+	dst := netip.AddrPortFrom(netip.MustParseAddr("10.1.0.200"), 80)
+	hub0, spoke0 := status(t, st, 0), status(t, st, 1)
+	toSpoke := func(s tunnel.Status) scps.Stats { p, _ := peerStatus(s, "spoke-1"); return p.Association }
+
+	// TCP: reset, while connecting or (once spoke 1 has accepted it,
+	// optimistic open) when the hub's refusal arrives.
+	c, err := st.Dial(1, "tcp", dst.String())
+	if err == nil {
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err = c.Write([]byte("round and round")); err == nil {
+			var n int
+			if n, err = c.Read(make([]byte, 16)); err == nil {
+				t.Errorf("%d bytes came back from %v", n, dst)
+			}
+		}
+	}
+	if !isReset(err) {
+		t.Errorf("the flow to %v ended with %v, want a reset", dst, err)
+	}
+	// UDP: reaches the hub, goes no further.
+	u, err := st.Dial(1, "udp", netip.AddrPortFrom(dst.Addr(), 53).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	if _, err := u.Write([]byte("round and round")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for status(t, st, 0).Counters.DatagramsIn == hub0.Counters.DatagramsIn && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond) // room for anything sent back to arrive
+
+	hub1, spoke1 := status(t, st, 0), status(t, st, 1)
+	if n := hub1.Counters.FlowsRefused - hub0.Counters.FlowsRefused; n != 1 {
+		t.Errorf("the hub refused %d flows, want 1", n)
+	}
+	if n := hub1.Counters.DatagramsIn - hub0.Counters.DatagramsIn; n != 1 {
+		t.Errorf("the hub took in %d datagrams, want 1", n)
+	}
+	// Nothing went back: the hub sent spoke 1 no stream and no datagram,
+	// and spoke 1 saw none (its own source check would refuse them, as
+	// the source is its own, so it is asked too).
+	if a, b := toSpoke(hub0), toSpoke(hub1); b.StreamsOpened != a.StreamsOpened || b.DatagramsSent != a.DatagramsSent {
+		t.Errorf("the hub sent spoke 1 %d streams and %d datagrams, want none", b.StreamsOpened-a.StreamsOpened, b.DatagramsSent-a.DatagramsSent)
+	}
+	c0, c1 := spoke0.Counters, spoke1.Counters
+	if c1.FlowsAccepted+c1.StreamsBadSrc+c1.DatagramsIn+c1.DatagramsBadSrc != c0.FlowsAccepted+c0.StreamsBadSrc+c0.DatagramsIn+c0.DatagramsBadSrc {
+		t.Errorf("traffic came back to spoke 1: counters %+v, before %+v", c1, c0)
 	}
 }
