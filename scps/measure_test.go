@@ -11,9 +11,12 @@ package scps
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"scpsvpn/scps/cc"
 )
 
 // Tunnel packet geometry (tunnel/assoc.go: 1452-byte UDP payload less the
@@ -312,7 +315,7 @@ func TestMeasureMatrix(t *testing.T) {
 		if f := os.Getenv("SCPS_COND"); f != "" && !strings.Contains(c.name, f) {
 			continue
 		}
-		for _, m := range []string{"hybrid", "vj", "vegas", "hybla", "rate"} {
+		for _, m := range measuredModes() {
 			if f := os.Getenv("SCPS_MODES"); f != "" && !strings.Contains(","+f+",", ","+m+",") {
 				continue
 			}
@@ -333,3 +336,9 @@ func TestMeasureMatrix(t *testing.T) {
 }
 
 func matrixEnabled() bool { return os.Getenv("SCPS_MATRIX") != "" }
+
+// measuredModes lists every registered controller, the default first, so a
+// controller added to scps/cc is measured without another list to edit.
+func measuredModes() []string {
+	return append([]string{cc.DefaultName}, slices.DeleteFunc(cc.Names(), func(n string) bool { return n == cc.DefaultName })...)
+}
