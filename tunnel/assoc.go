@@ -94,6 +94,15 @@ func (a *assoc) newSession() error {
 		return fmt.Errorf("peer %s: association: %w", a.cfg.Name, err)
 	}
 	a.mu.Lock()
+	if a.closed {
+		// Closed while the session was made (a peer restart or a
+		// session's end racing with reload or shutdown): it would run on
+		// with nobody to close it.
+		a.mu.Unlock()
+		cancel()
+		sess.Close()
+		return nil
+	}
 	old, oldCancel := a.sess.Swap(sess), a.cancel
 	a.cancel = cancel
 	a.mu.Unlock()
