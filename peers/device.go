@@ -271,6 +271,15 @@ func (d *Device) validatePeers(cfgs []PeerConfig) ([][]netip.Prefix, error) {
 	return subnets, nil
 }
 
+// CheckPeers returns the error SetPeers would return for cfgs, changing
+// nothing: a caller can then prepare for the change knowing it will apply.
+func (d *Device) CheckPeers(cfgs []PeerConfig) error {
+	if _, err := d.validatePeers(cfgs); err != nil {
+		return fmt.Errorf("set peers: %w", err)
+	}
+	return nil
+}
+
 // SetPeers replaces the peer set (at start and on SIGHUP). Peers whose name
 // and key are unchanged keep their sessions; a changed key drops the
 // sessions, so the next Seal asks for a new handshake; removed peers lose

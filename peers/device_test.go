@@ -527,9 +527,19 @@ func TestSetPeersRejects(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want %q", tc.name, err, tc.want)
 		}
+		if cerr := d.CheckPeers(tc.peers); cerr == nil || err == nil || cerr.Error() != err.Error() {
+			t.Errorf("%s: CheckPeers says %v, SetPeers %v", tc.name, cerr, err)
+		}
 	}
 	// Nested subnets across peers are fine: longest prefix wins.
-	if err := d.SetPeers([]PeerConfig{cfgFor("a", "192.0.2.1:1", "10.0.0.0/8"), cfgFor("b", "192.0.2.2:1", "10.1.0.0/16")}); err != nil {
+	nested := []PeerConfig{cfgFor("a", "192.0.2.1:1", "10.0.0.0/8"), cfgFor("b", "192.0.2.2:1", "10.1.0.0/16")}
+	if err := d.CheckPeers(nested); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(d.Peers()); n != 0 {
+		t.Fatalf("CheckPeers changed the peer set: %d peers", n)
+	}
+	if err := d.SetPeers(nested); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -242,16 +242,20 @@ func (e *Endpoint) Reload(cfg *configs.Config) error {
 	if cfg.Name != old.Name || cfg.Listen != old.Listen || cfg.MTU != old.MTU || cfg.PrivateKeyFile != old.PrivateKeyFile || cfg.Metrics != old.Metrics {
 		e.log.Warn("reload: [interface] changes need a restart; applying peer changes only")
 	}
-	for _, pc := range cfg.Peers {
-		e.links.Store(pc.Name, pc.Link)
-	}
-	if err := e.dev.SetPeers(peerConfigs(cfg)); err != nil {
+	pcs := peerConfigs(cfg)
+	if err := e.dev.CheckPeers(pcs); err != nil {
 		return fmt.Errorf("reload peers: %w", err)
 	}
 	want := map[string]configs.PeerConfig{}
 	for _, pc := range cfg.Peers {
 		want[pc.Name] = pc
 	}
+	// Associations of removed or changed peers close while the peer's
+	// secure session still exists, so their close reaches the peer: it
+	// resets its side too, and a fresh association on both sides follows
+	// if the peer comes back. Closed after the peer's removal, the close
+	// could not be sealed; the peer would keep its old association, and
+	// it and our new one would reject each other's packets.
 	for name, a := range e.assocs {
 		pc, ok := want[name]
 		if !ok || pc.PublicKey != a.cfg.PublicKey || !samePrefixes(pc.Subnets, a.cfg.Subnets) || pc.Link != a.cfg.Link {
@@ -259,6 +263,12 @@ func (e *Endpoint) Reload(cfg *configs.Config) error {
 			a.close()
 			delete(e.assocs, name)
 		}
+	}
+	for _, pc := range cfg.Peers {
+		e.links.Store(pc.Name, pc.Link)
+	}
+	if err := e.dev.SetPeers(pcs); err != nil {
+		return fmt.Errorf("reload peers: %w", err)
 	}
 	for _, pc := range cfg.Peers {
 		if _, ok := e.assocs[pc.Name]; !ok {

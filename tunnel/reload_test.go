@@ -1,0 +1,141 @@
+package tunnel
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// threeSites starts a with peers b and c, each with a as its peer, and an
+// echo server on port 7 at b and c.
+func threeSites(t *testing.T) (h *harness, a, b, c *site) {
+	h = newHarness(t)
+	a = h.addSite("a", "192.0.2.1:4700", "10.1.0.0/24", "fd00:1::/64")
+	b = h.addSite("b", "192.0.2.2:4700", "10.2.0.0/24", "fd00:2::/64")
+	c = h.addSite("c", "192.0.2.3:4700", "10.3.0.0/24", "fd00:3::/64")
+	a.start(a.peer(b), a.peer(c))
+	b.start(b.peer(a))
+	c.start(c.peer(a))
+	a.waitUp(b, c)
+	b.echo(7)
+	c.echo(7)
+	return h, a, b, c
+}
+
+func prefixes(ps ...string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range ps {
+		out = append(out, netip.MustParsePrefix(p))
+	}
+	slices.SortFunc(out, netip.Prefix.Compare)
+	return out
+}
+
+// TestReloadRemovesAndAddsPeer: removing a peer on reload resets its flows,
+// takes its routes away and refuses new traffic to its subnets, while the
+// other peer's flow goes on untouched; adding it back carries flows again.
+func TestReloadRemovesAndAddsPeer(t *testing.T) {
+	_, a, b, c := threeSites(t)
+	toB := openEcho(t, a, "10.2.0.5:7")
+	toC := openEcho(t, a, "10.3.0.5:7")
+	if got, want := a.netc.routeList(), prefixes("10.2.0.0/24", "fd00:2::/64", "10.3.0.0/24", "fd00:3::/64"); !slices.Equal(got, want) {
+		t.Errorf("routes %v, want %v", got, want)
+	}
+
+	if err := a.ep.Reload(a.config(a.peer(b))); err != nil {
+		t.Fatalf("reload without c: %v", err)
+	}
+	if _, err := toC.Read(make([]byte, 1)); !isReset(err) {
+		t.Errorf("c's flow after c was removed: %v, want a reset", err)
+	}
+	// c was told: its end of the flow is gone too.
+	if !waitFor(waitTime, func() bool { return c.ep.Stats().FlowsActive.Load() == 0 }) {
+		t.Errorf("c still carries %d flows for a", c.ep.Stats().FlowsActive.Load())
+	}
+	if err := echoCheck(toB, 64<<10); err != nil {
+		t.Errorf("b's flow across the reload: %v", err)
+	}
+	if got, want := a.netc.routeList(), prefixes("10.2.0.0/24", "fd00:2::/64"); !slices.Equal(got, want) {
+		t.Errorf("routes after removing c: %v, want %v", got, want)
+	}
+	if conn, err := a.dial("10.1.0.7:0", "10.3.0.5:7"); err == nil {
+		conn.Close()
+		t.Error("a new flow to the removed peer's subnet was accepted")
+	}
+	src, dst := netip.MustParseAddrPort("10.1.0.7:5000"), netip.MustParseAddrPort("10.3.0.5:53")
+	a.inject(udpPacket(src, dst, []byte("still there?")))
+	if info, ok := parseIP(a.nextDatagram()); !ok || info.proto != protoICMPv4 || info.src != dst.Addr() {
+		t.Errorf("a datagram to the removed peer's subnet got %+v, want ICMP unreachable from %v", info, dst.Addr())
+	}
+	if st := a.ep.Status(); len(st.Peers) != 1 || st.Peers[0].Name != "b" {
+		t.Errorf("status after removal lists %+v", st.Peers)
+	}
+
+	if err := a.ep.Reload(a.config(a.peer(b), a.peer(c))); err != nil {
+		t.Fatalf("reload adding c back: %v", err)
+	}
+	openEcho(t, a, "10.3.0.5:7")
+	if err := echoCheck(toB, 64<<10); err != nil {
+		t.Errorf("b's flow after c came back: %v", err)
+	}
+	if got, want := a.netc.routeList(), prefixes("10.2.0.0/24", "fd00:2::/64", "10.3.0.0/24", "fd00:3::/64"); !slices.Equal(got, want) {
+		t.Errorf("routes after adding c back: %v, want %v", got, want)
+	}
+}
+
+// TestReloadChangesPeer: a peer whose link settings change gets a new
+// association (its flows are reset, new ones work); the unchanged peer's
+// flow goes on.
+func TestReloadChangesPeer(t *testing.T) {
+	_, a, b, c := threeSites(t)
+	toB := openEcho(t, a, "10.2.0.5:7")
+	toC := openEcho(t, a, "10.3.0.5:7")
+	oldB := a.assoc(b)
+
+	faster := peerSpec{s: b, link: "rtt = \"30ms\"\nup = \"40Mbit\"\ndown = \"8Mbit\""}
+	if err := a.ep.Reload(a.config(faster, a.peer(c))); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	if a.assoc(b) == oldB {
+		t.Fatal("b's association was kept although its link changed")
+	}
+	if _, err := toB.Read(make([]byte, 1)); !isReset(err) {
+		t.Errorf("b's old flow after the change: %v, want a reset", err)
+	}
+	if err := echoCheck(toC, 64<<10); err != nil {
+		t.Errorf("c's flow across the reload: %v", err)
+	}
+	openEcho(t, a, "10.2.0.5:7")
+}
+
+// TestReloadErrors: a reload the peer table refuses changes nothing, and
+// interface changes are reported as needing a restart while the peer
+// changes still apply.
+func TestReloadErrors(t *testing.T) {
+	_, a, b, c := threeSites(t)
+	toB := openEcho(t, a, "10.2.0.5:7")
+	self := peerSpec{s: a, subnets: []string{"10.9.0.0/24"}} // our own key as a peer
+	if err := a.ep.Reload(a.config(a.peer(b), self)); err == nil || !strings.Contains(err.Error(), "own public key") {
+		t.Errorf("reload with our own key as a peer: %v", err)
+	}
+	if err := echoCheck(toB, 16<<10); err != nil {
+		t.Errorf("b's flow after the refused reload: %v", err)
+	}
+	if a.assoc(c) == nil {
+		t.Error("the refused reload removed c")
+	}
+
+	cfg := a.config(a.peer(b))
+	cfg.MTU = 1300
+	if err := a.ep.Reload(cfg); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	a.waitLog("reload: [interface] changes need a restart; applying peer changes only", nil)
+	if a.assoc(c) != nil {
+		t.Error("c is still a peer")
+	}
+	if err := echoCheck(toB, 16<<10); err != nil {
+		t.Errorf("b's flow: %v", err)
+	}
+}
