@@ -19,14 +19,7 @@ import (
 )
 
 func TestSmokeBench(t *testing.T) {
-	testenv.RequireRoot(t, "network namespaces, TUN")
-	if testing.Short() {
-		t.Skip("smoke run of the real binary; not in -short")
-	}
-	bin, err := testenv.BuildBinary(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := testenv.SmokeBinary(t)
 	out := filepath.Join(t.TempDir(), "report")
 	scps := "scpsvpn-" + DefaultCongestion()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

@@ -126,21 +126,14 @@ func TestRenderTable(t *testing.T) {
 // TestSmokeDemo is CI's smoke run of `scpsvpn demo`: the real binary, 3 s
 // per download, as root; it must finish, print the table and leave nothing.
 func TestSmokeDemo(t *testing.T) {
-	testenv.RequireRoot(t, "network namespaces, TUN")
-	if testing.Short() {
-		t.Skip("smoke run of the real binary; not in -short")
-	}
-	bin, err := testenv.BuildBinary(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := testenv.SmokeBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "demo", "--duration", "3s")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
-	err = cmd.Run()
+	err := cmd.Run()
 	t.Logf("demo took %v\nstdout:\n%s\nstderr:\n%s", time.Since(start).Round(time.Millisecond), stdout.String(), stderr.String())
 	if err != nil {
 		t.Fatalf("demo: %v", err)

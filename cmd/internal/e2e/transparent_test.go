@@ -81,21 +81,13 @@ func TestManyConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	go func() { // each connection: read to EOF, reply with the hash
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				s, _, err := hashAll(c)
-				if err == nil {
-					c.Write(s[:])
-				}
-			}()
+	go serveEach(ln, func(c net.Conn) { // read to EOF, reply with the hash
+		defer c.Close()
+		s, _, err := hashAll(c)
+		if err == nil {
+			c.Write(s[:])
 		}
-	}()
+	})
 	addr := ln.Addr().String()
 	var wg sync.WaitGroup
 	errs := make(chan error, conns)
@@ -281,23 +273,15 @@ func TestStopCleansUpAndResets(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	go func() { // a server that sends forever
+	go serveEach(ln, func(c net.Conn) { // send forever
+		defer c.Close()
+		buf := make([]byte, 32<<10)
 		for {
-			c, err := ln.Accept()
-			if err != nil {
+			if _, err := c.Write(buf); err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 32<<10)
-				for {
-					if _, err := c.Write(buf); err != nil {
-						return
-					}
-				}
-			}()
 		}
-	}()
+	})
 	c, err := tb.Dial(testbed.A, "tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)

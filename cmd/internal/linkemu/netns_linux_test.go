@@ -72,6 +72,25 @@ func link(t testing.TB, opts Options) (*Emulator, Options) {
 	return e, opts
 }
 
+// receive calls got with every datagram c receives, in a goroutine, until
+// none has come for 500 ms; the channel is closed then.
+func receive(c *net.UDPConn, got func([]byte)) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 2048)
+		for {
+			c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+			n, _, err := c.ReadFromUDP(buf)
+			if err != nil {
+				return
+			}
+			got(buf[:n])
+		}
+	}()
+	return done
+}
+
 func udpIn(t *testing.T, ns, laddr, raddr string) *net.UDPConn {
 	t.Helper()
 	var c *net.UDPConn
@@ -182,18 +201,7 @@ func TestNetnsRate(t *testing.T) {
 
 	type arrival struct{ at time.Time }
 	var arrivals []arrival
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		buf := make([]byte, 2048)
-		for {
-			srv.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
-			if _, _, err := srv.ReadFromUDP(buf); err != nil {
-				return
-			}
-			arrivals = append(arrivals, arrival{time.Now()})
-		}
-	}()
+	done := receive(srv, func([]byte) { arrivals = append(arrivals, arrival{time.Now()}) })
 	// Offer 12 Mbit/s in 5 ms bursts so the link is always busy.
 	msg := make([]byte, payload)
 	start := time.Now()
@@ -230,18 +238,7 @@ func TestNetnsLoss(t *testing.T) {
 	cli := udpIn(t, opts.NSA, "10.200.0.1:0", "10.200.0.2:7002")
 	const n = 3000
 	received := 0
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		buf := make([]byte, 2048)
-		for {
-			srv.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
-			if _, _, err := srv.ReadFromUDP(buf); err != nil {
-				return
-			}
-			received++
-		}
-	}()
+	done := receive(srv, func([]byte) { received++ })
 	msg := make([]byte, 200)
 	for i := range n {
 		cli.Write(msg)
@@ -274,19 +271,11 @@ func TestNetnsOutage(t *testing.T) {
 	cli := udpIn(t, opts.NSA, "10.200.0.1:0", "10.200.0.2:7003")
 	type rx struct{ sent, at time.Duration }
 	var got []rx
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		buf := make([]byte, 64)
-		for {
-			srv.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
-			n, _, err := srv.ReadFromUDP(buf)
-			if err != nil || n < 8 {
-				return
-			}
-			got = append(got, rx{time.Duration(binary.BigEndian.Uint64(buf)), e.Elapsed()})
+	done := receive(srv, func(p []byte) {
+		if len(p) >= 8 {
+			got = append(got, rx{time.Duration(binary.BigEndian.Uint64(p)), e.Elapsed()})
 		}
-	}()
+	})
 	msg := make([]byte, 64)
 	var sent []time.Duration
 	for e.Elapsed() < 1100*time.Millisecond {

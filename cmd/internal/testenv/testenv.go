@@ -38,6 +38,21 @@ func BuildBinary(dir string) (string, error) {
 	return bin, nil
 }
 
+// SmokeBinary prepares a smoke run of the real binary: it needs root, is
+// skipped in -short, and gets a fresh build.
+func SmokeBinary(t *testing.T) string {
+	t.Helper()
+	RequireRoot(t, "network namespaces, TUN")
+	if testing.Short() {
+		t.Skip("smoke run of the real binary; not in -short")
+	}
+	bin, err := BuildBinary(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
 // ParseFlags runs cmd (a subcommand of scpsvpn) on args with its action
 // replaced by parse, which turns the parsed flags into options, and returns
 // those: the flag handling of a command tested without running it.
