@@ -9,7 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"scpsvpn/scps/internal/ranges"
 	"scpsvpn/scps/internal/wire"
 )
 
@@ -49,30 +48,8 @@ type Association struct {
 	ack      ackState
 	ackDelay time.Duration
 
-	// Streams.
-	streams          map[uint64]*streamState
-	nextLocalID      uint64
-	pendingOpen      []*streamState // local streams waiting for the peer's stream credit
-	peerMaxStreams   uint64         // our streams must have id>>1 below this
-	localMaxStreams  uint64         // the peer's streams must have id>>1 below this
-	peerClosed       ranges.Set
-	peerClosedCount  uint64
-	maxStreamsQueued bool
-	retxQ            streamQueue
-	lightQ           streamQueue
-	bulkQ            streamQueue
-	ctrlQ            streamQueue
-
-	// Connection-level flow control.
-	connPeerMax    uint64 // credit the peer granted us
-	connSent       uint64 // new bytes we sent on all streams
-	connRecvMax    uint64 // credit we granted
-	connRecvd      uint64 // sum of the highest offsets received on all streams
-	connConsumed   uint64 // bytes read (or discarded) by the application
-	connWindow     uint64
-	connEpochStart time.Duration
-	connEpochOff   uint64
-	maxDataQueued  bool
+	streams streamMap
+	flow    connFlow
 
 	dgrams      datagramQueue
 	onDatagram  func([]byte)
@@ -95,25 +72,13 @@ func NewAssociation(cfg Config, now time.Time) (*Association, error) {
 		cfg: cfg,
 		// Internal time starts at one second so that zero can mean "no
 		// timer".
-		epoch:           now.Add(-time.Second),
-		now:             time.Second,
-		streams:         make(map[uint64]*streamState),
-		peerMaxStreams:  InitialMaxStreams,
-		localMaxStreams: InitialMaxStreams,
-		connPeerMax:     InitialConnCredit,
-		connRecvMax:     InitialConnCredit,
-		connWindow:      InitialConnCredit,
-		maxDatagram:     cfg.MaxPacketSize - wire.HeaderLen(wire.MaxVarint) - wire.DatagramLen(0) - 1,
+		epoch:       now.Add(-time.Second),
+		now:         time.Second,
+		maxDatagram: cfg.MaxPacketSize - wire.HeaderLen(wire.MaxVarint) - wire.DatagramLen(0) - 1,
 	}
 	a.outage.init(cfg, a.now, &a.stats)
-	a.connEpochStart = a.now
-	if w := cfg.initialConnWindow(); w > a.connWindow {
-		// A known link rate: grant the bandwidth-delay product at once.
-		a.connWindow, a.connRecvMax, a.maxDataQueued = w, w, true
-	}
-	if !cfg.EvenStreams {
-		a.nextLocalID = 1
-	}
+	a.flow.init(cfg, a.now)
+	a.streams.init(cfg)
 	if err := a.sent.init(cfg, a.epoch, a.now, a.rttNoise(), a, &a.stats); err != nil {
 		return nil, fmt.Errorf("scps: %w", err)
 	}
@@ -132,7 +97,7 @@ func NewAssociation(cfg Config, now time.Time) (*Association, error) {
 	a.ackBudget.setRate(a.now, ackRate, float64(ackBurstPackets*(64+cfg.WireOverhead)))
 	a.ackBudget.tokens = a.ackBudget.maxBurst
 	a.ackDelay = MaxAckDelay
-	a.maybeMaxStreams()
+	a.streams.maybeMaxStreams()
 	return a, nil
 }
 
@@ -247,7 +212,7 @@ func (a *Association) Tick(now time.Time) {
 		}
 		return
 	}
-	a.sent.onTimer(a.now, a.retxQ.len() > 0 || a.lightQ.len() > 0 || a.bulkQ.len() > 0)
+	a.sent.onTimer(a.now, a.streams.dataQueued())
 	if a.outage.keepAliveTimer(a.now, a.sent.elicitingInFlight, a.pingPending) {
 		a.pingPending = true
 	}
@@ -283,24 +248,19 @@ func (a *Association) closeByPeer(code uint64, reason string) {
 }
 
 func (a *Association) shutdownStreams(streamErr error) {
-	ids := make([]uint64, 0, len(a.streams))
-	for id := range a.streams {
+	ids := make([]uint64, 0, len(a.streams.byID))
+	for id := range a.streams.byID {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids) // deterministic event order
 	for _, id := range ids {
-		s := a.streams[id]
+		s := a.streams.byID[id]
 		s.gone = true
 		s.sendBuf.Free()
 		s.recvBuf.Free()
 		a.emit(Event{Kind: EventStreamClosed, StreamID: id, Err: streamErr})
 	}
-	clear(a.streams)
-	a.pendingOpen = nil
-	a.retxQ.clear()
-	a.lightQ.clear()
-	a.bulkQ.clear()
-	a.ctrlQ.clear()
+	a.streams.clear()
 	for a.dgrams.count > 0 {
 		a.dgrams.pop()
 	}
@@ -317,8 +277,8 @@ func (a *Association) protocolError(format string, args ...any) error {
 // Stats returns counters and the current congestion state.
 func (a *Association) Stats() Stats {
 	s := a.stats
-	s.StreamsOpen = len(a.streams)
-	for _, st := range a.streams {
+	s.StreamsOpen = len(a.streams.byID)
+	for _, st := range a.streams.byID {
 		s.BufferedBytes += st.sendBuf.Bytes() + st.recvBuf.Bytes()
 	}
 	a.sent.fillStats(&s)

@@ -16,32 +16,41 @@
 package scps
 
 // Where things are. Each file holds the type it is named after, or the
-// part of the Association named in its first comment:
+// part of the Association named in its first comment.
 //
-//	association.go     Association: state, construction, Deadline, Tick, Close, Stats
-//	event.go           Event and the event queue (PollEvent)
-//	recv.go            Receive: decode, validate, apply frames
-//	send.go            Send: packet assembly (and sendClose, sendProbe)
+// The core:
+//
+//	association.go        Association: state, construction, Deadline, Tick,
+//	                      Close, Stats
+//	event.go              Event and the event queue (PollEvent)
+//	recv.go               Receive: decode, validate, apply frames
+//	send.go               Send: packet assembly (and sendClose, sendProbe)
 //	sentpackethandler.go  sentPacketHandler: sent-packet history, ACK
-//	                   processing, loss detection, probe timeout, RTT,
-//	                   loss cause, congestion controller and pacer
-//	framehandler.go    what the Association does with the frames of
-//	                   acknowledged and lost packets
-//	history.go         history: the sent-packet and sent-frame rings
-//	outagedetector.go  outageDetector: outage mode, keep-alives, the silence hold
-//	ackstate.go        ackState: received packets and the ACK policy
-//	lossclassifier.go  lossClassifier: congestion or corruption
-//	bucket.go          bucket: pacer and ACK budget token buckets
-//	datagramqueue.go   datagramQueue: outgoing datagrams
-//	streamapi.go       the Association's stream operations and bookkeeping
-//	streamstate.go     streamState: one stream's state in the core
-//	streamqueue.go     streamQueue: FIFO of streams for the scheduler
-//	session.go         Session: the goroutine-safe driver of one Association
-//	stream.go          Stream: the blocking net.Conn view of a Session's stream
-//	deadline.go        deadline: the timer behind Stream's deadlines
-//	config.go          Config, defaults and validation
-//	stats.go           Stats
-//	errors.go          errors and the package's own error codes
+//	                      processing, loss detection, probe timeout, RTT,
+//	                      loss cause, congestion controller and pacer
+//	framehandler.go       what the Association does with the frames of
+//	                      acknowledged and lost packets
+//	history.go            history: the sent-packet and sent-frame rings
+//	outagedetector.go     outageDetector: outage mode, keep-alives, the
+//	                      silence hold
+//	ackstate.go           ackState: received packets and the ACK policy
+//	lossclassifier.go     lossClassifier: congestion or corruption
+//	bucket.go             bucket: pacer and ACK budget token buckets
+//	datagramqueue.go      datagramQueue: outgoing datagrams
+//	streammap.go          streamMap: stream table, limits, send queues
+//	streamstate.go        streamState: one stream's state in the core
+//	streamqueue.go        streamQueue: FIFO of streams for the scheduler
+//	streamapi.go          the Association's stream operations
+//	connflow.go           connFlow: connection-level flow control
+//	config.go             Config, defaults and validation
+//	stats.go              Stats
+//	errors.go             errors and the package's own error codes
+//
+// The driver:
+//
+//	session.go            Session: the goroutine-safe driver of one Association
+//	stream.go             Stream: the blocking net.Conn view of a stream
+//	deadline.go           deadline: the timer behind Stream's deadlines
 //
 // Sub-packages: cc (congestion controllers, RTT statistics),
 // internal/wire (the byte layout of packets and frames, spec.md),

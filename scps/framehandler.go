@@ -13,7 +13,7 @@ func (a *Association) frameAcked(f *sentFrame) {
 	case sfStream:
 		a.streamDataAcked(f)
 	case sfReset:
-		if s, ok := a.streams[f.id]; ok && s.resetSent {
+		if s, ok := a.streams.byID[f.id]; ok && s.resetSent {
 			s.resetAcked = true
 			a.maybeFinish(s)
 		}
@@ -29,22 +29,22 @@ func (a *Association) frameLost(f *sentFrame) {
 	case sfStream:
 		a.streamDataLost(f)
 	case sfReset:
-		if s, ok := a.streams[f.id]; ok && s.resetSent && !s.resetAcked {
+		if s, ok := a.streams.byID[f.id]; ok && s.resetSent && !s.resetAcked {
 			s.resetQueued = true
-			a.scheduleCtrl(s)
+			a.streams.scheduleCtrl(s)
 		}
 	case sfMaxStreamData:
-		if s, ok := a.streams[f.id]; ok && !s.finKnown && !s.aborted() && f.off == s.recvMax {
+		if s, ok := a.streams.byID[f.id]; ok && !s.finKnown && !s.aborted() && f.off == s.recvMax {
 			s.maxDataQueued = true
-			a.scheduleCtrl(s)
+			a.streams.scheduleCtrl(s)
 		}
 	case sfMaxData:
-		if f.off == a.connRecvMax {
-			a.maxDataQueued = true
+		if f.off == a.flow.recvMax {
+			a.flow.maxDataQueued = true
 		}
 	case sfMaxStreams:
-		if f.off == a.localMaxStreams {
-			a.maxStreamsQueued = true
+		if f.off == a.streams.localMax {
+			a.streams.maxStreamsQueued = true
 		}
 	case sfDatagram:
 		// never retransmitted
@@ -52,7 +52,7 @@ func (a *Association) frameLost(f *sentFrame) {
 }
 
 func (a *Association) streamDataAcked(f *sentFrame) {
-	s, ok := a.streams[f.id]
+	s, ok := a.streams.byID[f.id]
 	if !ok || s.aborted() {
 		return
 	}
@@ -82,7 +82,7 @@ func (a *Association) streamDataAcked(f *sentFrame) {
 }
 
 func (a *Association) streamDataLost(f *sentFrame) {
-	s, ok := a.streams[f.id]
+	s, ok := a.streams.byID[f.id]
 	if !ok || s.aborted() {
 		return
 	}
@@ -106,6 +106,6 @@ func (a *Association) streamDataLost(f *sentFrame) {
 	if f.fin && !s.finAcked {
 		s.finLost = true
 	}
-	a.scheduleRetx(s)
-	a.scheduleNew(s) // a lost empty open of a stream that has sent nothing else
+	a.streams.scheduleRetx(s)
+	a.streams.scheduleNew(s) // a lost empty open of a stream that has sent nothing else
 }

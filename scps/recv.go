@@ -79,7 +79,7 @@ func (a *Association) validate(payload []byte) (eliciting bool, err error) {
 				return false, fmt.Errorf("ACK of packet %d never sent (next %d)", f.Ack.Largest, a.sent.hist.nextPN())
 			}
 		case wire.FrameStream, wire.FrameResetStream, wire.FrameMaxStreamData:
-			if err := a.checkStreamID(f.StreamID); err != nil {
+			if err := a.streams.checkID(f.StreamID); err != nil {
 				return false, err
 			}
 		}
@@ -87,26 +87,13 @@ func (a *Association) validate(payload []byte) (eliciting bool, err error) {
 	return eliciting, nil
 }
 
-func (a *Association) checkStreamID(id uint64) error {
-	if a.isLocal(id) {
-		if id >= a.nextLocalID {
-			return fmt.Errorf("stream %d: ours, never opened", id)
-		}
-		return nil
-	}
-	if id>>1 >= a.localMaxStreams {
-		return fmt.Errorf("stream %d: over the stream limit %d", id, a.localMaxStreams)
-	}
-	return nil
-}
-
 // streamFor returns the stream a frame refers to, creating a peer stream
 // on first sight; nil means the stream is already gone (late frame).
 func (a *Association) streamFor(id uint64) *streamState {
-	if s, ok := a.streams[id]; ok {
+	if s, ok := a.streams.byID[id]; ok {
 		return s
 	}
-	if a.isLocal(id) || a.peerClosed.Contains(id>>1) {
+	if a.streams.isLocal(id) || a.streams.peerClosed.Contains(id>>1) {
 		return nil
 	}
 	return a.newStream(id, false)
@@ -124,8 +111,8 @@ func (a *Association) apply(f *wire.Frame) error {
 	case wire.FrameResetStream:
 		return a.onResetStream(f)
 	case wire.FrameMaxData:
-		if f.Max > a.connPeerMax {
-			a.connPeerMax = f.Max
+		if f.Max > a.flow.peerMax {
+			a.flow.peerMax = f.Max
 		}
 	case wire.FrameMaxStreamData:
 		s := a.streamFor(f.StreamID)
@@ -133,13 +120,13 @@ func (a *Association) apply(f *wire.Frame) error {
 			s.peerMax = f.Max
 			if s.creditWait {
 				s.creditWait = false
-				a.scheduleNew(s)
+				a.streams.scheduleNew(s)
 			}
 		}
 	case wire.FrameMaxStreams:
-		if f.Max > a.peerMaxStreams {
-			a.peerMaxStreams = min(f.Max, wire.MaxVarint/2)
-			a.releasePending()
+		if f.Max > a.streams.peerMax {
+			a.streams.peerMax = min(f.Max, wire.MaxVarint/2)
+			a.streams.releasePending()
 		}
 	case wire.FrameDatagram:
 		a.stats.DatagramsReceived++
@@ -158,10 +145,10 @@ func (a *Association) addRecvd(s *streamState, end uint64) error {
 	if end <= s.highestRecv {
 		return nil
 	}
-	a.connRecvd += end - s.highestRecv
+	a.flow.recvd += end - s.highestRecv
 	s.highestRecv = end
-	if a.connRecvd > a.connRecvMax {
-		return a.protocolError("connection flow control: %d bytes received, credit %d", a.connRecvd, a.connRecvMax)
+	if a.flow.recvd > a.flow.recvMax {
+		return a.protocolError("connection flow control: %d bytes received, credit %d", a.flow.recvd, a.flow.recvMax)
 	}
 	return nil
 }
@@ -183,7 +170,7 @@ func (a *Association) onStreamFrame(f *wire.Frame) error {
 			if err := a.addRecvd(s, end); err != nil {
 				return err
 			}
-			a.connConsumed += d
+			a.flow.consumed += d
 			s.readOff = s.highestRecv
 			a.maybeConnCredit()
 		}
@@ -255,7 +242,7 @@ func (a *Association) onResetStream(f *wire.Frame) error {
 		// Answer with our own RESET_STREAM so the peer learns our final
 		// size and both sides can forget the stream.
 		s.resetSent, s.resetQueued, s.resetCode = true, true, f.Code
-		a.scheduleCtrl(s)
+		a.streams.scheduleCtrl(s)
 	}
 	a.notify(s)
 	a.maybeFinish(s)

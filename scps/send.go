@@ -25,8 +25,7 @@ func (a *Association) ackPacketCost() int { return 32 + a.cfg.WireOverhead }
 
 // hasWork reports whether ack-eliciting content is waiting.
 func (a *Association) hasWork() bool {
-	return a.ctrlQ.len() > 0 || a.maxDataQueued || a.maxStreamsQueued || a.dgrams.count > 0 ||
-		a.retxQ.len() > 0 || a.lightQ.len() > 0 || a.bulkQ.len() > 0 || a.pingPending
+	return a.streams.hasWork() || a.flow.maxDataQueued || a.dgrams.count > 0 || a.pingPending
 }
 
 // sendReady reports whether Send would probably produce a packet now. It
@@ -225,22 +224,22 @@ func (a *Association) appendAck(b []byte, limit int) []byte {
 // appendControl adds queued control frames that fit.
 func (a *Association) appendControl(b []byte, limit int) ([]byte, bool) {
 	eliciting := false
-	if a.maxDataQueued && len(b)+1+wire.VarintLen(a.connRecvMax) <= limit {
-		b = wire.AppendMaxData(b, wire.FrameMaxData, a.connRecvMax)
+	if a.flow.maxDataQueued && len(b)+1+wire.VarintLen(a.flow.recvMax) <= limit {
+		b = wire.AppendMaxData(b, wire.FrameMaxData, a.flow.recvMax)
 		f := a.sent.hist.addFrame()
-		f.kind, f.off = sfMaxData, a.connRecvMax
-		a.maxDataQueued, eliciting = false, true
+		f.kind, f.off = sfMaxData, a.flow.recvMax
+		a.flow.maxDataQueued, eliciting = false, true
 	}
-	if a.maxStreamsQueued && len(b)+1+wire.VarintLen(a.localMaxStreams) <= limit {
-		b = wire.AppendMaxData(b, wire.FrameMaxStreams, a.localMaxStreams)
+	if a.streams.maxStreamsQueued && len(b)+1+wire.VarintLen(a.streams.localMax) <= limit {
+		b = wire.AppendMaxData(b, wire.FrameMaxStreams, a.streams.localMax)
 		f := a.sent.hist.addFrame()
-		f.kind, f.off = sfMaxStreams, a.localMaxStreams
-		a.maxStreamsQueued, eliciting = false, true
+		f.kind, f.off = sfMaxStreams, a.streams.localMax
+		a.streams.maxStreamsQueued, eliciting = false, true
 	}
-	for a.ctrlQ.len() > 0 {
-		s := a.ctrlQ.peek()
+	for a.streams.ctrlQ.len() > 0 {
+		s := a.streams.ctrlQ.peek()
 		if s.gone {
-			a.ctrlQ.pop()
+			a.streams.ctrlQ.pop()
 			s.queued &^= inCtrlQ
 			continue
 		}
@@ -265,7 +264,7 @@ func (a *Association) appendControl(b []byte, limit int) ([]byte, bool) {
 			eliciting = true
 		}
 		s.maxDataQueued = false
-		a.ctrlQ.pop()
+		a.streams.ctrlQ.pop()
 		s.queued &^= inCtrlQ
 	}
 	return b, eliciting
@@ -324,10 +323,10 @@ func fitStream(room int, id, off uint64, metaLen int, hasMeta bool, want uint64)
 // appendStreams adds repairs, then new data.
 func (a *Association) appendStreams(b []byte, limit int) ([]byte, bool) {
 	eliciting := false
-	for a.retxQ.len() > 0 && limit-len(b) > 8 {
-		s := a.retxQ.peek()
+	for a.streams.retxQ.len() > 0 && limit-len(b) > 8 {
+		s := a.streams.retxQ.peek()
 		if s.gone || s.aborted() || !s.hasRetx() {
-			a.retxQ.pop()
+			a.streams.retxQ.pop()
 			s.queued &^= inRetxQ
 			continue
 		}
@@ -337,7 +336,7 @@ func (a *Association) appendStreams(b []byte, limit int) ([]byte, bool) {
 			eliciting = true
 		}
 		if !s.hasRetx() {
-			a.retxQ.pop()
+			a.streams.retxQ.pop()
 			s.queued &^= inRetxQ
 		}
 		if done || !fits {
@@ -345,15 +344,15 @@ func (a *Association) appendStreams(b []byte, limit int) ([]byte, bool) {
 		}
 	}
 	for limit-len(b) > 8 {
-		q := &a.lightQ
+		q := &a.streams.lightQ
 		if q.len() == 0 {
-			q = &a.bulkQ
+			q = &a.streams.bulkQ
 			if q.len() == 0 {
 				break
 			}
 		}
 		s := q.peek()
-		if s.gone || s.aborted() || !a.canSendNew(s) {
+		if s.gone || s.aborted() || !s.canSendNew() {
 			q.pop()
 			s.queued &^= inNewQ
 			if !s.gone && !s.aborted() && s.sentOff < s.writeOff && s.sentOff >= s.peerMax {
@@ -362,7 +361,7 @@ func (a *Association) appendStreams(b []byte, limit int) ([]byte, bool) {
 			continue
 		}
 		needCredit := s.sentOff < s.writeOff
-		if needCredit && a.connSent >= a.connPeerMax && !(s.openPending && s.sentOff == 0) &&
+		if needCredit && a.flow.sent >= a.flow.peerMax && !(s.openPending && s.sentOff == 0) &&
 			!(s.finQueued && !s.finSent && s.sentOff == s.writeOff) {
 			break // connection credit exhausted: wait for MAX_DATA
 		}
@@ -374,7 +373,7 @@ func (a *Association) appendStreams(b []byte, limit int) ([]byte, bool) {
 		eliciting = true
 		q.pop()
 		s.queued &^= inNewQ
-		a.scheduleNew(s) // back of the line: round robin
+		a.streams.scheduleNew(s) // back of the line: round robin
 		if done {
 			break
 		}
@@ -424,8 +423,8 @@ func (a *Association) appendRetxFrame(b []byte, limit int, s *streamState) (_ []
 func (a *Association) appendNewFrame(b []byte, limit int, s *streamState) (_ []byte, done, fits bool) {
 	off := s.sentOff
 	var want uint64
-	if s.peerMax > off && a.connPeerMax > a.connSent {
-		want = min(s.writeOff-off, s.peerMax-off, a.connPeerMax-a.connSent)
+	if s.peerMax > off && a.flow.peerMax > a.flow.sent {
+		want = min(s.writeOff-off, s.peerMax-off, a.flow.peerMax-a.flow.sent)
 	}
 	hasMeta := off == 0 && s.local && !s.openAcked
 	n, withLen, ok := fitStream(limit-len(b), s.id, off, len(s.meta), hasMeta, want)
@@ -438,7 +437,7 @@ func (a *Association) appendNewFrame(b []byte, limit int, s *streamState) (_ []b
 	b = b[:l+n]
 	s.sendBuf.Read(off, b[l:])
 	s.sentOff += uint64(n)
-	a.connSent += uint64(n)
+	a.flow.sent += uint64(n)
 	a.stats.StreamBytesSent += uint64(n)
 	if hasMeta {
 		s.openPending = false

@@ -153,19 +153,19 @@ func TestFlowControlBoundsMemory(t *testing.T) {
 	check := func() {
 		b := s.a[1]
 		var held int
-		for _, st := range b.streams {
+		for _, st := range b.streams.byID {
 			held += st.recvBuf.Bytes()
 			if st.highestRecv-st.readOff > st.recvWindow || st.recvWindow > cfg.StreamWindow {
 				t.Fatalf("stream %d buffers %d bytes, window %d", st.id, st.highestRecv-st.readOff, st.recvWindow)
 			}
 		}
-		if b.connRecvd-b.connConsumed > cfg.ConnWindow {
-			t.Fatalf("association buffers %d bytes > ConnWindow %d", b.connRecvd-b.connConsumed, cfg.ConnWindow)
+		if b.flow.recvd-b.flow.consumed > cfg.ConnWindow {
+			t.Fatalf("association buffers %d bytes > ConnWindow %d", b.flow.recvd-b.flow.consumed, cfg.ConnWindow)
 		}
 		if held > int(cfg.ConnWindow)+6*8<<10 {
 			t.Fatalf("receiver holds %d bytes of buffers", held)
 		}
-		for _, st := range s.a[0].streams {
+		for _, st := range s.a[0].streams.byID {
 			if st.writeOff-st.ackedPrefix > uint64(s.a[0].Config().SendBuffer) {
 				t.Fatalf("sender buffers %d bytes", st.writeOff-st.ackedPrefix)
 			}
@@ -179,7 +179,7 @@ func TestFlowControlBoundsMemory(t *testing.T) {
 	if max := uint64(6*s.a[0].Config().SendBuffer) + cfg.ConnWindow; written > max {
 		t.Fatalf("writers got %d bytes in while the reader stalled (bound %d)", written, max)
 	}
-	t.Logf("stalled: %d bytes written, receiver holds %d", written, s.a[1].connRecvd-s.a[1].connConsumed)
+	t.Logf("stalled: %d bytes written, receiver holds %d", written, s.a[1].flow.recvd-s.a[1].flow.consumed)
 	// Resume reading: everything completes.
 	for _, st := range s.apps[1].streams {
 		st.stallRead = false
@@ -300,7 +300,7 @@ func TestStreamLimit(t *testing.T) {
 	maxOpen := 0
 	ok := s.runUntil(300*time.Second, func() bool {
 		peerStreams := 0
-		for id := range s.a[1].streams {
+		for id := range s.a[1].streams.byID {
 			if id&1 == 0 {
 				peerStreams++
 			}
@@ -365,6 +365,6 @@ func TestResetAfterPeerFinished(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !s.runUntil(s.now+5*time.Second, func() bool { return s.a[0].Stats().StreamsOpen == 0 }) {
-		t.Fatalf("client kept the reset stream: %+v", *s.a[0].streams[cl.id])
+		t.Fatalf("client kept the reset stream: %+v", *s.a[0].streams.byID[cl.id])
 	}
 }

@@ -3,24 +3,11 @@ package scps
 // This file owns the Association's stream API: the application-facing
 // stream operations of the core (open, write, read, half-close, close,
 // reset, metadata) and the stream bookkeeping they share with the receive
-// and send paths: scheduling a stream for sending, granting credit as the
-// application reads, and removing a stream once both sides are finished
-// with it.
+// and send paths: creating a stream, granting credit as the application
+// reads, aborting a stream, and removing it once both sides are finished
+// with it. The table and send queues are streamMap's (streammap.go).
 
-import (
-	"io"
-	"time"
-)
-
-func (a *Association) isLocal(id uint64) bool {
-	return (id&1 == 0) == a.cfg.EvenStreams
-}
-
-// onWire reports whether s may appear in packets: a local stream needs the
-// peer's stream credit.
-func (a *Association) onWire(s *streamState) bool {
-	return !s.local || s.id>>1 < a.peerMaxStreams
-}
+import "io"
 
 // newStream adds a stream to the table. With a known receive rate its
 // receive window starts at twice the bandwidth-delay product and the
@@ -37,10 +24,10 @@ func (a *Association) newStream(id uint64, local bool) *streamState {
 		recvWindow: w,
 		epochStart: a.now,
 	}
-	a.streams[id] = s
+	a.streams.byID[id] = s
 	if w > InitialStreamCredit {
 		s.maxDataQueued = true
-		a.scheduleCtrl(s)
+		a.streams.scheduleCtrl(s)
 	}
 	return s
 }
@@ -55,26 +42,26 @@ func (a *Association) OpenStream(meta []byte) (uint64, error) {
 	if len(meta) > MaxMetaSize {
 		return 0, ErrMetaTooLarge
 	}
-	if len(a.pendingOpen) >= a.cfg.MaxStreams {
+	if len(a.streams.pending) >= a.cfg.MaxStreams {
 		return 0, ErrStreamLimit
 	}
-	id := a.nextLocalID
-	a.nextLocalID += 2
+	id := a.streams.nextLocalID
+	a.streams.nextLocalID += 2
 	s := a.newStream(id, true)
 	s.meta = append([]byte(nil), meta...)
 	s.openPending = true
 	a.stats.StreamsOpened++
-	if a.onWire(s) {
-		a.scheduleNew(s)
+	if a.streams.onWire(s) {
+		a.streams.scheduleNew(s)
 	} else {
-		a.pendingOpen = append(a.pendingOpen, s)
+		a.streams.pending = append(a.streams.pending, s)
 	}
 	return id, nil
 }
 
 // lookup returns a stream the application may use.
 func (a *Association) lookup(id uint64) (*streamState, error) {
-	s, ok := a.streams[id]
+	s, ok := a.streams.byID[id]
 	if !ok {
 		if a.state != stateOpen {
 			return nil, a.err
@@ -87,7 +74,7 @@ func (a *Association) lookup(id uint64) (*streamState, error) {
 // StreamMeta returns the stream's open metadata (nil while a peer
 // stream's metadata has not arrived). The slice must not be modified.
 func (a *Association) StreamMeta(id uint64) []byte {
-	if s, ok := a.streams[id]; ok {
+	if s, ok := a.streams.byID[id]; ok {
 		return s.meta
 	}
 	return nil
@@ -119,13 +106,13 @@ func (a *Association) StreamWrite(id uint64, p []byte) (int, error) {
 	}
 	s.sendBuf.Write(s.writeOff, p[:n])
 	s.writeOff += uint64(n)
-	a.scheduleNew(s)
+	a.streams.scheduleNew(s)
 	return n, nil
 }
 
 // StreamWritable is how many bytes StreamWrite would accept now.
 func (a *Association) StreamWritable(id uint64) int {
-	s, ok := a.streams[id]
+	s, ok := a.streams.byID[id]
 	if !ok || s.aborted() || s.finQueued || s.localErr != nil {
 		return 0
 	}
@@ -167,7 +154,7 @@ func (a *Association) StreamRead(id uint64, p []byte) (int, error) {
 	s.readOff += uint64(n)
 	s.recvBuf.Release(s.readOff)
 	s.recvd.RemoveBelow(s.readOff)
-	a.connConsumed += uint64(n)
+	a.flow.consumed += uint64(n)
 	a.stats.StreamBytesReceived += uint64(n)
 	a.maybeStreamCredit(s)
 	a.maybeConnCredit()
@@ -176,7 +163,7 @@ func (a *Association) StreamRead(id uint64, p []byte) (int, error) {
 
 // StreamReadable is how many in-order bytes StreamRead would return now.
 func (a *Association) StreamReadable(id uint64) int {
-	s, ok := a.streams[id]
+	s, ok := a.streams.byID[id]
 	if !ok || s.aborted() {
 		return 0
 	}
@@ -200,7 +187,7 @@ func (a *Association) StreamCloseWrite(id uint64) error {
 	}
 	s.finQueued = true
 	s.finOffset = s.writeOff
-	a.scheduleNew(s)
+	a.streams.scheduleNew(s)
 	return nil
 }
 
@@ -230,7 +217,7 @@ func (a *Association) StreamClose(id uint64) error {
 	if !s.finQueued {
 		s.finQueued = true
 		s.finOffset = s.writeOff
-		a.scheduleNew(s)
+		a.streams.scheduleNew(s)
 	}
 	s.localErr = ErrStreamClosed
 	s.readClosed = true
@@ -262,7 +249,7 @@ func (a *Association) resetStream(s *streamState, code uint64) {
 	s.localErr = ErrStreamClosed
 	a.abortStream(s)
 	s.resetSent, s.resetQueued, s.resetCode = true, true, code
-	a.scheduleCtrl(s)
+	a.streams.scheduleCtrl(s)
 	a.notify(s)
 }
 
@@ -274,67 +261,13 @@ func (a *Association) abortStream(s *streamState) {
 	s.retx.Clear()
 	s.finLost, s.openPending = false, false
 	if s.highestRecv > s.readOff {
-		a.connConsumed += s.highestRecv - s.readOff
+		a.flow.consumed += s.highestRecv - s.readOff
 		s.readOff = s.highestRecv
 	}
 	s.recvBuf.Free()
 	s.recvd.Clear()
 	s.maxDataQueued = false
 	a.maybeConnCredit()
-}
-
-// scheduleNew puts s in a new-data queue if it can send new data now.
-func (a *Association) scheduleNew(s *streamState) {
-	if s.gone || s.aborted() || s.queued&inNewQ != 0 || !a.onWire(s) {
-		return
-	}
-	if !a.canSendNew(s) {
-		if s.sentOff < s.writeOff && s.sentOff >= s.peerMax {
-			s.creditWait = true
-		}
-		return
-	}
-	s.queued |= inNewQ
-	if s.unsent() <= lightThreshold {
-		a.lightQ.push(s)
-	} else {
-		a.bulkQ.push(s)
-	}
-}
-
-func (a *Association) canSendNew(s *streamState) bool {
-	return (s.sentOff < s.writeOff && s.sentOff < s.peerMax) ||
-		(s.openPending && s.sentOff == 0) ||
-		(s.finQueued && !s.finSent && s.sentOff == s.writeOff)
-}
-
-func (a *Association) scheduleRetx(s *streamState) {
-	if s.gone || s.aborted() || s.queued&inRetxQ != 0 || !s.hasRetx() {
-		return
-	}
-	s.queued |= inRetxQ
-	a.retxQ.push(s)
-}
-
-func (a *Association) scheduleCtrl(s *streamState) {
-	if s.gone || s.queued&inCtrlQ != 0 || !a.onWire(s) {
-		return
-	}
-	s.queued |= inCtrlQ
-	a.ctrlQ.push(s)
-}
-
-// autotune grows a receive window when the application consumed data at a
-// rate the window would limit: more than half of window per smoothed RTT
-// since the last update.
-func (a *Association) autotune(window *uint64, epochStart *time.Duration, epochOff *uint64, readOff, limit uint64) {
-	elapsed := a.now - *epochStart
-	read := readOff - *epochOff
-	srtt := a.sent.rtt.Smoothed()
-	if *window < limit && read > 0 && float64(read)*2*srtt.Seconds() >= float64(*window)*elapsed.Seconds() {
-		*window = min(2**window, limit)
-	}
-	*epochStart, *epochOff = a.now, readOff
 }
 
 // maybeStreamCredit grants more stream credit once a quarter of the window
@@ -346,38 +279,21 @@ func (a *Association) maybeStreamCredit(s *streamState) {
 	if s.recvMax-s.readOff > s.recvWindow*3/4 {
 		return
 	}
-	a.autotune(&s.recvWindow, &s.epochStart, &s.epochOff, s.readOff, a.cfg.StreamWindow)
-	if want := s.recvWindow * 3 / 2; want > a.connWindow {
-		a.connWindow = min(want, a.cfg.ConnWindow)
+	autotune(&s.recvWindow, &s.epochStart, &s.epochOff, s.readOff, a.cfg.StreamWindow, a.now, a.sent.rtt.Smoothed())
+	if want := s.recvWindow * 3 / 2; want > a.flow.window {
+		a.flow.window = min(want, a.cfg.ConnWindow)
 	}
 	if m := s.readOff + s.recvWindow; m > s.recvMax {
 		s.recvMax = m
 		s.maxDataQueued = true
-		a.scheduleCtrl(s)
+		a.streams.scheduleCtrl(s)
 	}
 }
 
-// maybeConnCredit grants more connection credit once a quarter of the
-// window was consumed.
+// maybeConnCredit grants more connection credit as the application reads
+// (connFlow.maybeCredit).
 func (a *Association) maybeConnCredit() {
-	if a.connRecvMax-a.connConsumed > a.connWindow*3/4 {
-		return
-	}
-	a.autotune(&a.connWindow, &a.connEpochStart, &a.connEpochOff, a.connConsumed, a.cfg.ConnWindow)
-	if m := a.connConsumed + a.connWindow; m > a.connRecvMax {
-		a.connRecvMax = m
-		a.maxDataQueued = true
-	}
-}
-
-// maybeMaxStreams raises the peer's stream limit as its streams close.
-func (a *Association) maybeMaxStreams() {
-	target := a.peerClosedCount + uint64(a.cfg.MaxStreams)
-	step := uint64(max(1, a.cfg.MaxStreams/8))
-	if target >= a.localMaxStreams+step {
-		a.localMaxStreams = target
-		a.maxStreamsQueued = true
-	}
+	a.flow.maybeCredit(a.now, a.sent.rtt.Smoothed(), a.cfg.ConnWindow)
 }
 
 // maybeFinish removes s when both sides are done with it.
@@ -404,13 +320,7 @@ func (a *Association) removeStream(s *streamState) {
 	s.gone = true
 	s.sendBuf.Free()
 	s.recvBuf.Free()
-	delete(a.streams, s.id)
-	if !s.local {
-		idx := s.id >> 1
-		a.peerClosed.Add(idx, idx+1)
-		a.peerClosedCount++
-		a.maybeMaxStreams()
-	}
+	a.streams.remove(s)
 	var err error
 	switch {
 	case s.localErr == nil && s.peerReset:
@@ -419,30 +329,4 @@ func (a *Association) removeStream(s *streamState) {
 		err = s.localErr
 	}
 	a.emit(Event{Kind: EventStreamClosed, StreamID: s.id, Err: err})
-}
-
-// releasePending moves local streams that now have stream credit onto the
-// wire.
-func (a *Association) releasePending() {
-	n := 0
-	for _, s := range a.pendingOpen {
-		if s.gone {
-			n++
-			continue
-		}
-		if !a.onWire(s) {
-			break
-		}
-		n++
-		if s.resetQueued || s.maxDataQueued {
-			a.scheduleCtrl(s)
-		}
-		if !s.resetQueued {
-			a.scheduleNew(s)
-		}
-	}
-	a.pendingOpen = a.pendingOpen[n:]
-	if len(a.pendingOpen) == 0 {
-		a.pendingOpen = nil
-	}
 }

@@ -106,6 +106,14 @@ func (s *streamState) hasNew() bool {
 	return s.sentOff < s.writeOff || (s.openPending && s.sentOff == 0) || (s.finQueued && !s.finSent)
 }
 
+// canSendNew: new data within the peer's stream credit, the open or the
+// FIN can go out now.
+func (s *streamState) canSendNew() bool {
+	return (s.sentOff < s.writeOff && s.sentOff < s.peerMax) ||
+		(s.openPending && s.sentOff == 0) ||
+		(s.finQueued && !s.finSent && s.sentOff == s.writeOff)
+}
+
 func (s *streamState) sendDone() bool {
 	return s.finAcked && s.ackedPrefix == s.finOffset
 }
