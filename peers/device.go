@@ -178,10 +178,12 @@ type Device struct {
 	order  []*Peer // sorted by name
 	routes atomic.Pointer[routeTable]
 
-	idxMu sync.RWMutex
-	index map[uint32]indexEntry
+	idxMu  sync.RWMutex
+	index  map[uint32]indexEntry
+	byMAC1 map[[macLen]byte]*initiation // our outstanding initiations, for cookie replies
 
 	limiter *rateLimiter
+	cookies cookieJar
 	stats   counters
 
 	// entropy, if set (tests only), replaces crypto/rand for ephemeral keys
@@ -207,9 +209,11 @@ func NewDevice(priv Key, peers []PeerConfig, opts Options) (*Device, error) {
 		byName: map[string]*Peer{},
 		byKey:  map[Key]*Peer{},
 		index:  map[uint32]indexEntry{},
+		byMAC1: map[[macLen]byte]*initiation{},
 		limiter: newRateLimiter(opts.HandshakeRatePerSource, 2*opts.HandshakeRatePerSource,
 			opts.HandshakeRateGlobal, opts.RateLimitSources),
 	}
+	d.cookies = newCookieJar(opts.Now, pub)
 	d.routes.Store(&routeTable{})
 	if err := d.SetPeers(peers); err != nil {
 		return nil, fmt.Errorf("new device: %w", err)
@@ -386,13 +390,28 @@ func (d *Device) lookupIndex(idx uint32) indexEntry {
 	return e
 }
 
-// freeIndex removes idx if it still refers to e's session or initiation.
+// freeIndex removes idx if it still refers to e's session or initiation,
+// and an initiation's mac1.
 func (d *Device) freeIndex(idx uint32, s *session, ini *initiation) {
 	d.idxMu.Lock()
 	if e, ok := d.index[idx]; ok && ((s != nil && e.sess == s) || (ini != nil && e.init == ini)) {
 		delete(d.index, idx)
 	}
+	d.forgetMAC1Locked(ini)
 	d.idxMu.Unlock()
+}
+
+// forgetMAC1 stops an initiation from taking cookie replies.
+func (d *Device) forgetMAC1(ini *initiation) {
+	d.idxMu.Lock()
+	d.forgetMAC1Locked(ini)
+	d.idxMu.Unlock()
+}
+
+func (d *Device) forgetMAC1Locked(ini *initiation) {
+	if ini != nil && d.byMAC1[ini.mac1] == ini {
+		delete(d.byMAC1, ini.mac1)
+	}
 }
 
 func (d *Device) kill(s *session) {
@@ -423,6 +442,8 @@ func (d *Device) Receive(src netip.AddrPort, pkt []byte, dst []byte) (Result, er
 		return d.receiveInitiation(src, pkt)
 	case typeResponse:
 		return d.receiveResponse(src, pkt)
+	case typeCookieReply:
+		return d.receiveCookieReply(pkt)
 	default:
 		return d.drop(dropUnknownType)
 	}
@@ -500,6 +521,8 @@ func (d *Device) Stats() Stats {
 		HandshakesCompleted: d.stats.handshakesCompleted.Load(),
 		HandshakeTimeouts:   d.stats.handshakeTimeouts.Load(),
 		HandshakeCollisions: d.stats.collisions.Load(),
+		CookieRepliesSent:   d.stats.cookiesSent.Load(),
+		CookiesReceived:     d.stats.cookiesReceived.Load(),
 		EndpointChanges:     d.stats.endpointChanges.Load(),
 		RateLimitEntries:    d.limiter.len(),
 	}

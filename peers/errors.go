@@ -93,6 +93,7 @@ type counters struct {
 	responsesSent, handshakesCompleted     atomic.Uint64
 	handshakeTimeouts, collisions          atomic.Uint64
 	endpointChanges                        atomic.Uint64
+	cookiesSent, cookiesReceived           atomic.Uint64
 }
 
 // Stats is a snapshot of the device counters.
@@ -113,6 +114,8 @@ type Stats struct {
 	HandshakeTimeouts   uint64 // attempts given up after HandshakeAttemptTime
 	HandshakeCollisions uint64 // peer initiations ignored because ours takes precedence
 	EndpointChanges     uint64 // roaming events
+	CookieRepliesSent   uint64 // initiations answered with a cookie instead of a handshake: we were under load
+	CookiesReceived     uint64 // cookies a loaded peer sent us
 
 	Sessions         int // live sessions and handshakes in the index table
 	RateLimitEntries int // sources tracked by the handshake rate limiter

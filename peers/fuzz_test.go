@@ -27,6 +27,18 @@ func FuzzReceive(f *testing.F) {
 		f.Fatal(err)
 	}
 	genuine = append(genuine, dg.Data)
+	// b's own initiation to a, answered by a cookie reply from a loaded a.
+	b.peer(f, "a").rekeyWanted.Store(true)
+	bdg, _, err := b.peer(f, "a").Initiate()
+	if err != nil {
+		f.Fatal(err)
+	}
+	a.dev.cookies.rand = rand.NewChaCha8([32]byte{4})
+	m, err := decodeInitiation(bdg.Data)
+	if err != nil {
+		f.Fatal(err)
+	}
+	genuine = append(genuine, a.dev.cookies.reply(b.addr, m.mac1))
 	for _, g := range genuine {
 		f.Add([]byte{192, 0, 2, 1, 0x0f, 0xa0}, g)
 		f.Add([]byte{203, 0, 113, 5, 0, 1}, g[:len(g)/2])
@@ -89,12 +101,54 @@ func FuzzDecodeInitiation(f *testing.F) {
 	f.Add(append([]byte{typeInitiation}, make([]byte, initMinLen-1)...))
 	f.Add([]byte{typeInitiation, 0})
 	f.Fuzz(func(t *testing.T, pkt []byte) {
-		msg, macd, mac, err := decodeInitiation(pkt)
+		m, err := decodeInitiation(pkt)
 		if err != nil {
+			if len(pkt) >= initMinLen && len(pkt) <= initMaxLen && pkt[0] == typeInitiation {
+				t.Fatalf("valid layout rejected")
+			}
 			return
 		}
-		if len(mac) != macLen || len(macd)+macLen != len(pkt) || len(msg)+1 != len(macd) || len(pkt) < initMinLen || len(pkt) > initMaxLen {
-			t.Fatalf("bad split of %d bytes: %d %d %d", len(pkt), len(msg), len(macd), len(mac))
+		if len(m.mac1) != macLen || len(m.mac2) != macLen || len(m.mac2d)+macLen != len(pkt) || len(m.mac1d)+macLen != len(m.mac2d) ||
+			len(m.noiseMsg)+1 != len(m.mac1d) || len(pkt) < initMinLen || len(pkt) > initMaxLen {
+			t.Fatalf("bad split of %d bytes: %d %d %d", len(pkt), len(m.noiseMsg), len(m.mac1d), len(m.mac2d))
+		}
+		if !bytes.Equal(m.mac2d, pkt[:len(m.mac2d)]) || !bytes.Equal(m.mac1, pkt[len(m.mac1d):len(m.mac2d)]) {
+			t.Fatalf("MACs do not cover what they should")
+		}
+	})
+}
+
+// FuzzCookieReply: the decoder splits exactly the one valid length, and a
+// reply opens only with the right key and the mac1 it answers.
+func FuzzCookieReply(f *testing.F) {
+	clk := newClock()
+	jar := newCookieJar(clk.Now, testKey("b").PublicKey())
+	jar.rand = rand.NewChaCha8([32]byte{3}) // the same secret in every fuzz worker
+	key := cookieKey(testKey("b").PublicKey())
+	mac1 := bytes.Repeat([]byte{7}, macLen)
+	f.Add(jar.reply(netip.MustParseAddrPort("192.0.2.1:4700"), mac1))
+	f.Add([]byte{typeCookieReply, 1, 2})
+	f.Add(append([]byte{typeCookieReply}, make([]byte, cookieReplyLen-1)...))
+	f.Fuzz(func(t *testing.T, pkt []byte) {
+		m1, nonce, sealed, err := decodeCookieReply(pkt)
+		if err != nil {
+			if len(pkt) == cookieReplyLen && pkt[0] == typeCookieReply {
+				t.Fatalf("valid layout rejected")
+			}
+			return
+		}
+		if len(m1) != macLen || len(nonce) != xNonceLen || len(sealed) != cookieLen+aeadTag {
+			t.Fatalf("bad split: %d %d %d", len(m1), len(nonce), len(sealed))
+		}
+		c, ok := openCookieReply(&key, nonce, sealed, m1)
+		if !ok {
+			return
+		}
+		// Only a reply the jar made opens: its cookie is the one for the
+		// seed's address and it answered the seed's mac1.
+		cur, _ := jar.secrets()
+		if !bytes.Equal(m1, mac1) || c != cookie(&cur, netip.MustParseAddrPort("192.0.2.1:4700")) {
+			t.Fatalf("forged cookie reply opened: %x", c)
 		}
 	})
 }

@@ -32,7 +32,7 @@ import (
 
 // prologue binds the protocol name and version into every handshake, so a
 // different version fails to authenticate instead of misparsing.
-var prologue = []byte("scpsvpn peers v1")
+var prologue = []byte("scpsvpn peers v2")
 
 var cipherSuite = noise.NewCipherSuite(noise.DH25519, noise.CipherChaChaPoly, noise.HashBLAKE2s)
 
@@ -42,6 +42,7 @@ type initiation struct {
 	local   uint32
 	hs      *noise.HandshakeState
 	created time.Time
+	mac1    [macLen]byte // finds it when a cookie reply comes
 }
 
 func (d *Device) payloadFor(name string) ([]byte, error) {
@@ -91,6 +92,12 @@ func (p *Peer) newInitiationLocked(now time.Time) ([]byte, error) {
 	}
 	mac := computeMAC1(&p.mac1, pkt)
 	pkt = append(pkt, mac[:]...)
+	mac2 := p.mac2Locked(now, pkt)
+	pkt = append(pkt, mac2[:]...)
+	ini.mac1 = mac
+	d.idxMu.Lock()
+	d.byMAC1[mac] = ini
+	d.idxMu.Unlock()
 	p.inits = append(p.inits, ini)
 	if len(p.inits) > maxInitiations {
 		old := p.inits[0]
@@ -101,15 +108,22 @@ func (p *Peer) newInitiationLocked(now time.Time) ([]byte, error) {
 }
 
 func (d *Device) receiveInitiation(src netip.AddrPort, pkt []byte) (Result, error) {
-	msg, macd, mac, err := decodeInitiation(pkt)
+	m, err := decodeInitiation(pkt)
 	if err != nil {
 		return d.drop(dropMalformed)
 	}
-	if !checkMAC1(&d.mac1, macd, mac) {
+	if !checkMAC1(&d.mac1, m.mac1d, m.mac1) {
 		return d.drop(dropBadMAC)
 	}
 	now := d.now()
-	if !d.limiter.allow(src.Addr(), now) {
+	// Under load only initiations whose source address is proven (mac2)
+	// may cost a Diffie-Hellman; the others get a cookie to prove it
+	// with. See cookie.go.
+	if d.limiter.loaded(now) && !d.cookies.checkMAC2(src, m.mac2d, m.mac2) {
+		d.stats.cookiesSent.Add(1)
+		return Result{Send: []Datagram{{To: src, Data: d.cookies.reply(src, m.mac1)}}}, nil
+	}
+	if !d.limiter.allowSource(src.Addr(), now) {
 		return d.drop(dropRateLimited)
 	}
 	hs, err := noise.NewHandshakeState(noise.Config{
@@ -122,7 +136,7 @@ func (d *Device) receiveInitiation(src netip.AddrPort, pkt []byte) (Result, erro
 	if err != nil {
 		return d.drop(dropInternal)
 	}
-	plain, _, _, err := hs.ReadMessage(nil, msg)
+	plain, _, _, err := hs.ReadMessage(nil, m.noiseMsg)
 	if err != nil {
 		return d.drop(dropHandshakeAuth)
 	}
@@ -184,8 +198,8 @@ func (d *Device) receiveInitiation(src netip.AddrPort, pkt []byte) (Result, erro
 	}
 	ns.remotePayload = slices.Clone(ip.blob)
 	d.setIndex(local, indexEntry{sess: ns})
-	m := computeMAC1(&p.mac1, resp)
-	resp = append(resp, m[:]...)
+	rm := computeMAC1(&p.mac1, resp)
+	resp = append(resp, rm[:]...)
 
 	p.pending = append(p.pending, ns)
 	if len(p.pending) > maxPending {
@@ -207,10 +221,11 @@ func (d *Device) receiveResponse(src netip.AddrPort, pkt []byte) (Result, error)
 	if !checkMAC1(&d.mac1, macd, mac) {
 		return d.drop(dropBadMAC)
 	}
+	// No rate limit: a response costs a Diffie-Hellman only if it names
+	// one of our few outstanding initiations (a random 32-bit index an
+	// off-path sender cannot guess), and a failed one is forgotten. A
+	// flood of initiations therefore cannot starve our own handshakes.
 	now := d.now()
-	if !d.limiter.allow(src.Addr(), now) {
-		return d.drop(dropRateLimited)
-	}
 	ini := d.lookupIndex(receiver).init
 	if ini == nil {
 		return d.drop(dropUnknownIndex)
@@ -242,6 +257,7 @@ func (d *Device) receiveResponse(src netip.AddrPort, pkt []byte) (Result, error)
 	// The initiation's index now names the session.
 	p.inits = slices.DeleteFunc(p.inits, func(x *initiation) bool { return x == ini })
 	d.setIndex(ini.local, indexEntry{sess: s})
+	d.forgetMAC1(ini)
 	p.installLocked(s, now)
 	d.log.Debug("session established", "peer", p.name, "role", "initiator", "rtt", now.Sub(ini.created))
 

@@ -58,10 +58,13 @@ type Peer struct {
 	lastInitTS uint64    // newest initiation timestamp accepted from the peer
 	lastSentTS uint64    // newest timestamp we sent
 	lastHS     time.Time
+	cookieKey  [32]byte        // decrypts the peer's cookie replies
+	cookie     [cookieLen]byte // the latest cookie from the peer, for mac2
+	cookieAt   time.Time       // when it came; zero if never
 }
 
 func newPeer(d *Device, c PeerConfig, subnets []netip.Prefix) *Peer {
-	p := &Peer{dev: d, name: c.Name, key: c.PublicKey, mac1: mac1Key(c.PublicKey), subnets: subnets, configured: c.Endpoint}
+	p := &Peer{dev: d, name: c.Name, key: c.PublicKey, mac1: mac1Key(c.PublicKey), cookieKey: cookieKey(c.PublicKey), subnets: subnets, configured: c.Endpoint}
 	if c.Endpoint.IsValid() {
 		ep := c.Endpoint
 		p.endpoint.Store(&ep)
@@ -76,6 +79,8 @@ func (p *Peer) reconfigure(c PeerConfig, subnets []netip.Prefix) {
 		p.resetLocked()
 		p.key = c.PublicKey
 		p.mac1 = mac1Key(c.PublicKey)
+		p.cookieKey = cookieKey(c.PublicKey)
+		p.cookieAt = time.Time{}
 		p.lastInitTS = 0
 		p.dev.log.Info("peer key changed: sessions dropped", "peer", p.name, "key", c.PublicKey.String())
 	}

@@ -1,18 +1,16 @@
 // ratelimit.go owns the handshake rate limiter: a token bucket per source
-// (IPv4 address or IPv6 /64) in a bounded table, plus one global bucket.
+// (IPv4 address or IPv6 /64) in a bounded table, plus one global budget
+// that tells when the device is under load.
 //
-// Why rate limiting and not WireGuard's cookie reply: every handshake message
-// already ends in a MAC keyed on the receiver's public key (wire.go), so
-// random packets die after one hash, before any Diffie-Hellman. What remains
-// is a flood by someone who knows our public key. A cookie reply would answer
-// such unauthenticated senders (against "unknown senders get nothing": it
-// confirms a responder exists at this address) and, under load, add a full
-// round trip — 600 ms on GEO — to every legitimate handshake. Token buckets
-// cost nothing on the wire, cap the Diffie-Hellman work per source, and the
-// global bucket caps it overall when sources are spoofed. The price: a flood
-// of spoofed sources with a valid MAC can starve other handshakes while it
-// lasts (established sessions are unaffected, and rekeying retries for
-// HandshakeAttemptTime).
+// Every handshake message already ends in a MAC keyed on the receiver's
+// public key (wire.go), so random packets die after one hash, before any
+// Diffie-Hellman. What remains is a flood by someone who knows our public
+// key. The global budget caps the Diffie-Hellman work for initiations from
+// unproven sources; once it runs dry the device is under load and asks for
+// a cookie (cookie.go) instead, so a flood from spoofed sources costs a
+// hash and a short reply each, and initiations whose source is proven meet
+// only their own source's bucket. Responses are not limited at all: they
+// must name one of our outstanding initiations first.
 
 package peers
 
@@ -32,9 +30,16 @@ type rateLimiter struct {
 	global   tokenbucket.Bucket
 	grate    float64
 	gburst   float64
+	dry      time.Time // when the global budget last ran dry
 	sources  map[netip.Addr]*tokenbucket.Bucket
 	lastSwep time.Time
 }
+
+// loadLinger is how long the device stays under load after the global
+// budget last ran dry: a flood that keeps draining it keeps the device
+// loaded, instead of letting a fresh token through for a Diffie-Hellman
+// every 1/globalRate seconds.
+const loadLinger = time.Second
 
 func newRateLimiter(rate, burst, globalRate float64, max int) *rateLimiter {
 	return &rateLimiter{
@@ -58,9 +63,21 @@ func sourceKey(a netip.Addr) netip.Addr {
 	return a.WithZone("")
 }
 
-// allow takes one token for src and one global token. It allocates a table
-// entry only while the table has room, after sweeping idle entries.
-func (r *rateLimiter) allow(src netip.Addr, now time.Time) bool {
+// loaded takes one token of the global budget for an initiation with a
+// valid mac1 and reports whether the device is under load: the budget ran
+// dry now or within loadLinger.
+func (r *rateLimiter) loaded(now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.global.Allow(now, r.grate, r.gburst) {
+		r.dry = now
+	}
+	return !r.dry.IsZero() && now.Sub(r.dry) < loadLinger && !now.Before(r.dry)
+}
+
+// allowSource takes one token for src. It allocates a table entry only
+// while the table has room, after sweeping idle entries.
+func (r *rateLimiter) allowSource(src netip.Addr, now time.Time) bool {
 	key := sourceKey(src)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -75,12 +92,7 @@ func (r *rateLimiter) allow(src netip.Addr, now time.Time) bool {
 		b = new(tokenbucket.Bucket) // starts full
 		r.sources[key] = b
 	}
-	if !b.Ready(now, r.rate, r.burst) || !r.global.Ready(now, r.grate, r.gburst) {
-		return false
-	}
-	b.Take()
-	r.global.Take()
-	return true
+	return b.Allow(now, r.rate, r.burst)
 }
 
 // sweep drops entries whose buckets have refilled completely: forgetting

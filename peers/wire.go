@@ -1,5 +1,6 @@
-// wire.go owns the byte layout of the three datagram kinds (handshake
-// initiation, handshake response, transport) and their decoders. spec.md
+// wire.go owns the byte layout of the four datagram kinds (handshake
+// initiation, handshake response, cookie reply, transport) and their
+// decoders. spec.md
 // beside this file describes the same layout for humans. Decoders only check
 // lengths and split fields; authentication happens in handshake.go and
 // session.go.
@@ -16,9 +17,10 @@ import (
 
 // Datagram kinds, the first byte of every datagram.
 const (
-	typeInitiation byte = 1
-	typeResponse   byte = 2
-	typeTransport  byte = 4
+	typeInitiation  byte = 1
+	typeResponse    byte = 2
+	typeCookieReply byte = 3
+	typeTransport   byte = 4
 )
 
 const (
@@ -43,12 +45,14 @@ const (
 	initPayloadHeader = idxLen + tsLen // sender index, timestamp
 	respPayloadHeader = idxLen         // sender index
 
-	// Initiation: type | e | enc(s) | enc(sender index, timestamp, payload) | mac1.
-	initMinLen = 1 + dhLen + dhLen + aeadTag + initPayloadHeader + aeadTag + macLen
+	// Initiation: type | e | enc(s) | enc(sender index, timestamp, payload) | mac1 | mac2.
+	initMinLen = 1 + dhLen + dhLen + aeadTag + initPayloadHeader + aeadTag + macLen + macLen
 	initMaxLen = initMinLen + MaxHandshakePayload
 	// Response: type | receiver index | e | enc(sender index, payload) | mac1.
 	respMinLen = 1 + idxLen + dhLen + respPayloadHeader + aeadTag + macLen
 	respMaxLen = respMinLen + MaxHandshakePayload
+	// Cookie reply: type | mac1 of the initiation | nonce | enc(cookie).
+	cookieReplyLen = 1 + macLen + xNonceLen + cookieLen + aeadTag
 )
 
 var errMalformed = errors.New("malformed")
@@ -81,14 +85,31 @@ func putTransportHeader(b []byte, receiver uint32, counter uint64) {
 	binary.LittleEndian.PutUint64(b[5:13], counter)
 }
 
-// decodeInitiation splits an initiation into the Noise message and the MAC
-// over everything before it.
-func decodeInitiation(pkt []byte) (noiseMsg, macd, mac []byte, err error) {
+// initiationParts is a split initiation: the Noise message, and each MAC
+// with the bytes it covers (mac1: everything before it; mac2: everything
+// before it, mac1 included).
+type initiationParts struct {
+	noiseMsg    []byte
+	mac1d, mac1 []byte
+	mac2d, mac2 []byte
+}
+
+func decodeInitiation(pkt []byte) (initiationParts, error) {
 	if len(pkt) < initMinLen || len(pkt) > initMaxLen || pkt[0] != typeInitiation {
+		return initiationParts{}, errMalformed
+	}
+	n2 := len(pkt) - macLen
+	n1 := n2 - macLen
+	return initiationParts{noiseMsg: pkt[1:n1], mac1d: pkt[:n1], mac1: pkt[n1:n2], mac2d: pkt[:n2], mac2: pkt[n2:]}, nil
+}
+
+// decodeCookieReply splits a cookie reply into the mac1 it answers, the
+// nonce and the sealed cookie.
+func decodeCookieReply(pkt []byte) (mac1, nonce, sealed []byte, err error) {
+	if len(pkt) != cookieReplyLen || pkt[0] != typeCookieReply {
 		return nil, nil, nil, errMalformed
 	}
-	n := len(pkt) - macLen
-	return pkt[1:n], pkt[:n], pkt[n:], nil
+	return pkt[1 : 1+macLen], pkt[1+macLen : 1+macLen+xNonceLen], pkt[1+macLen+xNonceLen:], nil
 }
 
 // decodeResponse splits a response into the receiver index (the initiator's
@@ -147,19 +168,21 @@ func decodeRespPayload(b []byte) (respPayload, error) {
 // to the holder of pub. Only someone who knows pub can produce it, so random
 // datagrams are rejected with one hash instead of two Diffie-Hellman
 // operations.
-func mac1Key(pub Key) [32]byte {
-	h, _ := blake2s.New256(nil)
-	h.Write([]byte("scpsvpn mac1 v1"))
-	h.Write(pub[:])
-	var k [32]byte
-	h.Sum(k[:0])
-	return k
+func mac1Key(pub Key) [32]byte { return labelledKey("scpsvpn mac1 v1", pub) }
+
+// labelledKey is BLAKE2s-256(label || pub): a key tied to one use and one
+// static public key.
+func labelledKey(label string, pub Key) [32]byte {
+	return blake2s.Sum256(append([]byte(label), pub[:]...))
 }
 
-func computeMAC1(key *[32]byte, msg []byte) [macLen]byte {
-	h, err := blake2s.New128(key[:])
+func computeMAC1(key *[32]byte, msg []byte) [macLen]byte { return computeMAC(key[:], msg) }
+
+// computeMAC is keyed BLAKE2s-128 of msg; key is 1..32 bytes.
+func computeMAC(key, msg []byte) [macLen]byte {
+	h, err := blake2s.New128(key)
 	if err != nil {
-		panic("peers: blake2s.New128 with a 32-byte key: " + err.Error())
+		panic("peers: blake2s.New128 with a key of 1..32 bytes: " + err.Error())
 	}
 	h.Write(msg)
 	var m [macLen]byte

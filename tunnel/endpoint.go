@@ -55,9 +55,10 @@ type Endpoint struct {
 
 	stats   Stats
 	started time.Time
-	ready   chan struct{} // closed once the endpoint carries traffic
-	unreach rateLimiter   // ICMP errors for packets no peer owns
-	spoofed rateLimiter   // warnings about TUN packets with a peer's source
+	ready   chan struct{}       // closed once the endpoint carries traffic
+	unreach rateLimiter         // ICMP errors for packets no peer owns
+	spoofed rateLimiter         // warnings about TUN packets with a peer's source
+	replies chan peers.Datagram // handshake answers from the UDP reader to sendReplies
 }
 
 // Stats counts what the endpoint did with packets and flows.
@@ -71,6 +72,7 @@ type Stats struct {
 	TunBadSrc       atomic.Uint64 // packets from our own TUN with a source in a peer's subnet
 	UDPIn           atomic.Uint64
 	UDPDropped      atomic.Uint64 // failed authentication or decoding
+	RepliesDropped  atomic.Uint64 // handshake answers dropped: more queued than the socket took
 	FlowsOpened     atomic.Uint64 // local TCP connections carried to a peer
 	FlowsAccepted   atomic.Uint64 // connections re-originated for a peer
 	FlowsRefused    atomic.Uint64
@@ -93,6 +95,7 @@ func New(cfg *configs.Config, log *slog.Logger, opts Options) (*Endpoint, error)
 		ready:    make(chan struct{}),
 		unreach:  rateLimiter{perSecond: unreachPerSecond},
 		spoofed:  rateLimiter{perSecond: 1},
+		replies:  make(chan peers.Datagram, maxQueuedReplies),
 	}, nil
 }
 
@@ -206,6 +209,7 @@ func (e *Endpoint) Run(ctx context.Context) (err error) {
 	e.log.Info("endpoint up", "tun", e.cfg.Name, "listen", e.sock.LocalAddr().String(), "mtu", e.cfg.MTU, "peers", len(e.cfg.Peers))
 	e.goLoop("tun-reader", e.readTUN)
 	e.goLoop("udp-reader", e.readUDP)
+	e.goLoop("udp-replies", e.sendReplies)
 	e.goLoop("timers", e.timers)
 	close(e.ready)
 

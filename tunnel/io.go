@@ -129,7 +129,11 @@ func (e *Endpoint) handleUDP(src netip.AddrPort, pkt, plain []byte) {
 	e.stats.UDPIn.Add(1)
 	res, err := e.dev.Receive(src, pkt, plain)
 	for _, d := range res.Send {
-		e.sendUDP(d.Data, d.To)
+		select {
+		case e.replies <- d:
+		default:
+			e.stats.RepliesDropped.Add(1)
+		}
 	}
 	if err != nil {
 		e.stats.UDPDropped.Add(1)
@@ -147,6 +151,27 @@ func (e *Endpoint) handleUDP(src netip.AddrPort, pkt, plain []byte) {
 	}
 	if res.Data != nil {
 		a.input(res.Data)
+	}
+}
+
+// maxQueuedReplies bounds the handshake answers (responses, cookie
+// replies, confirmations) waiting for sendReplies. A flood of initiations
+// under load is answered at the rate the socket takes; the rest are
+// dropped, and their initiators retransmit.
+const maxQueuedReplies = 1024
+
+// sendReplies sends what the UDP reader was asked to answer. The reader
+// only queues them: a send can wait (a full socket buffer, replies to
+// spoofed on-link addresses held by ARP for seconds), and the reader must
+// never wait on anything but the socket it reads.
+func (e *Endpoint) sendReplies() {
+	for {
+		select {
+		case <-e.ctx.Done():
+			return
+		case d := <-e.replies:
+			e.sendUDP(d.Data, d.To)
+		}
 	}
 }
 

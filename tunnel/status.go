@@ -37,6 +37,7 @@ type Counters struct {
 	TunBadSrc       uint64 `json:"tun_bad_src"`
 	UDPIn           uint64 `json:"udp_in"`
 	UDPDropped      uint64 `json:"udp_dropped"`
+	RepliesDropped  uint64 `json:"replies_dropped"`
 	FlowsOpened     uint64 `json:"flows_opened"`
 	FlowsAccepted   uint64 `json:"flows_accepted"`
 	FlowsRefused    uint64 `json:"flows_refused"`
@@ -69,7 +70,7 @@ func (e *Endpoint) Status() Status {
 			TunPackets: s.TunPackets.Load(), TunNoPeer: s.TunNoPeer.Load(), TunMalformed: s.TunMalformed.Load(),
 			DatagramsIn: s.DatagramsIn.Load(), DatagramsBadSrc: s.DatagramsBadSrc.Load(),
 			StreamsBadSrc: s.StreamsBadSrc.Load(), TunBadSrc: s.TunBadSrc.Load(),
-			UDPIn: s.UDPIn.Load(), UDPDropped: s.UDPDropped.Load(),
+			UDPIn: s.UDPIn.Load(), UDPDropped: s.UDPDropped.Load(), RepliesDropped: s.RepliesDropped.Load(),
 			FlowsOpened: s.FlowsOpened.Load(), FlowsAccepted: s.FlowsAccepted.Load(),
 			FlowsRefused: s.FlowsRefused.Load(), FlowsActive: s.FlowsActive.Load(),
 		},
