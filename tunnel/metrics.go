@@ -126,7 +126,8 @@ var (
 	descFlowsRefused   = desc("flows_refused_total", "TCP connections refused (no peer, limit reached, far side could not connect).")
 	descBuffered       = desc("buffered_bytes", "Memory held by every association's stream buffers.")
 	descTunPackets     = desc("tun_packets_total", "Packets read from the TUN device.")
-	descTunDrops       = desc("tun_drops_total", "Packets from the TUN, or datagrams for it, dropped, by reason.", "reason")
+	descTunDrops       = desc("tun_drops_total", "Packets from the TUN, or peers' datagrams for it, dropped, by reason.", "reason")
+	descStreamsBadSrc  = desc("streams_bad_source_total", "Streams a peer opened for a source outside its subnets, refused.")
 	descUDPPackets     = desc("udp_received_packets_total", "Datagrams received on the association socket.")
 	descUDPDrops       = desc("udp_drops_total", "Datagrams on the association socket dropped before reaching an association, by reason.", "reason")
 	descInitiations    = desc("handshake_initiations_sent_total", "Handshake initiations sent, retransmissions included.")
@@ -139,7 +140,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- m.desc
 	}
 	for _, d := range []*prometheus.Desc{descLossEvents, descStreamsOpened, descPeerDrops, descInfo, descFlowsActive,
-		descFlows, descFlowsRefused, descBuffered, descTunPackets, descTunDrops, descUDPPackets, descUDPDrops,
+		descFlows, descFlowsRefused, descBuffered, descTunPackets, descTunDrops, descStreamsBadSrc, descUDPPackets, descUDPDrops,
 		descInitiations, descHandshakeTimeo} {
 		ch <- d
 	}
@@ -184,7 +185,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descTunPackets, k.TunPackets)
 	counter(descTunDrops, k.TunNoPeer, "no_peer")
 	counter(descTunDrops, k.TunMalformed, "malformed")
-	counter(descTunDrops, k.DatagramsBadSrc, "bad_source")
+	counter(descTunDrops, k.TunBadSrc, "spoofed_source")
+	counter(descTunDrops, k.DatagramsBadSrc, "datagram_bad_source")
+	counter(descStreamsBadSrc, k.StreamsBadSrc)
 	counter(descUDPPackets, k.UDPIn)
 	for reason, n := range st.Security.Drops {
 		counter(descUDPDrops, n, reason)

@@ -14,7 +14,7 @@ import (
 func sampleStatus() Status {
 	return Status{
 		Interface: "scps0", Listen: "0.0.0.0:4700", PublicKey: "PUB",
-		Counters: Counters{TunPackets: 100, TunNoPeer: 2, FlowsOpened: 7, FlowsAccepted: 3, FlowsRefused: 1, FlowsActive: 4, UDPIn: 90},
+		Counters: Counters{TunPackets: 100, TunNoPeer: 2, TunBadSrc: 4, FlowsOpened: 7, FlowsAccepted: 3, FlowsRefused: 1, FlowsActive: 4, UDPIn: 90},
 		Security: peers.Stats{Drops: map[string]uint64{"replay": 5, "auth": 0}, InitiationsSent: 2},
 		Peers: []PeerStatus{{
 			Name: "site-b", Up: true, Handshakes: 3, LastHandshake: time.Unix(1700000000, 500_000_000),
@@ -79,11 +79,12 @@ scpsvpn_buffered_bytes 73728
 # TYPE scpsvpn_udp_drops_total counter
 scpsvpn_udp_drops_total{reason="auth"} 0
 scpsvpn_udp_drops_total{reason="replay"} 5
-# HELP scpsvpn_tun_drops_total Packets from the TUN, or datagrams for it, dropped, by reason.
+# HELP scpsvpn_tun_drops_total Packets from the TUN, or peers' datagrams for it, dropped, by reason.
 # TYPE scpsvpn_tun_drops_total counter
-scpsvpn_tun_drops_total{reason="bad_source"} 0
+scpsvpn_tun_drops_total{reason="datagram_bad_source"} 0
 scpsvpn_tun_drops_total{reason="malformed"} 0
 scpsvpn_tun_drops_total{reason="no_peer"} 2
+scpsvpn_tun_drops_total{reason="spoofed_source"} 4
 `
 	names := []string{"scpsvpn_peer_up", "scpsvpn_peer_rtt_seconds", "scpsvpn_peer_last_handshake_timestamp_seconds",
 		"scpsvpn_peer_outage_seconds_total", "scpsvpn_peer_loss_events_total", "scpsvpn_peer_stream_received_bytes_total",
