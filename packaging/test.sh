@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# The packaging check CI runs (issue 9, "How it is checked"), as root on a
+# Debian machine where systemd need not be PID 1:
+#   build the packages; dpkg -i the amd64 .deb; check its files, user, key
+#   and unit (systemd-analyze verify); run the *installed* binary as user
+#   scpsvpn holding only CAP_NET_ADMIN at both ends of two network
+#   namespaces (both TUNs named scps0), carry a TCP download and a ping,
+#   read status and scrape the metrics; dpkg -r (no unit or enablement
+#   left), dpkg --purge (no /etc/scpsvpn).
+# Everything it makes is removed on any exit. SKIP_BUILD=1 reuses dist/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="/usr/local/go/bin:$PATH"
+
+[ "$(id -u)" = 0 ] || { echo "packaging/test.sh: needs root" >&2; exit 1; }
+if dpkg -s scpsvpn >/dev/null 2>&1; then
+	echo "packaging/test.sh: the scpsvpn package is installed here; remove it first (dpkg --purge scpsvpn)" >&2
+	exit 1
+fi
+
+passed=0 failed=0
+check() { # check DESCRIPTION COMMAND...: one line per check
+	if "${@:2}"; then passed=$((passed + 1)); echo "ok   $1"; else failed=$((failed + 1)); echo "FAIL $1"; fi
+}
+
+tmp=$(mktemp -d /tmp/scpsvpn-pkgtest.XXXXXX)
+chmod 755 "$tmp" # the endpoints' user reaches its runtime directories here
+id=$$
+nsA="scpspkg-$id-a" nsB="scpspkg-$id-b"
+pids=()
+had_user=0
+getent passwd scpsvpn >/dev/null && had_user=1
+cleanup() {
+	set +e
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+	for ns in "$nsA" "$nsB"; do
+		ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null
+		ip netns del "$ns" 2>/dev/null
+	done
+	dpkg -s scpsvpn >/dev/null 2>&1 && dpkg --purge scpsvpn >/dev/null
+	rm -f /etc/systemd/system/multi-user.target.wants/scpsvpn@scps0.service
+	if [ "$had_user" = 0 ] && getent passwd scpsvpn >/dev/null; then
+		userdel scpsvpn 2>/dev/null
+		getent group scpsvpn >/dev/null && groupdel scpsvpn 2>/dev/null
+	fi
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+need=()
+command -v systemd-analyze >/dev/null || need+=(systemd)
+command -v setpriv >/dev/null || need+=(util-linux)
+command -v curl >/dev/null || need+=(curl)
+command -v python3 >/dev/null || need+=(python3-minimal)
+command -v ping >/dev/null || need+=(iputils-ping)
+command -v ip >/dev/null || need+=(iproute2)
+if [ ${#need[@]} -gt 0 ]; then
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+# --- build -----------------------------------------------------------------
+if [ "${SKIP_BUILD:-}" != 1 ]; then
+	start=$SECONDS
+	./packaging/build.sh
+	echo "built in $((SECONDS - start)) s"
+fi
+version=$(packaging/version.sh)
+deb=$(ls dist/scpsvpn_*_amd64.deb)
+for want in '_amd64.deb' '_arm64.deb' '.x86_64.rpm' '.aarch64.rpm'; do
+	check "package *$want built" bash -c "compgen -G 'dist/scpsvpn*$want' >/dev/null"
+done
+check "the arm64 .deb holds an arm64 binary" sh -c "dpkg-deb -f dist/scpsvpn_*_arm64.deb Architecture | grep -qx arm64"
+
+# --- install ---------------------------------------------------------------
+dpkg -i "$deb" >/dev/null
+check "scpsvpn --version is the package's ($version)" sh -c "scpsvpn --version | grep -qF '$version'"
+check "user scpsvpn exists without a login shell" sh -c "getent passwd scpsvpn | grep -q nologin"
+check "/etc/scpsvpn is scpsvpn's, mode 0700" sh -c '[ "$(stat -c %U:%a /etc/scpsvpn)" = scpsvpn:700 ]'
+check "a private key was made, scpsvpn's, mode 0600" sh -c '[ "$(stat -c %U:%a /etc/scpsvpn/private.key)" = scpsvpn:600 ]'
+check "the example config is a conffile" grep -qx /etc/scpsvpn/example.toml /var/lib/dpkg/info/scpsvpn.conffiles
+check "the man page is scpsvpn(8)" sh -c "zcat /usr/share/man/man8/scpsvpn.8.gz | grep -q '^.TH scpsvpn 8'"
+check "bash completion installed" test -s /usr/share/bash-completion/completions/scpsvpn
+check "systemd-analyze verify scpsvpn@scps0.service" systemd-analyze verify --man=no scpsvpn@scps0.service
+systemd-analyze security --offline=true scpsvpn@scps0.service 2>/dev/null | tail -1 || true
+check "systemctl enable scpsvpn@scps0 (offline)" sh -c "systemctl enable scpsvpn@scps0.service >/dev/null 2>&1 && test -L /etc/systemd/system/multi-user.target.wants/scpsvpn@scps0.service"
+
+# --- two sites in network namespaces, as the unit runs them --------------
+for ns in "$nsA" "$nsB"; do ip netns add "$ns"; ip -n "$ns" link set lo up; done
+ip link add "spk$id" netns "$nsA" type veth peer name "spk$id" netns "$nsB"
+ip -n "$nsA" addr add 10.201.0.1/24 dev "spk$id" && ip -n "$nsA" link set "spk$id" up
+ip -n "$nsB" addr add 10.201.0.2/24 dev "spk$id" && ip -n "$nsB" link set "spk$id" up
+
+install -o scpsvpn -g scpsvpn -m 600 /dev/null /etc/scpsvpn/site-b.key
+scpsvpn genkey >/etc/scpsvpn/site-b.key
+pubA=$(scpsvpn pubkey </etc/scpsvpn/private.key)
+pubB=$(scpsvpn pubkey </etc/scpsvpn/site-b.key)
+site() { # site NAME KEY ADDR LISTEN PEER PEERKEY PEERENDPOINT PEERSUBNET EXTRA
+	install -o scpsvpn -g scpsvpn -m 600 /dev/null "/etc/scpsvpn/$1.toml"
+	cat >"/etc/scpsvpn/$1.toml" <<-TOML
+		[interface]
+		name = "scps0"
+		listen = "$4"
+		private_key_file = "$2"
+		address = ["$3"]
+		$9
+
+		[[peer]]
+		name = "$5"
+		public_key = "$6"
+		endpoint = "$7"
+		subnets = ["$8"]
+
+		[peer.link]
+		up = "100Mbit"
+		down = "100Mbit"
+		rtt = "10ms"
+	TOML
+}
+site site-a /etc/scpsvpn/private.key 10.1.0.1/24 10.201.0.1:4700 site-b "$pubB" 10.201.0.2:4700 10.2.0.0/24 'metrics = "127.0.0.1:9477"'
+site site-b /etc/scpsvpn/site-b.key 10.2.0.1/24 10.201.0.2:4700 site-a "$pubA" 10.201.0.1:4700 10.1.0.0/24 ''
+check "scpsvpn config check accepts both sites" sh -c "scpsvpn config check -c /etc/scpsvpn/site-a.toml >/dev/null && scpsvpn config check -c /etc/scpsvpn/site-b.toml >/dev/null"
+
+# Distributions make /dev/net/tun mode 0666; a bare CI container may not,
+# so a 0666 node is bound over it inside `ip netns exec`'s own mount
+# namespace (the host's stays as it is).
+mknod -m 666 "$tmp/tun" c 10 200
+run_site() { # run_site NS NAME: the unit's ExecStart, user, capabilities, runtime directory
+	install -d -o scpsvpn -g scpsvpn -m 700 "$tmp/run/$2"
+	ip netns exec "$1" env RUNTIME_DIRECTORY="$tmp/run/$2" sh -c "mount --bind $tmp/tun /dev/net/tun && exec setpriv \
+		--reuid=scpsvpn --regid=scpsvpn --init-groups \
+		--inh-caps=-all,+net_admin --ambient-caps=-all,+net_admin --bounding-set=-all,+net_admin --no-new-privs \
+		/usr/bin/scpsvpn up --config /etc/scpsvpn/$2.toml" >"$tmp/$2.log" 2>&1 &
+	pids+=($!)
+}
+run_site "$nsA" site-a
+run_site "$nsB" site-b
+up=0
+for _ in $(seq 150); do
+	if grep -q "association up" "$tmp/site-a.log" && grep -q "association up" "$tmp/site-b.log"; then up=1; break; fi
+	sleep 0.2
+done
+check "both associations up" test "$up" = 1
+[ "$up" = 1 ] || { tail -20 "$tmp"/site-*.log; }
+pidA=${pids[0]}
+check "site A runs as scpsvpn with CAP_NET_ADMIN only" sh -c "grep -q \"^Uid:\\s*$(id -u scpsvpn)\\s\" /proc/$pidA/status && grep -q '^CapEff:\\s*0000000000001000' /proc/$pidA/status && grep -q '^CapBnd:\\s*0000000000001000' /proc/$pidA/status"
+
+# A TCP download (site A's client from site B's server) and a ping.
+head -c 20000000 /dev/urandom >"$tmp/blob"
+ip netns exec "$nsB" python3 -m http.server --bind 10.2.0.1 --directory "$tmp" 8080 >"$tmp/http.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 50); do ip netns exec "$nsB" bash -c 'exec 3<>/dev/tcp/10.2.0.1/8080' 2>/dev/null && break; sleep 0.1; done
+check "TCP download of 20 MB across the tunnel, every byte equal" sh -c "ip netns exec $nsA curl -sS --max-time 60 -o $tmp/got http://10.2.0.1:8080/blob && cmp -s $tmp/blob $tmp/got"
+check "ping across the tunnel" sh -c "ip netns exec $nsA ping -c 3 -i 0.2 -W 2 10.2.0.1 | grep -q ' 0% packet loss'"
+check "scpsvpn status in site A's namespace shows site-b up" sh -c "ip netns exec $nsA scpsvpn status | grep -Eq '^site-b +up '"
+check "scpsvpn status through the runtime directory's control.sock" sh -c "scpsvpn status --socket $tmp/run/site-a/control.sock | grep -Eq '^site-b +up '"
+ip netns exec "$nsA" curl -sS --max-time 10 http://127.0.0.1:9477/metrics >"$tmp/metrics" || true
+got=$(awk '$1 == "scpsvpn_peer_stream_received_bytes_total{peer=\"site-b\"}" {printf "%d", $2}' "$tmp/metrics")
+check "metrics: site A received >= 20 MB of stream bytes from site-b (${got:-none})" test "${got:-0}" -ge 20000000
+check "metrics: scpsvpn_peer_up{peer=\"site-b\"} 1" grep -qx 'scpsvpn_peer_up{peer="site-b"} 1' "$tmp/metrics"
+check "no errors logged" sh -c "! grep -h 'level=ERROR' $tmp/site-a.log $tmp/site-b.log"
+
+for p in "${pids[@]:0:2}"; do kill -TERM "$p"; done
+codes=0
+for p in "${pids[@]:0:2}"; do wait "$p" || codes=1; done
+check "both endpoints stop cleanly on SIGTERM" test "$codes" = 0
+
+# --- remove and purge ------------------------------------------------------
+dpkg -r scpsvpn >/dev/null
+check "dpkg -r: no unit left" test ! -e /usr/lib/systemd/system/scpsvpn@.service
+check "dpkg -r: no enablement link left" test ! -e /etc/systemd/system/multi-user.target.wants/scpsvpn@scps0.service
+check "dpkg -r: no binary left" test ! -e /usr/bin/scpsvpn
+check "dpkg -r: configs and key kept" test -f /etc/scpsvpn/private.key
+dpkg --purge scpsvpn >/dev/null
+check "dpkg --purge: /etc/scpsvpn removed" test ! -e /etc/scpsvpn
+
+echo "packaging: $passed passed, $failed failed"
+[ "$failed" = 0 ]
