@@ -132,6 +132,8 @@ var (
 	descUDPDrops       = desc("udp_drops_total", "Datagrams on the association socket dropped before reaching an association, by reason.", "reason")
 	descInitiations    = desc("handshake_initiations_sent_total", "Handshake initiations sent, retransmissions included.")
 	descHandshakeTimeo = desc("handshake_timeouts_total", "Handshake attempts given up unanswered.")
+	descCookiesSent    = desc("handshake_cookie_replies_sent_total", "Initiations answered with a cookie instead of a handshake (we were under load).")
+	descCookiesRcvd    = desc("handshake_cookies_received_total", "Cookies a loaded peer sent us.")
 )
 
 // Describe sends every metric's description.
@@ -141,7 +143,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	for _, d := range []*prometheus.Desc{descLossEvents, descStreamsOpened, descPeerDrops, descInfo, descFlowsActive,
 		descFlows, descFlowsRefused, descBuffered, descTunPackets, descTunDrops, descStreamsBadSrc, descUDPPackets, descUDPDrops,
-		descInitiations, descHandshakeTimeo} {
+		descInitiations, descHandshakeTimeo, descCookiesSent, descCookiesRcvd} {
 		ch <- d
 	}
 }
@@ -194,4 +196,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(descInitiations, st.Security.InitiationsSent)
 	counter(descHandshakeTimeo, st.Security.HandshakeTimeouts)
+	counter(descCookiesSent, st.Security.CookieRepliesSent)
+	counter(descCookiesRcvd, st.Security.CookiesReceived)
 }

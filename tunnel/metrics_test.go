@@ -15,7 +15,7 @@ func sampleStatus() Status {
 	return Status{
 		Interface: "scps0", Listen: "0.0.0.0:4700", PublicKey: "PUB",
 		Counters: Counters{TunPackets: 100, TunNoPeer: 2, TunBadSrc: 4, FlowsOpened: 7, FlowsAccepted: 3, FlowsRefused: 1, FlowsActive: 4, UDPIn: 90},
-		Security: peers.Stats{Drops: map[string]uint64{"replay": 5, "auth": 0}, InitiationsSent: 2},
+		Security: peers.Stats{Drops: map[string]uint64{"replay": 5, "auth": 0}, InitiationsSent: 2, CookieRepliesSent: 11},
 		Peers: []PeerStatus{{
 			Name: "site-b", Up: true, Handshakes: 3, LastHandshake: time.Unix(1700000000, 500_000_000),
 			Association: scps.Stats{
@@ -69,6 +69,9 @@ scpsvpn_peer_stream_received_bytes_total{peer="site-c"} 0
 # TYPE scpsvpn_flows_total counter
 scpsvpn_flows_total{origin="local"} 7
 scpsvpn_flows_total{origin="peer"} 3
+# HELP scpsvpn_handshake_cookie_replies_sent_total Initiations answered with a cookie instead of a handshake (we were under load).
+# TYPE scpsvpn_handshake_cookie_replies_sent_total counter
+scpsvpn_handshake_cookie_replies_sent_total 11
 # HELP scpsvpn_flows_active TCP connections carried now.
 # TYPE scpsvpn_flows_active gauge
 scpsvpn_flows_active 4
@@ -88,7 +91,7 @@ scpsvpn_tun_drops_total{reason="spoofed_source"} 4
 `
 	names := []string{"scpsvpn_peer_up", "scpsvpn_peer_rtt_seconds", "scpsvpn_peer_last_handshake_timestamp_seconds",
 		"scpsvpn_peer_outage_seconds_total", "scpsvpn_peer_loss_events_total", "scpsvpn_peer_stream_received_bytes_total",
-		"scpsvpn_flows_total", "scpsvpn_flows_active", "scpsvpn_buffered_bytes", "scpsvpn_udp_drops_total", "scpsvpn_tun_drops_total"}
+		"scpsvpn_flows_total", "scpsvpn_flows_active", "scpsvpn_handshake_cookie_replies_sent_total", "scpsvpn_buffered_bytes", "scpsvpn_udp_drops_total", "scpsvpn_tun_drops_total"}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Error(err)
 	}
