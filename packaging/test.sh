@@ -53,7 +53,7 @@ need=()
 command -v systemd-analyze >/dev/null || need+=(systemd)
 command -v setpriv >/dev/null || need+=(util-linux)
 command -v curl >/dev/null || need+=(curl)
-command -v python3 >/dev/null || need+=(python3-minimal)
+command -v python3 >/dev/null || need+=(python3)
 command -v ping >/dev/null || need+=(iputils-ping)
 command -v ip >/dev/null || need+=(iproute2)
 if [ ${#need[@]} -gt 0 ]; then
