@@ -24,7 +24,9 @@ package scps
 //	                      Close, Stats
 //	event.go              Event and the event queue (PollEvent)
 //	recv.go               Receive: decode, validate, apply frames
-//	send.go               Send: packet assembly (and sendClose, sendProbe)
+//	send.go               Send: plan, assemble, onSent (and sendClose,
+//	                      sendProbe, SendDatagram)
+//	sendframes.go         the frame writers packets are assembled from
 //	sentpackethandler.go  sentPacketHandler: sent-packet history, ACK
 //	                      processing, loss detection, probe timeout, RTT,
 //	                      loss cause, congestion controller and pacer

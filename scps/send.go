@@ -1,24 +1,21 @@
 package scps
 
-// This file owns packet assembly. Each call to Send builds at most one
-// packet, in this order: ACK (when due, or piggybacked on anything else),
-// control frames (RESET_STREAM, MAX_DATA, MAX_STREAM_DATA, MAX_STREAMS),
-// datagrams, stream data waiting for repair, then new stream data — light
-// streams (little queued) before bulk ones, round robin within each, one
-// stream per turn. Ack-eliciting content needs congestion window and pacer
-// tokens unless it is a probe; ACK-only packets need only the ACK budget.
-// In outage mode only outage probes go out (sendProbe).
+// This file owns Send, which builds at most one packet per call in three
+// steps: plan decides what the packet may carry (congestion window, pacer
+// and silence hold for ack-eliciting content unless it is a probe; the ACK
+// policy and the ACK budget for an ACK), assemble writes the frames
+// (sendframes.go) in this order: ACK (when due, or piggybacked on anything
+// else), control frames (RESET_STREAM, MAX_DATA, MAX_STREAM_DATA,
+// MAX_STREAMS), datagrams, stream data waiting for repair, then new stream
+// data; and onSent books the packet (sent-packet history, bytes in flight,
+// pacer, ACK budget, counters). In outage mode only outage probes go out
+// (sendProbe); a closing association sends only its CLOSE (sendClose).
 
 import (
 	"time"
 
 	"scpsvpn/scps/internal/wire"
 )
-
-// minStreamChunk: do not start a stream frame that would carry less than
-// this (unless that is all there is): the rest of the packet is better
-// left for the next.
-const minStreamChunk = 32
 
 // ackPacketCost estimates the bytes of an ACK-only packet on the wire.
 func (a *Association) ackPacketCost() int { return 32 + a.cfg.WireOverhead }
@@ -71,88 +68,126 @@ func (a *Association) Send(now time.Time, buf []byte) int {
 	if limit < 64 {
 		return 0
 	}
+	plan, ok := a.plan()
+	if !ok {
+		return 0
+	}
+	p, ok := a.assemble(buf[:0:limit], plan)
+	if !ok {
+		return 0
+	}
+	a.onSent(p)
+	return p.size
+}
+
+// sendPlan is what the next packet may carry.
+type sendPlan struct {
+	probe   bool // it must be ack-eliciting (probe timeout, keep-alive), window and pacer or not
+	canSend bool // it may carry stream data and datagrams
+	ackDue  bool // an ACK is due and within the ACK budget
+	work    bool // canSend, and ack-eliciting content waits
+}
+
+// plan decides what the next packet may carry; ok is false when nothing
+// is due.
+func (a *Association) plan() (p sendPlan, ok bool) {
 	a.sent.updatePacer(a.now)
 	a.expireDatagrams()
-	probe := a.sent.probes > 0 || a.pingPending
-	canSend := probe || (a.sent.windowOpen() && a.sent.paced() && !a.silenceHold())
-	ackDue := a.ack.due(a.now)
+	p.probe = a.sent.probes > 0 || a.pingPending
+	p.canSend = p.probe || (a.sent.windowOpen() && a.sent.paced() && !a.silenceHold())
+	p.ackDue = a.ack.due(a.now)
 	a.ackBudget.refill(a.now)
-	if ackDue && !a.ackBudget.ready(a.ackPacketCost()) {
-		ackDue = false
+	if p.ackDue && !a.ackBudget.ready(a.ackPacketCost()) {
+		p.ackDue = false
 		if !a.ack.deferred {
 			a.ack.deferred = true
 			a.stats.AcksDeferred++
 		}
 	}
-	work := canSend && a.hasWork()
-	if !ackDue && !work && !probe {
-		return 0
-	}
+	p.work = p.canSend && a.hasWork()
+	return p, p.ackDue || p.work || p.probe
+}
 
-	pn := a.sent.hist.nextPN()
-	b := wire.AppendHeader(buf[:0:limit], pn)
+// builtPacket is what assemble put in a packet.
+type builtPacket struct {
+	firstFrame uint64 // its first frame record in the history
+	size       int
+	ackLen     int  // bytes of its ACK frame (0: none)
+	eliciting  bool // it is ack-eliciting
+	carried    bool // it carries stream data or datagrams
+}
+
+// assemble writes the packet plan allows into b (empty; its capacity is
+// the room), recording its frames in the sent-packet history. ok is false
+// when nothing fitted; the frame records are then dropped.
+func (a *Association) assemble(b []byte, plan sendPlan) (p builtPacket, ok bool) {
+	limit := cap(b)
+	b = wire.AppendHeader(b, a.sent.hist.nextPN())
 	hdrLen := len(b)
-	firstFrame := a.sent.hist.frameEnd()
-	eliciting := false
-	ackLen := 0
-	if a.ack.pending && (ackDue || work || probe) {
+	p.firstFrame = a.sent.hist.frameEnd()
+	if a.ack.pending && (plan.ackDue || plan.work || plan.probe) {
 		n := len(b)
 		b = a.appendAck(b, limit)
-		ackLen = len(b) - n
+		p.ackLen = len(b) - n
 	}
 	// Control frames are small and keep the peer's windows open, so they
 	// ride along even on a packet that exists only for its ACK.
 	var el bool
 	b, el = a.appendControl(b, limit)
-	eliciting = eliciting || el
-	carried := false // stream data or datagrams
-	if canSend {
+	p.eliciting = el
+	if plan.canSend {
 		b, el = a.appendDatagrams(b, limit)
-		carried = el
+		p.carried = el
 		b, el = a.appendStreams(b, limit)
-		carried = carried || el
-		eliciting = eliciting || carried
+		p.carried = p.carried || el
+		p.eliciting = p.eliciting || p.carried
 	}
-	if !eliciting && (probe || (ackLen > 0 && a.ack.ackOnlyCount+1 >= ackOnlyBeforePing)) && len(b) < limit {
+	if !p.eliciting && (plan.probe || (p.ackLen > 0 && a.ack.ackOnlyCount+1 >= ackOnlyBeforePing)) && len(b) < limit {
 		b = append(b, wire.FramePing)
 		a.sent.hist.addFrame().kind = sfPing
-		eliciting = true
+		p.eliciting = true
 	}
 	if len(b) == hdrLen {
-		a.sent.hist.dropFramesFrom(firstFrame)
-		return 0
+		a.sent.hist.dropFramesFrom(p.firstFrame)
+		return builtPacket{}, false
 	}
-	size := len(b)
+	p.size = len(b)
+	return p, true
+}
+
+// onSent books the packet assemble built: the sent-packet history (bytes
+// in flight, pacer), the outage detector's flight, the ACK policy and the
+// ACK budget, which charges acknowledgement traffic on the return link.
+func (a *Association) onSent(p builtPacket) {
 	flightStart := a.sent.onPacketSent(a.now, sentPacket{
 		sentAt:       a.now,
-		firstFrame:   firstFrame,
-		nFrames:      uint16(a.sent.hist.frameEnd() - firstFrame),
-		size:         int32(size),
-		ackEliciting: eliciting,
-		inFlight:     eliciting,
+		firstFrame:   p.firstFrame,
+		nFrames:      uint16(a.sent.hist.frameEnd() - p.firstFrame),
+		size:         int32(p.size),
+		ackEliciting: p.eliciting,
+		inFlight:     p.eliciting,
 	})
 	a.stats.PacketsSent++
-	a.stats.BytesSent += uint64(size)
-	if eliciting {
-		if flightStart {
-			a.outage.onFlightStart(a.now)
-		}
-		a.ack.ackOnlyCount = 0
-		a.pingPending = false
-		switch {
-		case ackLen > 0 && !carried:
-			// An ACK with control frames or a PING: all of it is
-			// acknowledgement traffic on the return link.
-			a.ackBudget.take(size + a.cfg.WireOverhead)
-		case ackLen > 0:
-			a.ackBudget.take(ackLen)
-		}
-	} else {
+	a.stats.BytesSent += uint64(p.size)
+	if !p.eliciting {
 		a.stats.AckOnlyPacketsSent++
 		a.ack.ackOnlyCount++
-		a.ackBudget.take(size + a.cfg.WireOverhead)
+		a.ackBudget.take(p.size + a.cfg.WireOverhead)
+		return
 	}
-	return size
+	if flightStart {
+		a.outage.onFlightStart(a.now)
+	}
+	a.ack.ackOnlyCount = 0
+	a.pingPending = false
+	switch {
+	case p.ackLen > 0 && !p.carried:
+		// An ACK with control frames or a PING: all of it is
+		// acknowledgement traffic on the return link.
+		a.ackBudget.take(p.size + a.cfg.WireOverhead)
+	case p.ackLen > 0:
+		a.ackBudget.take(p.ackLen)
+	}
 }
 
 func (a *Association) sendClose(buf []byte) int {
@@ -203,255 +238,6 @@ func (a *Association) sendProbe(buf []byte) int {
 	a.stats.PacketsSent++
 	a.stats.BytesSent += uint64(len(b))
 	return len(b)
-}
-
-func (a *Association) appendAck(b []byte, limit int) []byte {
-	rs := a.ack.ranges()
-	delay := uint64((a.now - a.ack.largestAt) / time.Microsecond)
-	for len(rs) > 0 && len(b)+wire.AckFrameLen(delay, rs) > limit {
-		rs = rs[:len(rs)-1]
-	}
-	if len(rs) == 0 {
-		return b
-	}
-	b = wire.AppendAck(b, delay, rs)
-	f := a.sent.hist.addFrame()
-	f.kind, f.off = sfAck, rs[0].Largest
-	a.ack.onAckSent()
-	return b
-}
-
-// appendControl adds queued control frames that fit.
-func (a *Association) appendControl(b []byte, limit int) ([]byte, bool) {
-	eliciting := false
-	if a.flow.maxDataQueued && len(b)+1+wire.VarintLen(a.flow.recvMax) <= limit {
-		b = wire.AppendMaxData(b, wire.FrameMaxData, a.flow.recvMax)
-		f := a.sent.hist.addFrame()
-		f.kind, f.off = sfMaxData, a.flow.recvMax
-		a.flow.maxDataQueued, eliciting = false, true
-	}
-	if a.streams.maxStreamsQueued && len(b)+1+wire.VarintLen(a.streams.localMax) <= limit {
-		b = wire.AppendMaxData(b, wire.FrameMaxStreams, a.streams.localMax)
-		f := a.sent.hist.addFrame()
-		f.kind, f.off = sfMaxStreams, a.streams.localMax
-		a.streams.maxStreamsQueued, eliciting = false, true
-	}
-	for a.streams.ctrlQ.len() > 0 {
-		s := a.streams.ctrlQ.peek()
-		if s.gone {
-			a.streams.ctrlQ.pop()
-			s.queued &^= inCtrlQ
-			continue
-		}
-		if s.resetQueued {
-			n := wire.ResetStreamLen(s.id, s.resetCode, s.sentOff)
-			if len(b)+n > limit {
-				break
-			}
-			b = wire.AppendResetStream(b, s.id, s.resetCode, s.sentOff)
-			f := a.sent.hist.addFrame()
-			f.kind, f.id = sfReset, s.id
-			s.resetQueued, eliciting = false, true
-		}
-		if s.maxDataQueued && !s.finKnown && !s.aborted() {
-			n := 1 + wire.VarintLen(s.id) + wire.VarintLen(s.recvMax)
-			if len(b)+n > limit {
-				break
-			}
-			b = wire.AppendMaxStreamData(b, s.id, s.recvMax)
-			f := a.sent.hist.addFrame()
-			f.kind, f.id, f.off = sfMaxStreamData, s.id, s.recvMax
-			eliciting = true
-		}
-		s.maxDataQueued = false
-		a.streams.ctrlQ.pop()
-		s.queued &^= inCtrlQ
-	}
-	return b, eliciting
-}
-
-func (a *Association) appendDatagrams(b []byte, limit int) ([]byte, bool) {
-	eliciting := false // Send expired the stale ones first
-	for a.dgrams.count > 0 {
-		p, _ := a.dgrams.front()
-		if len(b)+wire.DatagramLen(len(p)) > limit {
-			break
-		}
-		b = wire.AppendDatagram(b, p)
-		a.sent.hist.addFrame().kind = sfDatagram
-		a.dgrams.pop()
-		a.stats.DatagramsSent++
-		eliciting = true
-	}
-	return b, eliciting
-}
-
-// expireDatagrams drops queued datagrams older than datagramMaxAge, also
-// while nothing may be sent (full window, silence hold).
-func (a *Association) expireDatagrams() {
-	for a.dgrams.count > 0 {
-		if _, at := a.dgrams.front(); a.now-at <= datagramMaxAge {
-			return
-		}
-		a.dgrams.pop()
-		a.stats.DatagramsDropped++
-	}
-}
-
-// fitStream decides how many of want bytes a STREAM frame can carry in
-// room bytes, and whether it needs an explicit length (it does not when it
-// is the last frame of the packet). ok is false when the frame is not worth
-// starting.
-func fitStream(room int, id, off uint64, metaLen int, hasMeta bool, want uint64) (n int, withLen, ok bool) {
-	hdr := wire.StreamHeaderLen(id, off, metaLen, hasMeta, false, 0)
-	if room < hdr {
-		return 0, false, false
-	}
-	avail := room - hdr
-	if want >= uint64(avail) {
-		if avail == 0 && want > 0 || avail < minStreamChunk && uint64(avail) < want {
-			return 0, false, false
-		}
-		return avail, false, true
-	}
-	if w := int(want); hdr+wire.VarintLen(want)+w <= room {
-		return w, true, true
-	}
-	return int(want), false, true
-}
-
-// appendStreams adds repairs, then new data.
-func (a *Association) appendStreams(b []byte, limit int) ([]byte, bool) {
-	eliciting := false
-	for a.streams.retxQ.len() > 0 && limit-len(b) > 8 {
-		s := a.streams.retxQ.peek()
-		if s.gone || s.aborted() || !s.hasRetx() {
-			a.streams.retxQ.pop()
-			s.queued &^= inRetxQ
-			continue
-		}
-		var done, fits bool
-		b, done, fits = a.appendRetxFrame(b, limit, s)
-		if fits {
-			eliciting = true
-		}
-		if !s.hasRetx() {
-			a.streams.retxQ.pop()
-			s.queued &^= inRetxQ
-		}
-		if done || !fits {
-			return b, eliciting
-		}
-	}
-	for limit-len(b) > 8 {
-		q := &a.streams.lightQ
-		if q.len() == 0 {
-			q = &a.streams.bulkQ
-			if q.len() == 0 {
-				break
-			}
-		}
-		s := q.peek()
-		if s.gone || s.aborted() || !s.canSendNew() {
-			q.pop()
-			s.queued &^= inNewQ
-			if !s.gone && !s.aborted() && s.sentOff < s.writeOff && s.sentOff >= s.peerMax {
-				s.creditWait = true
-			}
-			continue
-		}
-		needCredit := s.sentOff < s.writeOff
-		if needCredit && a.flow.sent >= a.flow.peerMax && !(s.openPending && s.sentOff == 0) &&
-			!(s.finQueued && !s.finSent && s.sentOff == s.writeOff) {
-			break // connection credit exhausted: wait for MAX_DATA
-		}
-		var done, fits bool
-		b, done, fits = a.appendNewFrame(b, limit, s)
-		if !fits {
-			break
-		}
-		eliciting = true
-		q.pop()
-		s.queued &^= inNewQ
-		a.streams.scheduleNew(s) // back of the line: round robin
-		if done {
-			break
-		}
-	}
-	return b, eliciting
-}
-
-// appendRetxFrame adds one repair frame for s. done: the packet is full;
-// fits: a frame was added.
-func (a *Association) appendRetxFrame(b []byte, limit int, s *streamState) (_ []byte, done, fits bool) {
-	var off, want uint64
-	switch {
-	case !s.retx.Empty():
-		r := s.retx.First()
-		off, want = r.Start, r.Len()
-	case s.openPending && s.sentOff > 0:
-		off, want = 0, 0
-	default: // lost FIN whose data is all delivered
-		off, want = s.finOffset, 0
-	}
-	hasMeta := off == 0 && s.local && !s.openAcked
-	n, withLen, ok := fitStream(limit-len(b), s.id, off, len(s.meta), hasMeta, want)
-	if !ok {
-		return b, true, false
-	}
-	fin := s.finQueued && off+uint64(n) == s.finOffset
-	b = wire.AppendStreamHeader(b, s.id, off, s.meta, hasMeta, fin, withLen, n)
-	l := len(b)
-	b = b[:l+n]
-	s.sendBuf.Read(off, b[l:])
-	if n > 0 {
-		s.retx.Remove(off, off+uint64(n))
-		a.stats.RetransmitBytes += uint64(n)
-	}
-	a.stats.Retransmits++
-	if hasMeta {
-		s.openPending = false
-	}
-	if fin {
-		s.finSent, s.finLost = true, false
-	}
-	a.recordStream(s.id, off, uint64(n), fin)
-	return b, !withLen, true
-}
-
-// appendNewFrame adds one frame of new data (or the open or FIN) for s.
-func (a *Association) appendNewFrame(b []byte, limit int, s *streamState) (_ []byte, done, fits bool) {
-	off := s.sentOff
-	var want uint64
-	if s.peerMax > off && a.flow.peerMax > a.flow.sent {
-		want = min(s.writeOff-off, s.peerMax-off, a.flow.peerMax-a.flow.sent)
-	}
-	hasMeta := off == 0 && s.local && !s.openAcked
-	n, withLen, ok := fitStream(limit-len(b), s.id, off, len(s.meta), hasMeta, want)
-	if !ok {
-		return b, true, false
-	}
-	fin := s.finQueued && off+uint64(n) == s.finOffset
-	b = wire.AppendStreamHeader(b, s.id, off, s.meta, hasMeta, fin, withLen, n)
-	l := len(b)
-	b = b[:l+n]
-	s.sendBuf.Read(off, b[l:])
-	s.sentOff += uint64(n)
-	a.flow.sent += uint64(n)
-	a.stats.StreamBytesSent += uint64(n)
-	if hasMeta {
-		s.openPending = false
-	}
-	if fin {
-		s.finSent = true
-	}
-	a.recordStream(s.id, off, uint64(n), fin)
-	return b, !withLen, true
-}
-
-func (a *Association) recordStream(id, off, n uint64, fin bool) {
-	f := a.sent.hist.addFrame()
-	f.kind, f.id, f.off, f.n, f.fin = sfStream, id, off, n, fin
 }
 
 // SendDatagram queues p (copied) for unreliable delivery. It never blocks:
