@@ -251,14 +251,16 @@ func TestTUNKernelClient(t *testing.T) {
 				io.Copy(a.conn, bytes.NewReader(down))
 				a.conn.CloseWrite()
 			}()
+			// 8 MiB each way takes about 15 s under -race on a loaded 2-core
+			// machine; the deadline catches a hang, not a slow run.
 			var gotUp [32]byte
 			var wg sync.WaitGroup
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				gotUp = sha256.Sum256(readAllTimeout(t, a.conn, 30*time.Second))
+				gotUp = sha256.Sum256(readAllTimeout(t, a.conn, 2*time.Minute))
 			}()
-			gotDown := sha256.Sum256(readAllTimeout(t, kc, 30*time.Second))
+			gotDown := sha256.Sum256(readAllTimeout(t, kc, 2*time.Minute))
 			wg.Wait()
 			if gotUp != sha256.Sum256(up) || gotDown != sha256.Sum256(down) {
 				t.Fatal("bytes differ through the TUN")
