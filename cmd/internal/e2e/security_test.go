@@ -64,9 +64,12 @@ func starSites(t *testing.T, cfg testbed.StarConfig, before func(*testbed.Star))
 // status asks node i's endpoint for its status through the command line.
 func status(t *testing.T, st *testbed.Star, i int) tunnel.Status {
 	t.Helper()
-	out, err := st.Command(i, binary, "status", "--interface", st.Nodes[i].TUNName, "--json").Output()
+	cmd := st.Command(i, binary, "status", "--interface", st.Nodes[i].TUNName, "--json")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("status of %s: %v\n%s", st.Nodes[i].Name, err, out)
+		t.Fatalf("status of %s: %v\n%s%s", st.Nodes[i].Name, err, out, stderr.String())
 	}
 	var s tunnel.Status
 	if err := json.Unmarshal(out, &s); err != nil {
