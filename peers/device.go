@@ -146,12 +146,19 @@ type Result struct {
 	// Send holds datagrams to send now (a handshake response, or the
 	// keepalive that confirms a new session to its responder).
 	Send []Datagram
+	// Session names the session the datagram belongs to (transport
+	// datagrams and Established): the same number at both ends, different
+	// for every handshake. A caller that keeps state per session (the
+	// tunnel ties each association to the handshakes that carry it) tells
+	// them apart by it.
+	Session uint64
 	// Established: a new session with Peer became current on this
-	// datagram. RemotePayload is then the peer's handshake payload. A
-	// rekey also reports Established; the payload's association instance
-	// tells the tunnel whether the peer restarted.
+	// datagram. RemotePayload is then the peer's handshake payload and
+	// LocalPayload ours in the same handshake, so both ends decide from
+	// the same two payloads. A rekey also reports Established.
 	Established   bool
 	RemotePayload []byte
+	LocalPayload  []byte
 	// EndpointChanged: Peer's endpoint moved to the datagram's source.
 	EndpointChanged bool
 }
@@ -469,9 +476,9 @@ func (d *Device) receiveTransport(src netip.AddrPort, pkt, dst []byte) (Result, 
 	if p.removed.Load() || s.dead.Load() {
 		return d.drop(dropUnknownIndex)
 	}
-	res := Result{Peer: p}
-	if !s.confirmed.Load() {
-		res.Established, res.RemotePayload = p.confirm(s)
+	res := Result{Peer: p, Session: s.id}
+	if !s.confirmed.Load() && p.confirm(s) {
+		res.Established, res.RemotePayload, res.LocalPayload = true, s.remotePayload, s.localPayload
 	}
 	// Roam only on the newest packet of the current session: a late,
 	// reordered packet from an old address must not pull the endpoint back.

@@ -43,6 +43,7 @@ type initiation struct {
 	hs      *noise.HandshakeState
 	created time.Time
 	mac1    [macLen]byte // finds it when a cookie reply comes
+	blob    []byte       // our payload in it, reported when it completes
 }
 
 func (d *Device) payloadFor(name string) ([]byte, error) {
@@ -76,7 +77,7 @@ func (p *Peer) newInitiationLocked(now time.Time) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	ini := &initiation{peer: p, hs: hs, created: now}
+	ini := &initiation{peer: p, hs: hs, created: now, blob: blob}
 	ini.local = d.allocIndex(indexEntry{init: ini})
 	// The timestamp only has to grow per peer pair; wall-clock nanoseconds
 	// keep it growing across restarts.
@@ -191,12 +192,13 @@ func (d *Device) receiveInitiation(src netip.AddrPort, pkt []byte) (Result, erro
 		d.freeIndex(local, s, nil)
 		return d.drop(dropInternal)
 	}
-	ns, err := newSession(p, local, ip.sender, cs2.UnsafeKey(), cs1.UnsafeKey(), now, false)
+	ns, err := newSession(p, handshakeID(hs), local, ip.sender, cs2.UnsafeKey(), cs1.UnsafeKey(), now, false)
 	if err != nil {
 		d.freeIndex(local, s, nil)
 		return d.drop(dropInternal)
 	}
 	ns.remotePayload = slices.Clone(ip.blob)
+	ns.localPayload = blob
 	d.setIndex(local, indexEntry{sess: ns})
 	rm := computeMAC1(&p.mac1, resp)
 	resp = append(resp, rm[:]...)
@@ -249,7 +251,7 @@ func (d *Device) receiveResponse(src netip.AddrPort, pkt []byte) (Result, error)
 	if err != nil {
 		return d.drop(dropMalformed)
 	}
-	s, err := newSession(p, ini.local, rp.sender, cs1.UnsafeKey(), cs2.UnsafeKey(), now, true)
+	s, err := newSession(p, handshakeID(ini.hs), ini.local, rp.sender, cs1.UnsafeKey(), cs2.UnsafeKey(), now, true)
 	if err != nil {
 		return d.drop(dropInternal)
 	}
@@ -261,7 +263,7 @@ func (d *Device) receiveResponse(src netip.AddrPort, pkt []byte) (Result, error)
 	p.installLocked(s, now)
 	d.log.Debug("session established", "peer", p.name, "role", "initiator", "rtt", now.Sub(ini.created))
 
-	res := Result{Peer: p, Established: true, RemotePayload: slices.Clone(rp.blob)}
+	res := Result{Peer: p, Session: s.id, Established: true, RemotePayload: slices.Clone(rp.blob), LocalPayload: ini.blob}
 	res.EndpointChanged = p.roam(src)
 	// Confirm the session to the responder at once, so it can send on it
 	// even if we have nothing to send.

@@ -40,6 +40,7 @@ type Peer struct {
 
 	endpoint    atomic.Pointer[netip.AddrPort]
 	current     atomic.Pointer[session]
+	previous    atomic.Pointer[session] // written under mu
 	removed     atomic.Bool
 	rekeyWanted atomic.Bool   // a send limit was crossed
 	handshakes  atomic.Uint64 // sessions with this peer that became current
@@ -49,8 +50,7 @@ type Peer struct {
 	mac1       [32]byte // key of the MAC on handshake messages to this peer
 	subnets    []netip.Prefix
 	configured netip.AddrPort // endpoint from the configuration
-	previous   *session
-	pending    []*session // responder sessions, oldest first
+	pending    []*session     // responder sessions, oldest first
 	inits      []*initiation
 	hsStarted  time.Time // start of the current attempt
 	hsNext     time.Time // next retransmission
@@ -105,8 +105,7 @@ func (p *Peer) remove() {
 func (p *Peer) resetLocked() {
 	d := p.dev
 	d.kill(p.current.Swap(nil))
-	d.kill(p.previous)
-	p.previous = nil
+	d.kill(p.previous.Swap(nil))
 	for _, s := range p.pending {
 		d.kill(s)
 	}
@@ -173,12 +172,30 @@ func (p *Peer) Removed() bool { return p.removed.Load() }
 // returns the datagram and its destination. ErrNoSession means call
 // Initiate. An empty plaintext makes a keepalive.
 func (p *Peer) Seal(plaintext, dst []byte) ([]byte, netip.AddrPort, error) {
+	return p.seal(p.current.Load(), plaintext, dst)
+}
+
+// SealOn is Seal on the session named id (Result.Session), if it is the
+// current or the previous one and still usable; otherwise ErrNoSession.
+// A caller whose state belongs to some handshakes only (the tunnel's
+// association) thus never sends it under a session the peer may have
+// tied to other state, not even while a new session is being installed.
+func (p *Peer) SealOn(id uint64, plaintext, dst []byte) ([]byte, netip.AddrPort, error) {
+	s := p.current.Load()
+	if s == nil || s.id != id {
+		if s = p.previous.Load(); s == nil || s.id != id {
+			return nil, netip.AddrPort{}, ErrNoSession
+		}
+	}
+	return p.seal(s, plaintext, dst)
+}
+
+func (p *Peer) seal(s *session, plaintext, dst []byte) ([]byte, netip.AddrPort, error) {
 	if p.removed.Load() {
 		return nil, netip.AddrPort{}, ErrPeerRemoved
 	}
 	d := p.dev
-	s := p.current.Load()
-	if s == nil || s.dead.Load() || s.expired(d.now(), d.opts.RejectAfterTime) {
+	if !s.usable(d.now(), d.opts.RejectAfterTime) {
 		return nil, netip.AddrPort{}, ErrNoSession
 	}
 	ep := p.endpoint.Load()
@@ -217,6 +234,36 @@ func (p *Peer) Initiate() (Datagram, bool, error) {
 		return Datagram{}, false, nil
 	}
 	if s := p.current.Load(); s != nil && !s.dead.Load() && !s.expired(now, p.dev.opts.RejectAfterTime) && !p.rekeyDueLocked(now) {
+		return Datagram{}, false, nil
+	}
+	p.hsStarted, p.hsSent = now, 0
+	return p.sendInitiationLocked(now)
+}
+
+// Connect is Initiate for a caller that needs a new handshake although a
+// session may be current: its handshake payload changed (the tunnel's
+// association began or ended), or it has nothing tied to the current
+// session. It returns an initiation if no attempt is in progress (and we
+// are not completing the peer's), or if the attempt's retransmission is
+// due. With fresh, initiations still outstanding, made with an older
+// payload, are dropped and a new attempt starts now, so no response to
+// an out-of-date payload completes.
+func (p *Peer) Connect(fresh bool) (Datagram, bool, error) {
+	now := p.dev.now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.removed.Load() {
+		return Datagram{}, false, ErrPeerRemoved
+	}
+	switch {
+	case fresh:
+		p.clearInitsLocked()
+	case len(p.inits) > 0:
+		if now.Before(p.hsNext) {
+			return Datagram{}, false, nil
+		}
+		return p.sendInitiationLocked(now)
+	case p.awaitingConfirmLocked(now):
 		return Datagram{}, false, nil
 	}
 	p.hsStarted, p.hsSent = now, 0
@@ -309,9 +356,8 @@ func (p *Peer) expireLocked(now time.Time) {
 		d.kill(p.current.Swap(nil))
 		d.log.Debug("session expired", "peer", p.name)
 	}
-	if p.previous != nil && p.previous.expired(now, reject) {
-		d.kill(p.previous)
-		p.previous = nil
+	if s := p.previous.Load(); s != nil && s.expired(now, reject) {
+		d.kill(p.previous.Swap(nil))
 	}
 	p.pending = slices.DeleteFunc(p.pending, func(s *session) bool {
 		if s.expired(now, reject) {
@@ -327,8 +373,7 @@ func (p *Peer) installLocked(s *session, now time.Time) {
 	d := p.dev
 	old := p.current.Swap(s)
 	if old != nil && !old.dead.Load() {
-		d.kill(p.previous)
-		p.previous = old
+		d.kill(p.previous.Swap(old))
 	}
 	p.lastHS = now
 	p.rekeyWanted.Store(false)
@@ -338,13 +383,14 @@ func (p *Peer) installLocked(s *session, now time.Time) {
 }
 
 // confirm makes a responder session current on the first packet the
-// initiator sent with it, and returns the initiator's payload.
-func (p *Peer) confirm(s *session) (bool, []byte) {
+// initiator sent with it; false if it was confirmed concurrently or
+// dropped.
+func (p *Peer) confirm(s *session) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	i := slices.Index(p.pending, s)
 	if i < 0 || s.dead.Load() {
-		return false, nil // confirmed concurrently, or dropped
+		return false
 	}
 	s.confirmed.Store(true)
 	// The initiator completed with s, so it holds no state for the other
@@ -357,7 +403,7 @@ func (p *Peer) confirm(s *session) (bool, []byte) {
 	p.pending = nil
 	p.installLocked(s, p.dev.now())
 	p.dev.log.Debug("session established", "peer", p.name, "role", "responder")
-	return true, s.remotePayload
+	return true
 }
 
 // roam moves the endpoint to src after an authenticated packet from it.

@@ -7,6 +7,7 @@ package peers
 
 import (
 	"crypto/cipher"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/flynn/noise"
 	"golang.org/x/crypto/chacha20poly1305"
 )
 
@@ -23,6 +25,7 @@ const rejectAfterMessages = math.MaxUint64 - (1 << 13)
 
 type session struct {
 	peer      *Peer
+	id        uint64 // the handshake's, the same at both ends (see handshakeID)
 	local     uint32 // our index: the peer writes it into packets to us
 	remote    uint32 // the peer's index: we write it into packets to them
 	send      cipher.AEAD
@@ -39,12 +42,13 @@ type session struct {
 	dead      atomic.Bool
 
 	remotePayload []byte // the initiator's handshake payload, reported on confirmation
+	localPayload  []byte // ours in the same handshake, reported with it
 
 	replayMu sync.Mutex
 	replay   replayWindow
 }
 
-func newSession(p *Peer, local, remote uint32, sendKey, recvKey [32]byte, now time.Time, initiator bool) (*session, error) {
+func newSession(p *Peer, id uint64, local, remote uint32, sendKey, recvKey [32]byte, now time.Time, initiator bool) (*session, error) {
 	send, err := chacha20poly1305.New(sendKey[:])
 	if err != nil {
 		return nil, fmt.Errorf("session send cipher: %w", err)
@@ -53,7 +57,20 @@ func newSession(p *Peer, local, remote uint32, sendKey, recvKey [32]byte, now ti
 	if err != nil {
 		return nil, fmt.Errorf("session receive cipher: %w", err)
 	}
-	return &session{peer: p, local: local, remote: remote, send: send, recv: recv, created: now, initiator: initiator}, nil
+	return &session{peer: p, id: id, local: local, remote: remote, send: send, recv: recv, created: now, initiator: initiator}, nil
+}
+
+// handshakeID names a completed handshake, and so the session it made, by
+// the first 8 bytes of the Noise handshake hash: both ends compute the
+// same hash over the same transcript, it differs for every handshake
+// (fresh ephemeral keys), and no one else can compute it. Never 0, so the
+// caller can keep 0 for "none".
+func handshakeID(hs *noise.HandshakeState) uint64 {
+	return max(binary.LittleEndian.Uint64(hs.ChannelBinding()), 1)
+}
+
+func (s *session) usable(now time.Time, rejectAfter time.Duration) bool {
+	return s != nil && !s.dead.Load() && !s.expired(now, rejectAfter)
 }
 
 func (s *session) expired(now time.Time, rejectAfter time.Duration) bool {
