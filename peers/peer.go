@@ -243,11 +243,13 @@ func (p *Peer) Initiate() (Datagram, bool, error) {
 // Connect is Initiate for a caller that needs a new handshake although a
 // session may be current: its handshake payload changed (the tunnel's
 // association began or ended), or it has nothing tied to the current
-// session. It returns an initiation if no attempt is in progress (and we
-// are not completing the peer's), or if the attempt's retransmission is
-// due. With fresh, initiations still outstanding, made with an older
-// payload, are dropped and a new attempt starts now, so no response to
-// an out-of-date payload completes.
+// session. It returns an initiation if no attempt is in progress, we are
+// not completing the peer's, and no handshake completed in the last
+// HandshakeRetransmit (its Established may still be on its way through
+// the caller), or if the attempt's retransmission is due. With fresh,
+// initiations still outstanding, made with an older payload, are dropped
+// and a new attempt starts now, whatever completed before, so no response
+// to an out-of-date payload completes.
 func (p *Peer) Connect(fresh bool) (Datagram, bool, error) {
 	now := p.dev.now()
 	p.mu.Lock()
@@ -263,7 +265,7 @@ func (p *Peer) Connect(fresh bool) (Datagram, bool, error) {
 			return Datagram{}, false, nil
 		}
 		return p.sendInitiationLocked(now)
-	case p.awaitingConfirmLocked(now):
+	case p.awaitingConfirmLocked(now), now.Sub(p.lastHS) < p.dev.opts.HandshakeRetransmit:
 		return Datagram{}, false, nil
 	}
 	p.hsStarted, p.hsSent = now, 0

@@ -33,7 +33,12 @@ func TestSessionIDsAndPayloads(t *testing.T) {
 	}
 	s.deliverDue()
 
+	// Not while the handshake that just completed is being taken in.
+	if _, ok, _ := a.peer(t, "b").Connect(false); ok {
+		t.Error("Connect(false) right after a handshake completed started another")
+	}
 	// A rekey: a new session, a new id, the same at both ends.
+	s.clk.Advance(time.Second)
 	dg, ok, err := a.peer(t, "b").Connect(false)
 	if err != nil || !ok {
 		t.Fatalf("Connect with a current session: %v %v, want an initiation", ok, err)

@@ -1,9 +1,20 @@
 package tunnel
 
-// assoc ties one configured peer to its SCPS-TP association: it builds the
-// scps session from the peer's link settings, seals what the session sends,
-// feeds it what the peer sends, accepts the peer's streams, and follows the
-// peer's lifecycle (up, down, restarted).
+// assoc ties one configured peer to its SCPS-TP association: it starts an
+// association when a handshake with the peer says so, seals what the
+// association sends, feeds it what the peer sends, accepts the peer's
+// streams, and ends it when either side's association ends.
+//
+// An association belongs to the handshakes that carry it. It begins with
+// a handshake (named by the id both ends compute, peers.Result.Session) and
+// goes on through the rekeys whose two payloads both name it; it seals
+// only on those sessions and takes packets only from them. So when one end
+// loses its association (a restart, an outage longer than max_outage, a
+// reload, a protocol error) while the other keeps its own, the next
+// handshake, which the losing end starts at once, begins a fresh
+// association at both ends: the other end resets the flows of its old one
+// within that handshake, and neither end ever feeds a new association
+// packets of an old one.
 
 import (
 	"bytes"
@@ -14,6 +25,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"scpsvpn/configs"
 	"scpsvpn/peers"
@@ -24,44 +36,87 @@ import (
 // over IPv4 or IPv6 (1500 - 40 IPv6 - 8 UDP).
 const maxUDPPayload = 1452
 
+// associationWait is how long a new flow waits for an association that is
+// not up (the first handshake, or the one after either side's association
+// ended), on top of two configured round trips. Beyond it the flow is
+// refused: a client learns at once that the far site is unreachable
+// rather than hanging until its own timeout. A handshake retransmits after
+// 1 and 3 s, so two lost initiations still fit.
+const associationWait = 5 * time.Second
+
+var errNotUp = errors.New("no association with the peer (handshake not answered)")
+
 type assoc struct {
-	e   *Endpoint
-	cfg configs.PeerConfig
-	log *slog.Logger
+	e    *Endpoint
+	cfg  configs.PeerConfig
+	scfg scps.Config // built from cfg.Link and checked when the peer is configured
+	log  *slog.Logger
 
-	// The per-packet path (input, datagrams) reads sess and up without
-	// taking mu; mu orders session replacement, close and remote.
-	sess atomic.Pointer[scps.Session]
-	up   atomic.Bool
+	// The per-packet path reads cur and up without taking mu.
+	cur atomic.Pointer[association] // nil while there is none
+	up  atomic.Bool                 // an association exists and is not in an outage
 
-	mu     sync.Mutex
-	cancel context.CancelFunc // stops the current session's accept loop
-	remote uint64             // the peer's association instance, 0 until known
-	closed bool
-
-	gen atomic.Uint64 // session generation: a replaced session sends nothing more
+	mu      sync.Mutex
+	closed  bool
+	ready   chan struct{} // closed when an association begins; new after it ends
+	seeking time.Time     // since when a flow has been waiting for an association
+	remote  uint64        // the peer's endpoint instance from its last handshake
 }
 
-// addAssocLocked creates the association of a configured peer. e.mu held.
-func (e *Endpoint) addAssocLocked(pc configs.PeerConfig) error {
-	a := &assoc{e: e, cfg: pc, log: e.log.With("peer", pc.Name)}
-	if err := a.newSession(); err != nil {
-		return err
-	}
-	e.assocs[pc.Name] = a
-	// Sites that know where the peer is start the handshake at once, so
-	// the association is up before the first flow needs it.
-	if p, ok := e.dev.Peer(pc.Name); ok && pc.Endpoint.IsValid() {
-		if d, ok, err := p.Initiate(); err == nil && ok {
-			e.sendUDP(d.Data, d.To)
+// association is one SCPS-TP association with the peer and the handshakes
+// (peers sessions) it runs on.
+type association struct {
+	id     uint64 // the handshake that began it
+	sess   *scps.Session
+	cancel context.CancelFunc
+	// sessions are the ids of its handshakes, newest last in a ring; only
+	// the current and previous peers sessions can still carry packets, so
+	// a few suffice.
+	sessions [4]atomic.Uint64
+	next     int           // ring position; written by the handshake path only
+	send     atomic.Uint64 // the session to seal on: the newest
+	dead     atomic.Bool   // ended here: it sends nothing more
+}
+
+func (as *association) carries(id uint64) bool {
+	for i := range as.sessions {
+		if as.sessions[i].Load() == id {
+			return true
 		}
 	}
-	return nil
+	return false
 }
 
-// newSession starts a fresh scps session, replacing (and resetting) any
-// previous one.
-func (a *assoc) newSession() error {
+func (as *association) addSession(id uint64) {
+	as.sessions[as.next%len(as.sessions)].Store(id)
+	as.next++
+	as.send.Store(id)
+}
+
+// newAssoc prepares the association of a configured peer; its scps
+// configuration is checked here, so a peer that cannot run is refused
+// before anything changes.
+func (e *Endpoint) newAssoc(pc configs.PeerConfig) (*assoc, error) {
+	a := &assoc{e: e, cfg: pc, log: e.log.With("peer", pc.Name), ready: make(chan struct{})}
+	a.scfg = a.sessionConfig()
+	if err := a.scfg.Validate(); err != nil {
+		return nil, fmt.Errorf("peer %s: association: %w", pc.Name, err)
+	}
+	return a, nil
+}
+
+// startLocked makes a the peer's association and, for a site that knows
+// where the peer is, starts the handshake at once, so the association is
+// up before the first flow needs it. e.mu held.
+func (e *Endpoint) startLocked(a *assoc) {
+	e.assocs[a.cfg.Name] = a
+	e.announce.Store(a.cfg.Name, a)
+	if a.cfg.Endpoint.IsValid() {
+		a.connect(true)
+	}
+}
+
+func (a *assoc) sessionConfig() scps.Config {
 	ourPub := a.e.dev.PublicKey()
 	link := a.cfg.Link
 	cfg := scps.DefaultConfig()
@@ -79,37 +134,116 @@ func (a *assoc) newSession() error {
 	cfg.OutageAfter = link.OutageAfter
 	cfg.ProbeInterval = link.ProbeInterval
 	cfg.MaxOutage = link.MaxOutage
-	applyLinkConfig(&cfg, link)
+	if link.Window > 0 {
+		cfg.StreamWindow = uint64(link.Window)
+	}
+	return cfg
+}
+
+// payload is our handshake payload for the peer. It is called by peers
+// with the peer's lock held, so it reads only atomics.
+func (a *assoc) payload() []byte {
+	p := assocParams{version: wireVersion, instance: a.e.instance}
+	if as := a.cur.Load(); as != nil {
+		p.assoc = as.id
+	}
+	l := a.cfg.Link
+	p.up, p.down = uint64(l.Up), uint64(l.Down)
+	p.rttMS = uint64(l.RTT / time.Millisecond)
+	return p.marshal()
+}
+
+// connect asks peers for a handshake although a session may be current,
+// and sends it. fresh: our payload changed, so the handshake must carry the
+// new one.
+func (a *assoc) connect(fresh bool) error {
+	p, ok := a.e.dev.Peer(a.cfg.Name)
+	if !ok {
+		return peers.ErrPeerRemoved
+	}
+	d, ok, err := p.Connect(fresh)
+	if ok {
+		a.e.sendUDP(d.Data, d.To)
+	}
+	return err
+}
+
+// established is called when a handshake with the peer completes, with our
+// and the peer's payloads in it. Both ends see the same two payloads and
+// so decide alike: a handshake whose payloads both name one association
+// carries it on (a rekey); any other begins a new association.
+func (a *assoc) established(id uint64, local, remote []byte) {
+	theirs, err := parseParams(remote)
+	if err != nil {
+		a.log.Warn("handshake payload rejected", "err", err)
+		return
+	}
+	ours, err := parseParams(local)
+	if err != nil {
+		a.log.Error("our own handshake payload", "err", err)
+		return
+	}
+	if ours.assoc == 0 || ours.assoc != theirs.assoc {
+		a.begin(id, theirs)
+		return
+	}
+	if as := a.cur.Load(); as != nil && as.id == ours.assoc {
+		as.addSession(id)
+		return
+	}
+	// The peer goes on with an association that ended here after our
+	// payload was made: a handshake with our payload of now sorts it out.
+	a.log.Info("handshake names an association that has ended: handshaking again", "association", fmt.Sprintf("%016x", ours.assoc))
+	a.connect(true)
+}
+
+// begin starts the association that handshake id began, ending the one
+// before (its flows are reset: the peer's side of it is gone).
+func (a *assoc) begin(id uint64, theirs assocParams) {
+	as := &association{id: id}
+	as.addSession(id)
 	ctx, cancel := context.WithCancel(a.e.ctx)
-	gen := a.gen.Add(1)
+	as.cancel = cancel
 	sess, err := scps.NewSession(scps.SessionConfig{
-		Config:     cfg,
-		Transmit:   a.transmitter(gen),
+		Config:     a.scfg,
+		Transmit:   a.transmitter(as),
 		OnDatagram: a.onDatagram,
 		OnState:    a.onState,
 		Logger:     a.log.With("part", "scps"),
 	})
 	if err != nil {
 		cancel()
-		return fmt.Errorf("peer %s: association: %w", a.cfg.Name, err)
+		a.log.Error("new association", "err", err)
+		return
 	}
+	as.sess = sess
 	a.mu.Lock()
 	if a.closed {
-		// Closed while the session was made (a peer restart or a
-		// session's end racing with reload or shutdown): it would run on
-		// with nobody to close it.
+		// Closed while the handshake completed (reload or shutdown): it
+		// would run on with nobody to close it.
 		a.mu.Unlock()
+		as.dead.Store(true)
 		cancel()
 		sess.Close()
-		return nil
+		return
 	}
-	old, oldCancel := a.sess.Swap(sess), a.cancel
-	a.cancel = cancel
+	old := a.cur.Swap(as)
+	restarted := a.remote != 0 && a.remote != theirs.instance
+	a.remote = theirs.instance
+	a.seeking = time.Time{}
+	if old == nil {
+		close(a.ready) // open since the last association ended
+	}
 	a.mu.Unlock()
 	if old != nil {
-		oldCancel()
-		old.Close()
+		if restarted {
+			a.log.Info("peer restarted: resetting its streams", "instance", fmt.Sprintf("%016x", theirs.instance))
+		} else {
+			a.log.Info("peer's association ended: resetting its streams")
+		}
+		a.end(old)
 	}
+	a.up.Store(true)
 	a.e.wg.Add(2)
 	go func() {
 		defer a.e.wg.Done()
@@ -117,45 +251,80 @@ func (a *assoc) newSession() error {
 	}()
 	go func() {
 		defer a.e.wg.Done()
-		a.watch(ctx, sess)
+		a.watch(ctx, as)
 	}()
-	return nil
+	a.log.Info("association up", "instance", fmt.Sprintf("%016x", theirs.instance), "association", fmt.Sprintf("%016x", id),
+		"peer_up", theirs.up, "peer_down", theirs.down, "peer_rtt_ms", theirs.rttMS)
 }
 
-// watch replaces a session that ended on its own (an outage longer than
-// max_outage, or a protocol error), so the association can begin afresh
-// when the peer is heard again.
-func (a *assoc) watch(ctx context.Context, sess *scps.Session) {
+// end stops an association that is no longer current: nothing of it may
+// reach the peer, whose side of it is gone (a close would end the peer's
+// new association), so it goes silently; its streams are reset locally.
+func (a *assoc) end(as *association) {
+	as.dead.Store(true)
+	as.cancel()
+	as.sess.Close()
+}
+
+// detach makes as no longer current, if it still is, and readies the wait
+// for the next association.
+func (a *assoc) detach(as *association) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.cur.CompareAndSwap(as, nil) {
+		return false
+	}
+	a.up.Store(false)
+	if !a.closed {
+		a.ready = make(chan struct{})
+	}
+	return true
+}
+
+// watch notices an association that ended on its own (an outage longer
+// than max_outage, the peer's CLOSE, a protocol error) and handshakes
+// afresh, so the peer learns at once that its side must end too and the
+// next association can begin.
+func (a *assoc) watch(ctx context.Context, as *association) {
 	select {
 	case <-ctx.Done():
 		return
-	case <-sess.Done():
+	case <-as.sess.Done():
 	}
-	a.mu.Lock()
-	current := a.sess.Load() == sess && !a.closed
-	a.mu.Unlock()
-	a.up.Store(false)
-	if !current || a.e.ctx.Err() != nil {
+	if !a.detach(as) || a.e.ctx.Err() != nil {
 		return
 	}
-	a.log.Info("association down", "reason", sess.Err())
-	if err := a.newSession(); err != nil {
-		a.log.Error("new association", "err", err)
-	}
+	as.cancel()
+	a.log.Info("association down", "reason", as.sess.Err())
+	a.connect(true)
 }
 
-// onState logs the transport's outage transitions.
+// onState logs the transport's outage transitions. Entering an outage
+// also starts a handshake at once, even right after one completed: if the
+// peer is gone rather than silent (it restarted and cannot reach us, or
+// its association ended), the handshake is what tells us, and the flows
+// of the dead association are reset instead of waiting out max_outage.
 func (a *assoc) onState(outage bool) {
-	wasUp := a.up.Swap(!outage)
+	wasUp := a.up.Swap(!outage && a.cur.Load() != nil)
 	switch {
 	case outage && wasUp:
 		a.log.Info("association down", "reason", "link outage: probing")
+		a.connect(true)
 	case !outage && !wasUp:
 		a.log.Info("association up", "reason", "link back")
 	}
 }
 
-func (a *assoc) session() *scps.Session { return a.sess.Load() }
+// current returns the association, nil if there is none.
+func (a *assoc) current() *association { return a.cur.Load() }
+
+// stats returns the association's counters, zero if there is none.
+func (a *assoc) stats() scps.Stats {
+	if as := a.cur.Load(); as != nil {
+		return as.sess.Stats()
+	}
+	return scps.Stats{}
+}
 
 func (a *assoc) acceptLoop(ctx context.Context, sess *scps.Session) {
 	for {
@@ -167,14 +336,65 @@ func (a *assoc) acceptLoop(ctx context.Context, sess *scps.Session) {
 	}
 }
 
-func (a *assoc) openStream(meta []byte) (*scps.Stream, error) {
-	a.mu.Lock()
-	closed := a.closed
-	a.mu.Unlock()
-	if closed {
-		return nil, errClosed
+// waitAssociation returns the association for a new flow, waiting while
+// a handshake that may bring one is young: up to associationWait plus two
+// configured round trips after the first flow began to wait. While the
+// peer stays unreachable beyond that, flows are refused at once; each
+// handshake attempt (peers gives one up after 90 s) gets that wait anew.
+func (a *assoc) waitAssociation(ctx context.Context) (*association, error) {
+	wait := associationWait + 2*a.cfg.Link.RTT
+	for {
+		if as := a.cur.Load(); as != nil {
+			return as, nil
+		}
+		now := time.Now()
+		a.mu.Lock()
+		if a.closed {
+			a.mu.Unlock()
+			return nil, errClosed
+		}
+		if a.seeking.IsZero() || now.Sub(a.seeking) > 90*time.Second {
+			a.seeking = now
+		}
+		ready, deadline := a.ready, a.seeking.Add(wait)
+		a.mu.Unlock()
+		if err := a.connect(false); err != nil {
+			return nil, fmt.Errorf("%w: %w", errNotUp, err)
+		}
+		if !now.Before(deadline) {
+			return nil, errNotUp
+		}
+		t := time.NewTimer(deadline.Sub(now))
+		select {
+		case <-ready:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
+		t.Stop()
 	}
-	return a.session().OpenStream(meta)
+}
+
+// openStream opens a stream for a new flow, waiting for the association
+// if it is not up.
+func (a *assoc) openStream(ctx context.Context, meta []byte) (*scps.Stream, error) {
+	as, err := a.waitAssociation(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return as.sess.OpenStream(meta)
+}
+
+// sendDatagram sends a datagram on the association; without one it is
+// dropped and a handshake is started.
+func (a *assoc) sendDatagram(p []byte) error {
+	as := a.cur.Load()
+	if as == nil {
+		a.connect(false)
+		return errNotUp
+	}
+	return as.sess.SendDatagram(p)
 }
 
 // speaksFor reports whether the peer may send with source address src: the
@@ -186,43 +406,22 @@ func (a *assoc) speaksFor(src netip.Addr) bool {
 	return ok && p.Name() == a.cfg.Name
 }
 
-// input takes one decrypted association packet from the peer.
-func (a *assoc) input(pkt []byte) {
-	if a.up.CompareAndSwap(false, true) {
-		a.mu.Lock()
-		remote := a.remote
-		a.mu.Unlock()
-		if remote != 0 {
-			a.log.Info("association up", "instance", fmt.Sprintf("%016x", remote))
-		}
-	}
-	a.session().Input(pkt)
-}
-
-// established is called when a handshake with the peer completes.
-func (a *assoc) established(payload []byte) {
-	p, err := parseParams(payload)
-	if err != nil {
-		a.log.Warn("handshake payload rejected", "err", err)
+// input takes one decrypted association packet from the peer, which came
+// on session id. Packets of sessions that do not carry the current
+// association (an older association's, or a session whose handshake began
+// none) are dropped: they belong to state that no longer exists here.
+func (a *assoc) input(id uint64, pkt []byte) {
+	as := a.cur.Load()
+	if as == nil || !as.carries(id) {
+		a.e.stats.UDPStale.Add(1)
 		return
 	}
-	a.mu.Lock()
-	restarted := a.remote != 0 && a.remote != p.instance
-	first := a.remote == 0
-	a.remote = p.instance
-	a.mu.Unlock()
-	wasUp := a.up.Swap(true)
-	if restarted {
-		a.log.Info("peer restarted: resetting its streams", "instance", fmt.Sprintf("%016x", p.instance))
-		if err := a.newSession(); err != nil {
-			a.log.Error("new association", "err", err)
-		}
-	}
-	if first || restarted || !wasUp {
-		a.log.Info("association up", "instance", fmt.Sprintf("%016x", p.instance), "peer_up", p.up, "peer_down", p.down, "peer_rtt_ms", p.rttMS)
-	}
+	as.sess.Input(pkt)
 }
 
+// close ends the association for good (the peer was removed or changed,
+// or the endpoint stops). Unlike end, its CLOSE goes to the peer, whose
+// side then ends at once too.
 func (a *assoc) close() {
 	a.mu.Lock()
 	if a.closed {
@@ -230,27 +429,30 @@ func (a *assoc) close() {
 		return
 	}
 	a.closed = true
-	cancel := a.cancel
+	as := a.cur.Swap(nil)
 	a.mu.Unlock()
-	sess, up := a.session(), a.up.Swap(false)
-	cancel()
-	sess.Close()
+	up := a.up.Swap(false)
+	if as == nil {
+		return
+	}
+	as.cancel()
+	as.sess.Close()
+	as.dead.Store(true)
 	if up {
 		a.log.Info("association down", "reason", "closed")
 	}
 }
 
-// transmitter returns the session's Transmit callback: it seals each packet
-// for the peer and sends the batch. The scratch buffers belong to the one
-// session goroutine that calls it.
-func (a *assoc) transmitter(gen uint64) func(pkts [][]byte) {
+// transmitter returns an association's Transmit callback: it seals each
+// packet for the peer, on a session of the association, and sends the
+// batch. The scratch buffers belong to the one session goroutine that
+// calls it.
+func (a *assoc) transmitter(as *association) func(pkts [][]byte) {
 	var bufs [][]byte
 	var out [][]byte
 	var to netip.AddrPort
 	return func(pkts [][]byte) {
-		// A session replaced because the peer restarted must not reach
-		// the peer's new association (its close would end it).
-		if a.gen.Load() != gen {
+		if as.dead.Load() {
 			return
 		}
 		p, ok := a.e.dev.Peer(a.cfg.Name)
@@ -262,11 +464,11 @@ func (a *assoc) transmitter(gen uint64) func(pkts [][]byte) {
 		}
 		out = out[:0]
 		for i, pkt := range pkts {
-			sealed, dst, err := p.Seal(pkt, bufs[i])
+			sealed, dst, err := p.SealOn(as.send.Load(), pkt, bufs[i])
 			if errors.Is(err, peers.ErrNoSession) {
-				if d, ok, err := p.Initiate(); err == nil && ok {
-					a.e.sendUDP(d.Data, d.To)
-				}
+				// Its sessions expired (an outage beyond the session
+				// lifetime): a handshake carries the association on.
+				a.connect(false)
 				break // the transport retransmits once the session is up
 			}
 			if err != nil || !dst.IsValid() {
@@ -301,16 +503,9 @@ func (a *assoc) onDatagram(p []byte) {
 	// A hub relays datagrams between its peers directly.
 	if other := a.e.assocFor(info.dst); other != nil {
 		if other != a {
-			_ = other.session().SendDatagram(p)
+			_ = other.sendDatagram(p)
 		}
 		return
 	}
 	a.e.writeTUNPacket(p)
-}
-
-// applyLinkConfig carries the optional [peer.link] tuning keys over.
-func applyLinkConfig(cfg *scps.Config, link configs.LinkConfig) {
-	if link.Window > 0 {
-		cfg.StreamWindow = uint64(link.Window)
-	}
 }

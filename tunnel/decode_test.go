@@ -66,7 +66,7 @@ func TestMetaRoundTrip(t *testing.T) {
 }
 
 func TestParamsRoundTrip(t *testing.T) {
-	p := assocParams{version: wireVersion, instance: 0x0102030405060708, up: 1_500_000, down: 64_000, rttMS: 600}
+	p := assocParams{version: wireVersion, instance: 0x0102030405060708, assoc: 0x1112131415161718, up: 1_500_000, down: 64_000, rttMS: 600}
 	got, err := parseParams(p.marshal())
 	if err != nil || got != p {
 		t.Fatalf("got %+v, %v", got, err)
@@ -76,8 +76,10 @@ func TestParamsRoundTrip(t *testing.T) {
 	if _, err := parseParams(old.marshal()); err == nil {
 		t.Error("foreign version accepted")
 	}
-	if _, err := parseParams(p.marshal()[:11]); err == nil {
-		t.Error("truncated params accepted")
+	for _, n := range []int{0, 1, 11, 17, 18} {
+		if _, err := parseParams(p.marshal()[:n]); err == nil {
+			t.Errorf("params truncated to %d bytes accepted", n)
+		}
 	}
 }
 
@@ -104,8 +106,11 @@ func FuzzParseMeta(f *testing.F) {
 }
 
 func FuzzParseParams(f *testing.F) {
-	f.Add(assocParams{version: wireVersion, instance: 7, up: 1, down: 2, rttMS: 3}.marshal())
+	f.Add(assocParams{version: wireVersion, instance: 7, assoc: 9, up: 1, down: 2, rttMS: 3}.marshal())
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_, _ = parseParams(b)
+		p, err := parseParams(b)
+		if err == nil && !bytes.HasPrefix(b, p.marshal()) {
+			t.Fatalf("accepted %x but re-encodes as %x", b, p.marshal())
+		}
 	})
 }

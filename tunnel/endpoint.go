@@ -38,10 +38,11 @@ type Endpoint struct {
 	log      *slog.Logger
 	instance uint64
 
-	mu     sync.Mutex
-	cfg    *configs.Config
-	assocs map[string]*assoc // by peer name
-	links  sync.Map          // peer name -> configs.LinkConfig, for handshake payloads
+	mu       sync.Mutex
+	running  bool // between bringing the associations up and taking them down
+	cfg      *configs.Config
+	assocs   map[string]*assoc // by peer name
+	announce sync.Map          // peer name -> *assoc, for handshake payloads (read under peers' locks)
 
 	opts Options
 	tun  TUN
@@ -73,6 +74,8 @@ type Stats struct {
 	UDPIn           atomic.Uint64
 	UDPDropped      atomic.Uint64 // failed authentication or decoding
 	RepliesDropped  atomic.Uint64 // handshake answers dropped: more queued than the socket took
+	UDPStale        atomic.Uint64 // authentic, but of a session that carries no current association
+	TunNoAssoc      atomic.Uint64 // datagrams for a peer whose association is not up, dropped
 	FlowsOpened     atomic.Uint64 // local TCP connections carried to a peer
 	FlowsAccepted   atomic.Uint64 // connections re-originated for a peer
 	FlowsRefused    atomic.Uint64
@@ -189,28 +192,35 @@ func (e *Endpoint) Run(ctx context.Context) (err error) {
 	}
 	cleanup = append(cleanup, func() { e.stk.Close() })
 
+	as := make([]*assoc, 0, len(e.cfg.Peers))
 	for _, pc := range e.cfg.Peers {
-		e.links.Store(pc.Name, pc.Link)
-	}
-	e.mu.Lock()
-	for _, pc := range e.cfg.Peers {
-		if err := e.addAssocLocked(pc); err != nil {
-			e.mu.Unlock()
+		a, err := e.newAssoc(pc)
+		if err != nil {
 			return err
 		}
+		as = append(as, a)
+	}
+	e.mu.Lock()
+	for _, a := range as {
+		e.startLocked(a)
 	}
 	e.mu.Unlock()
 	// Associations close before the stack: peers learn at once that our
 	// streams are gone, while the UDP socket is still open to tell them.
 	cleanup = append(cleanup, e.closeAssocs)
 
+	e.started = time.Now() // before the control socket can report it
 	cleanup = append(cleanup, e.serveControl())
-	e.started = time.Now()
 	e.log.Info("endpoint up", "tun", e.cfg.Name, "listen", e.sock.LocalAddr().String(), "mtu", e.cfg.MTU, "peers", len(e.cfg.Peers))
 	e.goLoop("tun-reader", e.readTUN)
 	e.goLoop("udp-reader", e.readUDP)
 	e.goLoop("udp-replies", e.sendReplies)
 	e.goLoop("timers", e.timers)
+	// From here on Reload may change e.cfg (under e.mu); Run reads it no
+	// more.
+	e.mu.Lock()
+	e.running = true
+	e.mu.Unlock()
 	close(e.ready)
 
 	<-e.ctx.Done()
@@ -237,58 +247,79 @@ func (e *Endpoint) goLoop(name string, f func()) {
 	}()
 }
 
+// ErrNotRunning is returned by Reload before Run has brought the endpoint
+// up, or after it stopped.
+var ErrNotRunning = errors.New("endpoint not running")
+
 // Reload applies a new configuration's peer set (SIGHUP). Interface settings
 // need a restart; peers that did not change keep their association and flows.
+// Everything is checked before anything changes: a reload that fails leaves
+// the running configuration as it was.
 func (e *Endpoint) Reload(cfg *configs.Config) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	old := e.cfg
-	if cfg.Name != old.Name || cfg.Listen != old.Listen || cfg.MTU != old.MTU || cfg.PrivateKeyFile != old.PrivateKeyFile || cfg.Metrics != old.Metrics {
-		e.log.Warn("reload: [interface] changes need a restart; applying peer changes only")
+	if !e.running {
+		return ErrNotRunning
 	}
+	old := e.cfg
 	pcs := peerConfigs(cfg)
 	if err := e.dev.CheckPeers(pcs); err != nil {
 		return fmt.Errorf("reload peers: %w", err)
 	}
-	want := map[string]configs.PeerConfig{}
+	// Peers that are new or changed get a new association; build them all
+	// first, so a peer the transport refuses stops the reload here.
+	var added []*assoc
+	keep := map[string]bool{}
 	for _, pc := range cfg.Peers {
-		want[pc.Name] = pc
+		if a, ok := e.assocs[pc.Name]; ok && samePeer(a.cfg, pc) {
+			keep[pc.Name] = true
+			continue
+		}
+		a, err := e.newAssoc(pc)
+		if err != nil {
+			return fmt.Errorf("reload: %w", err)
+		}
+		added = append(added, a)
+	}
+	newCfg := *old
+	newCfg.Peers = cfg.Peers
+	if err := e.net.SetRoutes(allSubnets(&newCfg)); err != nil {
+		if rerr := e.net.SetRoutes(allSubnets(old)); rerr != nil {
+			e.log.Error("reload: restoring the routes", "err", rerr)
+		}
+		return fmt.Errorf("reload: %w", err)
+	}
+	if cfg.Name != old.Name || cfg.Listen != old.Listen || cfg.MTU != old.MTU || cfg.PrivateKeyFile != old.PrivateKeyFile || cfg.Metrics != old.Metrics {
+		e.log.Warn("reload: [interface] changes need a restart; applying peer changes only")
 	}
 	// Associations of removed or changed peers close while the peer's
 	// secure session still exists, so their close reaches the peer: it
 	// resets its side too, and a fresh association on both sides follows
-	// if the peer comes back. Closed after the peer's removal, the close
-	// could not be sealed; the peer would keep its old association, and
-	// it and our new one would reject each other's packets.
+	// if the peer comes back.
 	for name, a := range e.assocs {
-		pc, ok := want[name]
-		if !ok || pc.PublicKey != a.cfg.PublicKey || !samePrefixes(pc.Subnets, a.cfg.Subnets) || pc.Link != a.cfg.Link {
+		if !keep[name] {
 			e.log.Info("reload: peer removed or changed", "peer", name)
 			a.close()
 			delete(e.assocs, name)
+			e.announce.Delete(name)
 		}
-	}
-	for _, pc := range cfg.Peers {
-		e.links.Store(pc.Name, pc.Link)
 	}
 	if err := e.dev.SetPeers(pcs); err != nil {
+		// CheckPeers accepted the same set a moment ago.
 		return fmt.Errorf("reload peers: %w", err)
 	}
-	for _, pc := range cfg.Peers {
-		if _, ok := e.assocs[pc.Name]; !ok {
-			if err := e.addAssocLocked(pc); err != nil {
-				return err
-			}
-		}
+	for _, a := range added {
+		e.startLocked(a)
 	}
-	newCfg := *old
-	newCfg.Peers = cfg.Peers
 	e.cfg = &newCfg
-	if err := e.net.SetRoutes(allSubnets(&newCfg)); err != nil {
-		return err
-	}
 	e.log.Info("reload done", "peers", len(cfg.Peers))
 	return nil
+}
+
+// samePeer reports whether a peer's configuration is unchanged in every
+// respect its association depends on.
+func samePeer(a, b configs.PeerConfig) bool {
+	return a.PublicKey == b.PublicKey && samePrefixes(a.Subnets, b.Subnets) && a.Link == b.Link
 }
 
 // Stats returns the endpoint's counters.
@@ -298,6 +329,7 @@ func (e *Endpoint) closeAssocs() {
 	e.mu.Lock()
 	as := e.assocs
 	e.assocs = map[string]*assoc{}
+	e.running = false
 	e.mu.Unlock()
 	for _, a := range as {
 		a.close()
@@ -323,15 +355,12 @@ func (e *Endpoint) assocByName(name string) *assoc {
 }
 
 // handshakePayload is called by peers with a peer's lock held, so it reads
-// only its own snapshot of the link settings, never e.mu.
+// only the announce map and the association's atomics, never e.mu.
 func (e *Endpoint) handshakePayload(peer string) []byte {
-	p := assocParams{version: wireVersion, instance: e.instance}
-	if v, ok := e.links.Load(peer); ok {
-		l := v.(configs.LinkConfig)
-		p.up, p.down = uint64(l.Up), uint64(l.Down)
-		p.rttMS = uint64(l.RTT / time.Millisecond)
+	if v, ok := e.announce.Load(peer); ok {
+		return v.(*assoc).payload()
 	}
-	return p.marshal()
+	return assocParams{version: wireVersion, instance: e.instance}.marshal()
 }
 
 // timers drives the handshake and rekey timers.

@@ -45,7 +45,7 @@ func (e *Endpoint) handleTCP(req *stack.TCPRequest) {
 
 // carryOut serves a local client's connection through the peer's association.
 func (e *Endpoint) carryOut(a *assoc, req *stack.TCPRequest) {
-	st, err := a.openStream(flowMeta{src: req.Src, dst: req.Dst}.marshal())
+	st, err := a.openStream(e.ctx, flowMeta{src: req.Src, dst: req.Dst}.marshal())
 	if err != nil {
 		e.stats.FlowsRefused.Add(1)
 		e.log.Debug("flow refused: cannot open stream", "peer", a.cfg.Name, "src", req.Src, "dst", req.Dst, "err", err)
@@ -89,7 +89,7 @@ func (e *Endpoint) serveStream(a *assoc, st *scps.Stream) {
 			st.Reset(codeDenied) // the peer's own subnet: a routing loop
 			return
 		}
-		out, err := other.openStream(st.Meta())
+		out, err := other.openStream(e.ctx, st.Meta())
 		if err != nil {
 			e.stats.FlowsRefused.Add(1)
 			st.Reset(codeRefused)

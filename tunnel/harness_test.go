@@ -542,6 +542,19 @@ func openEcho(t *testing.T, a *site, dst string) *stack.Conn {
 	return conn
 }
 
+// echoFrom is openEcho from any address src of site s's LAN.
+func echoFrom(t *testing.T, s *site, src, dst string) {
+	t.Helper()
+	c, err := s.dial(src, dst)
+	if err != nil {
+		t.Fatalf("%s: dial %s: %v", s.name, dst, err)
+	}
+	defer c.Close()
+	if err := echoCheck(c, 64<<10); err != nil {
+		t.Errorf("%s: flow %s -> %s: %v", s.name, src, dst, err)
+	}
+}
+
 // randomBytes returns n random bytes.
 func randomBytes(n int) []byte {
 	b := make([]byte, n)

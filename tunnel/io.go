@@ -69,7 +69,10 @@ func (e *Endpoint) routeFromTUN(pkt []byte) {
 		}
 		return
 	}
-	if err := a.session().SendDatagram(pkt); err != nil {
+	if err := a.sendDatagram(pkt); err != nil {
+		if errors.Is(err, errNotUp) {
+			e.stats.TunNoAssoc.Add(1)
+		}
 		e.log.Debug("datagram dropped", "peer", a.cfg.Name, "err", err)
 	}
 }
@@ -147,10 +150,10 @@ func (e *Endpoint) handleUDP(src netip.AddrPort, pkt, plain []byte) {
 		return
 	}
 	if res.Established {
-		a.established(res.RemotePayload)
+		a.established(res.Session, res.LocalPayload, res.RemotePayload)
 	}
 	if res.Data != nil {
-		a.input(res.Data)
+		a.input(res.Session, res.Data)
 	}
 }
 

@@ -108,14 +108,7 @@ func TestRealUDPSockets(t *testing.T) {
 	b.echo(7)
 	openEcho(t, a, "10.2.0.5:7")
 	a.echo(7)
-	c, err := b.dial("10.2.0.9:0", "10.1.0.5:7")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := echoCheck(c, 64<<10); err != nil {
-		t.Errorf("b -> a: %v", err)
-	}
+	echoFrom(t, b, "10.2.0.9:0", "10.1.0.5:7")
 	if ep := b.ep.Status().Peers[0].Endpoint; ep != a.wireAddr.String() {
 		t.Errorf("b knows a at %q, want %v", ep, a.wireAddr)
 	}

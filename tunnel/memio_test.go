@@ -195,7 +195,8 @@ func (c *memConn) Close() error {
 
 // memNet records the network configuration the endpoint asks for.
 type memNet struct {
-	failUp error // Up returns it when set
+	failUp     error                 // Up returns it when set
+	failRoutes atomic.Pointer[error] // SetRoutes returns it when set
 
 	mu     sync.Mutex
 	addrs  []netip.Prefix
@@ -215,6 +216,9 @@ func (n *memNet) Up(addrs []netip.Prefix) error {
 }
 
 func (n *memNet) SetRoutes(subnets []netip.Prefix) error {
+	if err := n.failRoutes.Load(); err != nil {
+		return *err
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.routes = slices.Clone(subnets)

@@ -190,10 +190,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descTunDrops, k.TunBadSrc, "spoofed_source")
 	counter(descTunDrops, k.DatagramsBadSrc, "datagram_bad_source")
 	counter(descStreamsBadSrc, k.StreamsBadSrc)
+	counter(descTunDrops, k.TunNoAssoc, "no_association")
 	counter(descUDPPackets, k.UDPIn)
 	for reason, n := range st.Security.Drops {
 		counter(descUDPDrops, n, reason)
 	}
+	counter(descUDPDrops, k.UDPStale, "stale_association")
 	counter(descInitiations, st.Security.InitiationsSent)
 	counter(descHandshakeTimeo, st.Security.HandshakeTimeouts)
 	counter(descCookiesSent, st.Security.CookieRepliesSent)

@@ -51,10 +51,10 @@ func TestHubRelaysBetweenSpokes(t *testing.T) {
 	if n := hub.ep.Stats().FlowsAccepted.Load(); n != 2 {
 		t.Errorf("hub relayed %d flows, want 2", n)
 	}
-	if st := hub.assoc(s1).session().Stats(); st.StreamsAccepted != 2 {
+	if st := hub.assoc(s1).stats(); st.StreamsAccepted != 2 {
 		t.Errorf("hub accepted %d streams from s1, want 2", st.StreamsAccepted)
 	}
-	if st := hub.assoc(s2).session().Stats(); st.StreamsOpened != 2 {
+	if st := hub.assoc(s2).stats(); st.StreamsOpened != 2 {
 		t.Errorf("hub opened %d streams to s2, want 2", st.StreamsOpened)
 	}
 	if n := hub.host.Stats().Accepted + hub.host.Stats().Dialed; n != 0 {
@@ -87,16 +87,16 @@ func TestHubRefusesLoop(t *testing.T) {
 	if n := hub.ep.Stats().FlowsRefused.Load(); n != 1 {
 		t.Errorf("hub refused %d flows, want 1", n)
 	}
-	if st := hub.assoc(s1).session().Stats(); st.StreamsOpened != 0 {
+	if st := hub.assoc(s1).stats(); st.StreamsOpened != 0 {
 		t.Errorf("hub opened %d streams back to s1, want 0", st.StreamsOpened)
 	}
 	s1.inject(udpPacket(netip.MustParseAddrPort("10.1.0.7:5000"), netip.MustParseAddrPort("10.1.0.200:53"), []byte("loop")))
-	if !waitFor(waitTime, func() bool { return hub.assoc(s1).session().Stats().DatagramsReceived == 1 }) {
+	if !waitFor(waitTime, func() bool { return hub.assoc(s1).stats().DatagramsReceived == 1 }) {
 		t.Fatal("the datagram did not reach the hub")
 	}
 	s1.noDatagram(200 * time.Millisecond)
 	hub.noDatagram(0)
-	if n := hub.assoc(s1).session().Stats().DatagramsSent; n != 0 {
+	if n := hub.assoc(s1).stats().DatagramsSent; n != 0 {
 		t.Errorf("hub sent %d datagrams back to s1, want 0", n)
 	}
 }

@@ -38,6 +38,8 @@ type Counters struct {
 	UDPIn           uint64 `json:"udp_in"`
 	UDPDropped      uint64 `json:"udp_dropped"`
 	RepliesDropped  uint64 `json:"replies_dropped"`
+	UDPStale        uint64 `json:"udp_stale"`
+	TunNoAssoc      uint64 `json:"tun_no_association"`
 	FlowsOpened     uint64 `json:"flows_opened"`
 	FlowsAccepted   uint64 `json:"flows_accepted"`
 	FlowsRefused    uint64 `json:"flows_refused"`
@@ -59,8 +61,17 @@ type PeerStatus struct {
 func (e *Endpoint) Status() Status {
 	s := &e.stats
 	pub := e.dev.PublicKey()
+	e.mu.Lock()
+	cfg := e.cfg // Reload replaces it, never changes it
+	as := make([]*assoc, 0, len(e.assocs))
+	for _, a := range cfg.Peers {
+		if x := e.assocs[a.Name]; x != nil {
+			as = append(as, x)
+		}
+	}
+	e.mu.Unlock()
 	st := Status{
-		Interface: e.cfg.Name,
+		Interface: cfg.Name,
 		Listen:    e.sock.LocalAddr().String(),
 		PublicKey: pub.String(),
 		Instance:  fmt.Sprintf("%016x", e.instance),
@@ -71,21 +82,14 @@ func (e *Endpoint) Status() Status {
 			DatagramsIn: s.DatagramsIn.Load(), DatagramsBadSrc: s.DatagramsBadSrc.Load(),
 			StreamsBadSrc: s.StreamsBadSrc.Load(), TunBadSrc: s.TunBadSrc.Load(),
 			UDPIn: s.UDPIn.Load(), UDPDropped: s.UDPDropped.Load(), RepliesDropped: s.RepliesDropped.Load(),
+			UDPStale: s.UDPStale.Load(), TunNoAssoc: s.TunNoAssoc.Load(),
 			FlowsOpened: s.FlowsOpened.Load(), FlowsAccepted: s.FlowsAccepted.Load(),
 			FlowsRefused: s.FlowsRefused.Load(), FlowsActive: s.FlowsActive.Load(),
 		},
 		Security: e.dev.Stats(),
 	}
-	e.mu.Lock()
-	as := make([]*assoc, 0, len(e.assocs))
-	for _, a := range e.cfg.Peers {
-		if x := e.assocs[a.Name]; x != nil {
-			as = append(as, x)
-		}
-	}
-	e.mu.Unlock()
 	for _, a := range as {
-		ps := PeerStatus{Name: a.cfg.Name, Association: a.session().Stats()}
+		ps := PeerStatus{Name: a.cfg.Name, Association: a.stats()}
 		ps.Up = a.up.Load()
 		if p, ok := e.dev.Peer(a.cfg.Name); ok {
 			if ep := p.Endpoint(); ep.IsValid() {
