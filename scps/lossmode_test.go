@@ -82,8 +82,8 @@ func TestFollowsCapacityDrop(t *testing.T) {
 	s.attach()
 	s.apps[1].onAccept = func(id uint64, meta []byte) *appStream { return &appStream{expect: -1, resetAfter: -1} }
 	s.apps[0].open("stream-0", 1<<40, 0)
-	s.runUntil(c.atTime, func() bool { return false })
-	c.at(s)
+	s.runUntil(c.schedule[0].at, func() bool { return false })
+	s.dir[0].p.Rate = c.schedule[0].rate
 	drop := s.now
 	dropsBefore := s.dir[0].queueDrop
 	sentBefore := s.dir[0].sent

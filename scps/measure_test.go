@@ -35,15 +35,25 @@ type condition struct {
 	sendRate, recvRate int64
 	rtt                time.Duration // configured InitialRTT
 	dur                time.Duration // virtual transfer time
-	// at, if set, runs once at virtual time atTime (e.g. a capacity drop);
-	// afterRate is the forward rate after it, which goodput is then
-	// measured against, from ten RTTs after the event.
-	atTime    time.Duration
-	at        func(s *sim)
-	afterRate float64
+	// schedule changes the forward rate at the given virtual times (a
+	// capacity drop, rain fade); goodput is then measured against the rate
+	// of the last step, from ten RTTs after it, and each step's phase is
+	// reported (result.phases).
+	schedule []rateStep
+	// bigWindows configures stream and association windows and the send
+	// buffer far above the bandwidth-delay product, so the controller, not
+	// flow control, is what is measured when no rate is configured (the
+	// automatic sizes follow the configured rate).
+	bigWindows bool
 	// every, if set, takes both directions down for downFor out of every
 	// every (after the first period).
 	every, downFor time.Duration
+}
+
+// rateStep sets the forward rate to rate (bit/s) at virtual time at.
+type rateStep struct {
+	at   time.Duration
+	rate float64
 }
 
 // bdpBytes is the forward bandwidth-delay product.
@@ -58,6 +68,7 @@ func payloadLimit(rate, loss float64) float64 { return rate * 1460 / 1500 * (1 -
 type result struct {
 	cond, mode    string
 	goodput       float64       // bit/s from warm-up to the end
+	afterStart    float64       // bit/s from four RTTs after the first byte to the end
 	overall       float64       // bit/s from the stream's open to the end
 	limitFixed    bool          // limit held for the whole run (overall compares to it)
 	limit         float64       // payload limit, bit/s
@@ -70,6 +81,17 @@ type result struct {
 	peer          Stats   // receiver
 	delivered     uint64
 	series        []sample
+	phases        []phase // one per rate step, and the time before the first
+}
+
+// phase is the part of a run at one forward rate.
+type phase struct {
+	from, to time.Duration
+	rate     float64 // link rate, bit/s
+	pct      float64 // goodput from two RTTs after from to to, % of the payload limit at rate
+	// reach95 is how long after from a one-RTT window first carried 95%
+	// of that limit (-1: never).
+	reach95 time.Duration
 }
 
 type sample struct {
@@ -78,6 +100,21 @@ type sample struct {
 }
 
 func (r result) pct() float64 { return 100 * r.goodput / r.limit }
+
+// reach is how long after from a window of one RTT (eight samples) first
+// delivered at least rate bit/s; -1 if none did.
+func (r result) reach(from time.Duration, rate float64) time.Duration {
+	for i, smp := range r.series {
+		j := i - 8
+		if j < 0 || r.series[j].at < from {
+			continue
+		}
+		if w := float64(smp.bytes-r.series[j].bytes) * 8 / (smp.at - r.series[j].at).Seconds(); w >= rate {
+			return smp.at - from
+		}
+	}
+	return -1
+}
 
 // rateBetween is the goodput in bit/s between two times of the series.
 func (r result) rateBetween(from, to time.Duration) float64 {
@@ -104,6 +141,9 @@ func measure(t testing.TB, c condition, mode, loss string, seed uint64) result {
 	cfg.MaxPacketSize, cfg.WireOverhead = tunnelPacketSize, tunnelOverhead
 	cfg.InitialRTT = c.rtt
 	cfg.Congestion, cfg.Loss = mode, loss
+	if c.bigWindows {
+		cfg.StreamWindow, cfg.ConnWindow, cfg.SendBuffer = 256<<20, 512<<20, 256<<20
+	}
 	ca, cb := cfg, cfg
 	ca.SendRate, ca.RecvRate = c.sendRate, c.recvRate
 	cb.SendRate, cb.RecvRate = c.recvRate, c.sendRate
@@ -123,12 +163,12 @@ func measure(t testing.TB, c condition, mode, loss string, seed uint64) result {
 	res := result{cond: c.name, mode: mode, rtt: rtt, to90: -1,
 		limit: payloadLimit(c.fwd.Rate, c.fwd.Loss)}
 	step := rtt / 8
-	fired := false
+	fired := 0
 	for next := step; next <= c.dur; next += step {
 		s.runUntil(next, func() bool { return false })
-		if c.at != nil && !fired && s.now >= c.atTime {
-			c.at(s)
-			fired = true
+		for fired < len(c.schedule) && s.now >= c.schedule[fired].at {
+			s.dir[0].p.Rate = c.schedule[fired].rate
+			fired++
 		}
 		if c.every > 0 {
 			down := s.now >= c.every && s.now%c.every < c.downFor
@@ -156,25 +196,38 @@ func measure(t testing.TB, c condition, mode, loss string, seed uint64) result {
 	res.delivered = last.bytes
 	res.overall = float64(last.bytes) * 8 / last.at.Seconds()
 	warm := min(c.dur/4, 10*time.Second)
-	res.limitFixed = c.afterRate == 0
-	if c.afterRate > 0 {
-		warm = c.atTime + 10*rtt
-		res.limit = payloadLimit(c.afterRate, c.fwd.Loss)
+	res.limitFixed = len(c.schedule) == 0
+	if n := len(c.schedule); n > 0 {
+		warm = c.schedule[n-1].at + 10*rtt
+		res.limit = payloadLimit(c.schedule[n-1].rate, c.fwd.Loss)
 	}
+	upShare := 1.0
 	if c.every > 0 {
 		// The limit is what the link carries while it is up.
-		res.limit *= 1 - float64(c.downFor)/float64(c.every)
+		upShare = 1 - float64(c.downFor)/float64(c.every)
+		res.limit *= upShare
 	}
 	res.goodput = res.rateBetween(warm, c.dur)
-	for i, smp := range res.series {
-		j := i - 8 // one RTT back
-		if j < 0 {
-			continue
-		}
-		w := float64(smp.bytes-res.series[j].bytes) * 8 / (smp.at - res.series[j].at).Seconds()
-		if w >= 0.9*res.limit {
-			res.to90 = smp.at
+	for _, smp := range res.series {
+		if smp.bytes > 0 {
+			res.afterStart = res.rateBetween(smp.at+4*rtt, c.dur)
 			break
+		}
+	}
+	res.to90 = res.reach(0, 0.9*res.limit)
+	if len(c.schedule) > 0 {
+		from, rate := time.Duration(0), c.fwd.Rate
+		for i := 0; i <= len(c.schedule); i++ {
+			to := c.dur
+			if i < len(c.schedule) {
+				to = c.schedule[i].at
+			}
+			lim := payloadLimit(rate, c.fwd.Loss) * upShare
+			res.phases = append(res.phases, phase{from: from, to: to, rate: rate,
+				pct: 100 * res.rateBetween(from+2*rtt, to) / lim, reach95: res.reach(from, 0.95*lim)})
+			if i < len(c.schedule) {
+				from, rate = c.schedule[i].at, c.schedule[i].rate
+			}
 		}
 	}
 	d := s.dir[0]
@@ -241,7 +294,65 @@ func condDrop() condition {
 		fwd:      linkParams{Rate: 50e6, Delay: 300 * time.Millisecond, QueueBytes: 3_750_000},
 		rev:      linkParams{Rate: 10e6, Delay: 300 * time.Millisecond},
 		sendRate: 50e6, recvRate: 10e6, rtt: 600 * time.Millisecond, dur: 30 * time.Second,
-		atTime: 15 * time.Second, at: func(s *sim) { s.dir[0].p.Rate = 10e6 }, afterRate: 10e6}
+		schedule: []rateStep{{15 * time.Second, 10e6}}}
+}
+
+// condFade is DVB-S2 rain fade: told 50 Mbit/s, the link carries 50, then
+// 10 from 10 s (the modem falls back to a robust modulation), then 50
+// again from 25 s; the queue holds one BDP of 50 Mbit/s.
+func condFade() condition {
+	return condition{name: "fade 50->10->50M told 50, 600ms",
+		fwd:      linkParams{Rate: 50e6, Delay: 300 * time.Millisecond, QueueBytes: 3_750_000},
+		rev:      linkParams{Rate: 5e6, Delay: 300 * time.Millisecond, QueueBytes: 375_000},
+		sendRate: 50e6, recvRate: 5e6, rtt: 600 * time.Millisecond, dur: 40 * time.Second,
+		schedule: []rateStep{{10 * time.Second, 10e6}, {25 * time.Second, 50e6}}}
+}
+
+// condGEO50 and condK250 are draft-kuhn-quic-4-sat's GEO 50/0.5 (a
+// congested uplink) and high-rate GEO 250/3 at 650 ms.
+func condGEO50() condition {
+	return bdpCondition("GEO 50/0.5M 650ms", 50e6, 0.5e6, 650*time.Millisecond)
+}
+
+func condK250() condition { return bdpCondition("GEO 250/3M 650ms", 250e6, 3e6, 650*time.Millisecond) }
+
+// bdpCondition is a link of the given rates (bit/s) and round trip, the
+// rates told, each direction with a one-BDP drop-tail queue (at least
+// eight packets, as a modem's), for a 30 s download.
+func bdpCondition(name string, fwd, rev float64, rtt time.Duration) condition {
+	queue := func(rate float64) int { return max(int(rate/8*rtt.Seconds()), 8*1500) }
+	return condition{name: name,
+		fwd:      linkParams{Rate: fwd, Delay: rtt / 2, QueueBytes: queue(fwd)},
+		rev:      linkParams{Rate: rev, Delay: rtt / 2, QueueBytes: queue(rev)},
+		sendRate: int64(fwd), recvRate: int64(rev), rtt: rtt, dur: 30 * time.Second}
+}
+
+// condK250Loss is condK250 with 1% random loss each way.
+func condK250Loss() condition {
+	c := condK250()
+	c.name = "GEO 250/3M 650ms 1%/1%"
+	c.fwd.Loss, c.rev.Loss = 0.01, 0.01
+	return c
+}
+
+// noRate is c with no rate configured and windows that do not limit, for
+// a 30 s download (issue 11: no configuration needed).
+func noRate(c condition) condition {
+	c = wrongRate(c, 0)
+	c.name += " (big windows)"
+	c.bigWindows = true
+	c.dur = 30 * time.Second
+	return c
+}
+
+// condLEOShort is the LEO of the field: 100/20 Mbit/s, 40 ms, 0.5% loss
+// each way, a 100 ms outage every 15 s (a satellite handover), and the
+// hosts' 4 ms of processing jitter.
+func condLEOShort() condition {
+	c := condLEOJitter()
+	c.name = "LEO 100/20M 40ms 0.5%, 100ms outage/15s, 4ms jitter"
+	c.downFor = 100 * time.Millisecond
+	return c
 }
 
 // condLEO: 100/20 Mbit/s, 40 ms, 0.5% loss, down for 1 s every 15 s.
@@ -281,19 +392,39 @@ func condC1() condition {
 
 func formatResults(rs []result) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "| conditions | mode | goodput kbit/s | %% of payload limit | %% incl. start-up | to 90%% (RTTs) | queue-overflow loss %% | link B / payload B | return B / payload B |\n")
-	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| conditions | mode | goodput kbit/s | %% of payload limit | %% after start-up | %% incl. start-up | to 90%% (RTTs) | queue-overflow loss %% | link B / payload B | return B / payload B |\n")
+	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rs {
 		to90 := "never"
 		if r.to90 >= 0 {
 			to90 = fmt.Sprintf("%.1f", r.to90.Seconds()/r.rtt.Seconds())
 		}
-		overall := "-" // the limit changed during the run
+		after, overall := "-", "-" // the limit changed during the run
 		if r.limitFixed {
+			after = fmt.Sprintf("%.1f", 100*r.afterStart/r.limit)
 			overall = fmt.Sprintf("%.1f", 100*r.overall/r.limit)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %.0f | %.1f | %s | %s | %.2f | %.3f | %.4f |\n",
-			r.cond, r.mode, r.goodput/1e3, r.pct(), overall, to90, 100*r.queueLoss, r.linkPerByte, r.returnPerByte)
+		fmt.Fprintf(&b, "| %s | %s | %.0f | %.1f | %s | %s | %s | %.2f | %.3f | %.4f |\n",
+			r.cond, r.mode, r.goodput/1e3, r.pct(), after, overall, to90, 100*r.queueLoss, r.linkPerByte, r.returnPerByte)
+	}
+	var phased []result
+	for _, r := range rs {
+		if len(r.phases) > 0 {
+			phased = append(phased, r)
+		}
+	}
+	if len(phased) == 0 {
+		return b.String()
+	}
+	fmt.Fprintf(&b, "\n| conditions | mode | phase | link Mbit/s | %% of payload limit (from 2 RTTs in) | to 95%% of it (s) |\n|---|---|---|---|---|---|\n")
+	for _, r := range phased {
+		for _, p := range r.phases {
+			reach := "never"
+			if p.reach95 >= 0 {
+				reach = fmt.Sprintf("%.2f", p.reach95.Seconds())
+			}
+			fmt.Fprintf(&b, "| %s | %s | %.0f-%.0f s | %.0f | %.1f | %s |\n", r.cond, r.mode, p.from.Seconds(), p.to.Seconds(), p.rate/1e6, p.pct, reach)
+		}
 	}
 	return b.String()
 }
@@ -309,7 +440,10 @@ func TestMeasureMatrix(t *testing.T) {
 	}
 	conds := []condition{condB1(), condC1(), condC2(), condGEO(), condAsym(), condLEO(), condLEOJitter(),
 		wrongRate(condC2(), 2), wrongRate(condGEO(), 2), wrongRate(condC2(), 0), wrongRate(condGEO(), 0),
-		condNarrow(), condDrop()}
+		condNarrow(), condDrop(),
+		// Issue 11: no configuration, rain fade, the field's LEO.
+		noRate(condC2()), noRate(condGEO()), noRate(condGEO50()), noRate(condAsym()), noRate(condK250()), noRate(condK250Loss()),
+		condFade(), wrongRate(condFade(), 0), condLEOShort(), wrongRate(condLEOShort(), 0)}
 	var rs []result
 	for _, c := range conds {
 		if f := os.Getenv("SCPS_COND"); f != "" && !strings.Contains(c.name, f) {

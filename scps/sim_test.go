@@ -130,60 +130,69 @@ func (s *sim) transmit(from int, pkt []byte) {
 		d.dropped++
 		return
 	}
-	if d.p.Down {
-		d.dropped++
-		return
-	}
-	at := s.now
-	if d.p.Rate > 0 {
-		start := max(s.now, d.busyUntil)
-		if d.p.QueueBytes > 0 {
-			queued := float64(start-s.now) / float64(time.Second) * d.p.Rate / 8
-			if queued+float64(len(pkt)) > float64(d.p.QueueBytes) {
-				d.queueDrop++
-				return
-			}
-		}
-		tx := time.Duration(float64(len(pkt)+d.p.Overhead) * 8 / d.p.Rate * float64(time.Second))
-		d.busyUntil = start + tx
-		at = d.busyUntil
-	}
-	// Loss on the link (after the queue): random and burst.
-	if d.p.BurstEnter > 0 {
-		if d.bad {
-			if s.rng.Float64() < d.p.BurstLeave {
-				d.bad = false
-			}
-		} else if s.rng.Float64() < d.p.BurstEnter {
-			d.bad = true
-		}
-		if d.bad {
-			d.dropped++
-			return
-		}
-	}
-	if d.p.Loss > 0 && s.rng.Float64() < d.p.Loss {
-		d.dropped++
-		return
-	}
-	at += d.p.Delay
-	if d.p.Jitter > 0 {
-		at = max(at+time.Duration(s.rng.Int64N(int64(d.p.Jitter))), d.lastAt)
-		d.lastAt = at
-	}
-	if d.p.Reorder > 0 && s.rng.Float64() < d.p.Reorder {
-		at += d.p.ReorderDelay
-	}
-	copies := 1
-	if d.p.Dup > 0 && s.rng.Float64() < d.p.Dup {
-		copies = 2
-	}
+	at, copies := d.carry(s.now, s.rng, len(pkt))
 	for i := 0; i < copies; i++ {
 		b := s.getBuf(len(pkt))
 		copy(b, pkt)
 		s.seq++
 		heap.Push(&s.q, delivery{at: at + time.Duration(i)*time.Microsecond, seq: s.seq, to: 1 - from, data: b})
 	}
+}
+
+// carry models one packet of size bytes entering the direction at now:
+// the drop-tail queue, serialization at the rate, loss, delay, jitter,
+// reordering and duplication. It returns when the packet arrives and how
+// many copies do (0: dropped).
+func (d *simDir) carry(now time.Duration, rng *rand.Rand, size int) (at time.Duration, copies int) {
+	if d.p.Down {
+		d.dropped++
+		return 0, 0
+	}
+	at = now
+	if d.p.Rate > 0 {
+		start := max(now, d.busyUntil)
+		if d.p.QueueBytes > 0 {
+			queued := float64(start-now) / float64(time.Second) * d.p.Rate / 8
+			if queued+float64(size) > float64(d.p.QueueBytes) {
+				d.queueDrop++
+				return 0, 0
+			}
+		}
+		tx := time.Duration(float64(size+d.p.Overhead) * 8 / d.p.Rate * float64(time.Second))
+		d.busyUntil = start + tx
+		at = d.busyUntil
+	}
+	// Loss on the link (after the queue): random and burst.
+	if d.p.BurstEnter > 0 {
+		if d.bad {
+			if rng.Float64() < d.p.BurstLeave {
+				d.bad = false
+			}
+		} else if rng.Float64() < d.p.BurstEnter {
+			d.bad = true
+		}
+		if d.bad {
+			d.dropped++
+			return 0, 0
+		}
+	}
+	if d.p.Loss > 0 && rng.Float64() < d.p.Loss {
+		d.dropped++
+		return 0, 0
+	}
+	at += d.p.Delay
+	if d.p.Jitter > 0 {
+		at = max(at+time.Duration(rng.Int64N(int64(d.p.Jitter))), d.lastAt)
+		d.lastAt = at
+	}
+	if d.p.Reorder > 0 && rng.Float64() < d.p.Reorder {
+		at += d.p.ReorderDelay
+	}
+	copies = 1
+	if d.p.Dup > 0 && rng.Float64() < d.p.Dup {
+		copies = 2
+	}
+	return at, copies
 }
 
 // flush lets both sides send everything due now.
