@@ -39,7 +39,7 @@ type Association struct {
 
 	// Sender side of reliability, congestion control and pacing.
 	sent        sentPacketHandler
-	ackBudget   bucket
+	ackBudget   ackBudget
 	pingPending bool
 
 	outage outageDetector
@@ -84,18 +84,7 @@ func NewAssociation(cfg Config, now time.Time) (*Association, error) {
 	}
 	a.stats.Congestion = a.sent.cc.Name()
 	a.stats.Loss = cfg.Loss
-	ackRate := 0.0
-	if cfg.RecvRate > 0 {
-		ackRate = float64(cfg.RecvRate) / 8 / 20
-	}
-	if cfg.SendRate > 0 {
-		r := float64(cfg.SendRate) / 8 / 2
-		if ackRate == 0 || r < ackRate {
-			ackRate = r
-		}
-	}
-	a.ackBudget.setRate(a.now, ackRate, float64(ackBurstPackets*(64+cfg.WireOverhead)))
-	a.ackBudget.tokens = a.ackBudget.maxBurst
+	a.ackBudget.init(cfg, a.now, a.ackPacketCost())
 	a.ackDelay = MaxAckDelay
 	a.streams.maybeMaxStreams()
 	return a, nil

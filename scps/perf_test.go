@@ -106,6 +106,26 @@ func TestAckThinningAndBudget(t *testing.T) {
 	}
 }
 
+// TestAckBudgetWithoutRates: told nothing of a 20/0.064 Mbit/s link, the
+// receiver's ACKs must still fit the return link (the budget follows the
+// data received), so the return queue neither drops ACKs nor inflates the
+// RTT into a false congestion signal.
+func TestAckBudgetWithoutRates(t *testing.T) {
+	c := noRate(condAsym())
+	c.dur = 12 * time.Second
+	r := measure(t, c, DefaultConfig().Congestion, LossAuto, 1)
+	fwd := r.rateBetween(6*time.Second, c.dur) // after slow start
+	ackRate := r.returnPerByte * r.overall
+	t.Logf("forward %.1f%% of the payload limit from 6 s; ACK traffic %.1f kbit/s on the 64 kbit/s return link, %d ACKs deferred",
+		100*fwd/r.limit, ackRate/1e3, r.peer.AcksDeferred)
+	if ackRate > 0.65*64e3 {
+		t.Errorf("ACK traffic %.1f kbit/s, want at most 65%% of the 64 kbit/s return link", ackRate/1e3)
+	}
+	if fwd < 0.9*r.limit {
+		t.Errorf("forward goodput %.1f%% of the payload limit from 6 s, want >= 90%%", 100*fwd/r.limit)
+	}
+}
+
 func TestAckEveryN(t *testing.T) {
 	link := linkParams{Rate: 100e6, Delay: 5 * time.Millisecond}
 	cfg := DefaultConfig()

@@ -38,6 +38,7 @@ func (a *Association) Receive(now time.Time, pkt []byte) error {
 	}
 	a.stats.PacketsReceived++
 	a.stats.BytesReceived += uint64(len(pkt))
+	a.ackBudget.onReceived(a.now, len(pkt)+a.cfg.WireOverhead, a.sent.rtt.Smoothed())
 	a.outage.onPacketReceived(a.now, a.sent.elicitingInFlight)
 	a.ackDelay = max(min(MaxAckDelay, a.sent.rtt.Smoothed()/time.Duration(a.cfg.AcksPerRTT)), time.Millisecond)
 	a.ack.onReceived(pn, a.now, eliciting, a.cfg.AckEvery, a.ackDelay)
