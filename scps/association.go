@@ -51,6 +51,8 @@ type Association struct {
 	streams streamMap
 	flow    connFlow
 
+	rangeStrikes int // packets dropped in a row for the received-range bounds (recvranges.go)
+
 	dgrams      datagramQueue
 	onDatagram  func([]byte)
 	maxDatagram int

@@ -54,6 +54,9 @@ var (
 	ErrOutage = errors.New("scps: link outage outlasted MaxOutage")
 	// ErrProtocol: the peer broke the protocol; the association closed.
 	ErrProtocol = errors.New("scps: protocol violation by peer")
+	// ErrRangesFull: a packet was dropped unacknowledged because its
+	// stream frames would leave too many received ranges (recvranges.go).
+	ErrRangesFull = errors.New("scps: received ranges full")
 	// ErrBadPacket wraps the reason a received packet was rejected.
 	ErrBadPacket = errors.New("scps: bad packet")
 	// ErrStreamClosed: the stream was closed or reset locally.

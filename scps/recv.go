@@ -6,6 +6,7 @@ package scps
 // and its frames applied in order.
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -28,13 +29,16 @@ func (a *Association) Receive(now time.Time, pkt []byte) error {
 		return fmt.Errorf("%w: header: %w", ErrBadPacket, err)
 	}
 	eliciting, err := a.validate(pkt[hl:])
+	if a.ack.duplicate(pn) && (err == nil || errors.Is(err, ErrRangesFull)) {
+		a.stats.DuplicatePackets++
+		return nil
+	}
+	if errors.Is(err, ErrRangesFull) {
+		return a.refuseForRanges(pn, err)
+	}
 	if err != nil {
 		a.stats.BadPackets++
 		return fmt.Errorf("%w: packet %d: %w", ErrBadPacket, pn, err)
-	}
-	if a.ack.duplicate(pn) {
-		a.stats.DuplicatePackets++
-		return nil
 	}
 	a.stats.PacketsReceived++
 	a.stats.BytesReceived += uint64(len(pkt))
@@ -59,11 +63,15 @@ func (a *Association) Receive(now time.Time, pkt []byte) error {
 }
 
 // validate decodes every frame and checks what can be checked without
-// changing state. It reports whether the packet is ack-eliciting.
+// changing state. It reports whether the packet is ack-eliciting; an error
+// wrapping ErrRangesFull means the packet is well-formed but its stream
+// frames would break the received-range bounds (recvranges.go).
 func (a *Association) validate(payload []byte) (eliciting bool, err error) {
 	if len(payload) == 0 {
 		return false, fmt.Errorf("no frames")
 	}
+	var full error
+	fresh := 0
 	var f wire.Frame
 	for p := 0; p < len(payload); {
 		n, err := wire.ParseFrame(payload[p:], &f)
@@ -83,9 +91,12 @@ func (a *Association) validate(payload []byte) (eliciting bool, err error) {
 			if err := a.streams.checkID(f.StreamID); err != nil {
 				return false, err
 			}
+			if f.Type == wire.FrameStream && full == nil {
+				full = a.newRange(&f, &fresh)
+			}
 		}
 	}
-	return eliciting, nil
+	return eliciting, full
 }
 
 // streamFor returns the stream a frame refers to, creating a peer stream
@@ -216,7 +227,9 @@ func (a *Association) onStreamFrame(f *wire.Frame) error {
 		start := max(f.Offset, s.readOff)
 		if !s.recvd.Covers(start, end) {
 			s.recvBuf.Write(start, f.Data[start-f.Offset:])
+			n := s.recvd.Len()
 			s.recvd.Add(start, end)
+			a.recvdChanged(s, n)
 		}
 	}
 	if s.readWait && s.readable() {

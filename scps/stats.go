@@ -20,6 +20,8 @@ type Stats struct {
 	DuplicatePackets   uint64 // packets received again (dropped)
 	BadPackets         uint64 // malformed packets rejected
 	ProtocolErrors     uint64 // peer protocol violations (association closed)
+	RecvRangeDrops     uint64 // packets dropped unacknowledged: their frames would leave too many received ranges
+	RangeAbuseCloses   uint64 // closes because the peer kept sending such packets (also a protocol error)
 
 	StreamBytesSent     uint64 // new stream bytes sent (first transmissions)
 	StreamBytesReceived uint64 // stream bytes delivered to the application

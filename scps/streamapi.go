@@ -153,7 +153,9 @@ func (a *Association) StreamRead(id uint64, p []byte) (int, error) {
 	s.recvBuf.Read(s.readOff, p[:n])
 	s.readOff += uint64(n)
 	s.recvBuf.Release(s.readOff)
+	before := s.recvd.Len()
 	s.recvd.RemoveBelow(s.readOff)
+	a.recvdChanged(s, before)
 	a.flow.consumed += uint64(n)
 	a.stats.StreamBytesReceived += uint64(n)
 	a.maybeStreamCredit(s)
@@ -265,7 +267,9 @@ func (a *Association) abortStream(s *streamState) {
 		s.readOff = s.highestRecv
 	}
 	s.recvBuf.Free()
+	before := s.recvd.Len()
 	s.recvd.Clear()
+	a.recvdChanged(s, before)
 	s.maxDataQueued = false
 	a.maybeConnCredit()
 }

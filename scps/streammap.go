@@ -24,6 +24,7 @@ type streamMap struct {
 	peerClosed       ranges.Set     // id>>1 of the peer's streams that are gone
 	peerClosedCount  uint64
 	maxStreamsQueued bool // a MAX_STREAMS with localMax must (again) go out
+	recvRanges       int  // received ranges held by all streams (recvranges.go)
 
 	retxQ  streamQueue // streams with data to repair
 	lightQ streamQueue // streams with little new data: ahead of bulk
@@ -70,6 +71,8 @@ func (m *streamMap) checkID(id uint64) error {
 // stream limit.
 func (m *streamMap) remove(s *streamState) {
 	delete(m.byID, s.id)
+	m.recvRanges -= s.recvd.Len()
+	s.recvd.Clear()
 	if !s.local {
 		idx := s.id >> 1
 		m.peerClosed.Add(idx, idx+1)

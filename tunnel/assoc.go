@@ -61,6 +61,9 @@ type assoc struct {
 	ready   chan struct{} // closed when an association begins; new after it ends
 	seeking time.Time     // since when a flow has been waiting for an association
 	remote  uint64        // the peer's endpoint instance from its last handshake
+
+	rx     *peerRx            // the peer's decrypted packets and handshakes (peerrx.go)
+	stopRx context.CancelFunc // ends the routine draining rx; nil until started
 }
 
 // association is one SCPS-TP association with the peer and the handshakes
@@ -97,7 +100,7 @@ func (as *association) addSession(id uint64) {
 // configuration is checked here, so a peer that cannot run is refused
 // before anything changes.
 func (e *Endpoint) newAssoc(pc configs.PeerConfig) (*assoc, error) {
-	a := &assoc{e: e, cfg: pc, log: e.log.With("peer", pc.Name), ready: make(chan struct{})}
+	a := &assoc{e: e, cfg: pc, log: e.log.With("peer", pc.Name), ready: make(chan struct{}), rx: newPeerRx(&e.stats.RxQueueDrops)}
 	a.scfg = a.sessionConfig()
 	if err := a.scfg.Validate(); err != nil {
 		return nil, fmt.Errorf("peer %s: association: %w", pc.Name, err)
@@ -109,6 +112,15 @@ func (e *Endpoint) newAssoc(pc configs.PeerConfig) (*assoc, error) {
 // where the peer is, starts the handshake at once, so the association is
 // up before the first flow needs it. e.mu held.
 func (e *Endpoint) startLocked(a *assoc) {
+	ctx, stop := context.WithCancel(e.ctx)
+	a.mu.Lock()
+	a.stopRx = stop
+	a.mu.Unlock()
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		a.rx.run(ctx, a.handleRx)
+	}()
 	e.assocs[a.cfg.Name] = a
 	e.announce.Store(a.cfg.Name, a)
 	if a.cfg.Endpoint.IsValid() {
@@ -406,6 +418,15 @@ func (a *assoc) speaksFor(src netip.Addr) bool {
 	return ok && p.Name() == a.cfg.Name
 }
 
+// handleRx runs on the peer's receive routine, in arrival order.
+func (a *assoc) handleRx(it rxItem) {
+	if it.established {
+		a.established(it.session, it.local, it.remote)
+		return
+	}
+	a.input(it.session, (*it.buf)[:it.n])
+}
+
 // input takes one decrypted association packet from the peer, which came
 // on session id. Packets of sessions that do not carry the current
 // association (an older association's, or a session whose handshake began
@@ -430,7 +451,11 @@ func (a *assoc) close() {
 	}
 	a.closed = true
 	as := a.cur.Swap(nil)
+	stopRx := a.stopRx
 	a.mu.Unlock()
+	if stopRx != nil {
+		stopRx()
+	}
 	up := a.up.Swap(false)
 	if as == nil {
 		return

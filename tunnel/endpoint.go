@@ -74,6 +74,7 @@ type Stats struct {
 	UDPIn           atomic.Uint64
 	UDPDropped      atomic.Uint64 // failed authentication or decoding
 	RepliesDropped  atomic.Uint64 // handshake answers dropped: more queued than the socket took
+	RxQueueDrops    atomic.Uint64 // peer packets dropped: that peer's receive queue was full
 	UDPStale        atomic.Uint64 // authentic, but of a session that carries no current association
 	TunNoAssoc      atomic.Uint64 // datagrams for a peer whose association is not up, dropped
 	FlowsOpened     atomic.Uint64 // local TCP connections carried to a peer

@@ -149,11 +149,12 @@ func (e *Endpoint) handleUDP(src netip.AddrPort, pkt, plain []byte) {
 	if a == nil {
 		return
 	}
+	// The peer's own routine does the rest (peerrx.go).
 	if res.Established {
-		a.established(res.Session, res.LocalPayload, res.RemotePayload)
+		a.rx.pushEstablished(res.Session, res.LocalPayload, res.RemotePayload)
 	}
 	if res.Data != nil {
-		a.input(res.Session, res.Data)
+		a.rx.pushData(res.Session, res.Data)
 	}
 }
 

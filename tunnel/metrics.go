@@ -175,6 +175,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descPeerDrops, a.BadPackets, p.Name, "malformed")
 		counter(descPeerDrops, a.DuplicatePackets, p.Name, "duplicate")
 		counter(descPeerDrops, a.DatagramsDropped, p.Name, "datagram_queue")
+		counter(descPeerDrops, a.RecvRangeDrops, p.Name, "range_limit")
 		buffered += a.BufferedBytes
 	}
 	k := st.Counters
@@ -196,6 +197,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descUDPDrops, n, reason)
 	}
 	counter(descUDPDrops, k.UDPStale, "stale_association")
+	counter(descUDPDrops, k.RxQueueDrops, "peer_queue_full")
 	counter(descInitiations, st.Security.InitiationsSent)
 	counter(descHandshakeTimeo, st.Security.HandshakeTimeouts)
 	counter(descCookiesSent, st.Security.CookieRepliesSent)

@@ -81,6 +81,7 @@ scpsvpn_buffered_bytes 73728
 # HELP scpsvpn_udp_drops_total Datagrams on the association socket dropped before reaching an association, by reason.
 # TYPE scpsvpn_udp_drops_total counter
 scpsvpn_udp_drops_total{reason="auth"} 0
+scpsvpn_udp_drops_total{reason="peer_queue_full"} 0
 scpsvpn_udp_drops_total{reason="replay"} 5
 scpsvpn_udp_drops_total{reason="stale_association"} 4
 # HELP scpsvpn_tun_drops_total Packets from the TUN, or peers' datagrams for it, dropped, by reason.

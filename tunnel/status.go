@@ -38,6 +38,7 @@ type Counters struct {
 	UDPIn           uint64 `json:"udp_in"`
 	UDPDropped      uint64 `json:"udp_dropped"`
 	RepliesDropped  uint64 `json:"replies_dropped"`
+	RxQueueDrops    uint64 `json:"rx_queue_drops"`
 	UDPStale        uint64 `json:"udp_stale"`
 	TunNoAssoc      uint64 `json:"tun_no_association"`
 	FlowsOpened     uint64 `json:"flows_opened"`
@@ -81,7 +82,7 @@ func (e *Endpoint) Status() Status {
 			TunPackets: s.TunPackets.Load(), TunNoPeer: s.TunNoPeer.Load(), TunMalformed: s.TunMalformed.Load(),
 			DatagramsIn: s.DatagramsIn.Load(), DatagramsBadSrc: s.DatagramsBadSrc.Load(),
 			StreamsBadSrc: s.StreamsBadSrc.Load(), TunBadSrc: s.TunBadSrc.Load(),
-			UDPIn: s.UDPIn.Load(), UDPDropped: s.UDPDropped.Load(), RepliesDropped: s.RepliesDropped.Load(),
+			UDPIn: s.UDPIn.Load(), UDPDropped: s.UDPDropped.Load(), RepliesDropped: s.RepliesDropped.Load(), RxQueueDrops: s.RxQueueDrops.Load(),
 			UDPStale: s.UDPStale.Load(), TunNoAssoc: s.TunNoAssoc.Load(),
 			FlowsOpened: s.FlowsOpened.Load(), FlowsAccepted: s.FlowsAccepted.Load(),
 			FlowsRefused: s.FlowsRefused.Load(), FlowsActive: s.FlowsActive.Load(),

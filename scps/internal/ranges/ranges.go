@@ -71,6 +71,14 @@ func (s *Set) Covers(start, end uint64) bool {
 	return i < len(l) && l[i].Start <= start && l[i].End >= end
 }
 
+// Touches reports whether some range overlaps or adjoins [start, end]:
+// adding [start, end) would then merge instead of making a new range.
+func (s *Set) Touches(start, end uint64) bool {
+	i := s.search(start)
+	l := s.live()
+	return i < len(l) && l[i].Start <= end
+}
+
 // Add inserts [start, end), merging with neighbours. It reports how many
 // values were new.
 func (s *Set) Add(start, end uint64) (added uint64) {

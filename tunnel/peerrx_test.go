@@ -1,0 +1,79 @@
+package tunnel
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestPeerRxIsolation: a peer whose receive work is stuck fills only its
+// own queue: the reader never waits on it, its overflow is dropped and
+// counted, another peer's packets keep flowing, and a handshake queued
+// behind the backlog is kept, after everything it displaced.
+func TestPeerRxIsolation(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	var dropsA, dropsB atomic.Uint64
+	slow, fast := newPeerRx(&dropsA), newPeerRx(&dropsB)
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var gotA []rxItem
+	var gotB int
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		slow.run(ctx, func(it rxItem) {
+			<-release
+			mu.Lock()
+			gotA = append(gotA, rxItem{established: it.established, n: it.n})
+			mu.Unlock()
+		})
+	}()
+	go func() {
+		defer wg.Done()
+		fast.run(ctx, func(rxItem) {
+			mu.Lock()
+			gotB++
+			mu.Unlock()
+		})
+	}()
+
+	pushed := make(chan struct{})
+	go func() {
+		for i := 0; i < 3*rxQueueLen; i++ {
+			slow.pushData(1, make([]byte, 1+i%1400))
+		}
+		slow.pushEstablished(2, nil, []byte("params"))
+		close(pushed)
+	}()
+	select {
+	case <-pushed:
+	case <-time.After(waitTime):
+		t.Fatal("pushing to a stuck peer's queue blocked")
+	}
+	for range 100 {
+		fast.pushData(1, []byte("hello"))
+	}
+	if !waitFor(waitTime, func() bool { mu.Lock(); defer mu.Unlock(); return gotB == 100 }) {
+		t.Fatalf("the other peer got %d of 100 packets while one peer was stuck", gotB)
+	}
+	close(release)
+	if !waitFor(waitTime, func() bool { mu.Lock(); defer mu.Unlock(); return len(gotA) > 0 && gotA[len(gotA)-1].established }) {
+		t.Fatal("the stuck peer's handshake was lost")
+	}
+	mu.Lock()
+	handled := len(gotA)
+	mu.Unlock()
+	// Everything pushed was handled (at most one in the handler and a
+	// queue's worth) or counted as dropped.
+	if total := uint64(handled) + dropsA.Load(); total != 3*rxQueueLen+1 {
+		t.Errorf("stuck peer: %d handled + %d dropped, pushed %d", handled, dropsA.Load(), 3*rxQueueLen+1)
+	}
+	if handled > rxQueueLen+1 || dropsB.Load() != 0 {
+		t.Errorf("stuck peer handled %d (queue %d); other peer dropped %d", handled, rxQueueLen, dropsB.Load())
+	}
+}
