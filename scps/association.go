@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"scpsvpn/scps/internal/wire"
+	"scpsvpn/scps/varint"
 )
 
 type assocState uint8
@@ -76,7 +77,7 @@ func NewAssociation(cfg Config, now time.Time) (*Association, error) {
 		// timer".
 		epoch:       now.Add(-time.Second),
 		now:         time.Second,
-		maxDatagram: cfg.MaxPacketSize - wire.HeaderLen(wire.MaxVarint) - wire.DatagramLen(0) - 1,
+		maxDatagram: cfg.MaxPacketSize - wire.HeaderLen(varint.Max) - wire.DatagramLen(0) - 1,
 	}
 	a.outage.init(cfg, a.now, &a.stats)
 	a.flow.init(cfg, a.now)

@@ -54,7 +54,8 @@ package scps
 //	stream.go             Stream: the blocking net.Conn view of a stream
 //	deadline.go           deadline: the timer behind Stream's deadlines
 //
-// Sub-packages: cc (congestion controllers, RTT statistics),
-// internal/wire (the byte layout of packets and frames, spec.md),
+// Sub-packages: cc (congestion controllers, RTT statistics), varint (the
+// variable-length integer, also of the tunnel's formats), internal/wire
+// (the byte layout of packets and frames, spec.md),
 // internal/ranges (sets of half-open ranges), internal/bufq (stream
 // buffers).

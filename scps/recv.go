@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"scpsvpn/scps/internal/wire"
+	"scpsvpn/scps/varint"
 )
 
 // Receive processes one association packet. A malformed packet returns an
@@ -137,7 +138,7 @@ func (a *Association) apply(f *wire.Frame) error {
 		}
 	case wire.FrameMaxStreams:
 		if f.Max > a.streams.peerMax {
-			a.streams.peerMax = min(f.Max, wire.MaxVarint/2)
+			a.streams.peerMax = min(f.Max, varint.Max/2)
 			a.streams.releasePending()
 		}
 	case wire.FrameDatagram:

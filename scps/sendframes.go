@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"scpsvpn/scps/internal/wire"
+	"scpsvpn/scps/varint"
 )
 
 // minStreamChunk: do not start a stream frame that would carry less than
@@ -38,13 +39,13 @@ func (a *Association) appendAck(b []byte, limit int) []byte {
 // appendControl adds queued control frames that fit.
 func (a *Association) appendControl(b []byte, limit int) ([]byte, bool) {
 	eliciting := false
-	if a.flow.maxDataQueued && len(b)+1+wire.VarintLen(a.flow.recvMax) <= limit {
+	if a.flow.maxDataQueued && len(b)+1+varint.Len(a.flow.recvMax) <= limit {
 		b = wire.AppendMaxData(b, wire.FrameMaxData, a.flow.recvMax)
 		f := a.sent.hist.addFrame()
 		f.kind, f.off = sfMaxData, a.flow.recvMax
 		a.flow.maxDataQueued, eliciting = false, true
 	}
-	if a.streams.maxStreamsQueued && len(b)+1+wire.VarintLen(a.streams.localMax) <= limit {
+	if a.streams.maxStreamsQueued && len(b)+1+varint.Len(a.streams.localMax) <= limit {
 		b = wire.AppendMaxData(b, wire.FrameMaxStreams, a.streams.localMax)
 		f := a.sent.hist.addFrame()
 		f.kind, f.off = sfMaxStreams, a.streams.localMax
@@ -68,7 +69,7 @@ func (a *Association) appendControl(b []byte, limit int) ([]byte, bool) {
 			s.resetQueued, eliciting = false, true
 		}
 		if s.maxDataQueued && !s.finKnown && !s.aborted() {
-			n := 1 + wire.VarintLen(s.id) + wire.VarintLen(s.recvMax)
+			n := 1 + varint.Len(s.id) + varint.Len(s.recvMax)
 			if len(b)+n > limit {
 				break
 			}
@@ -128,7 +129,7 @@ func fitStream(room int, id, off uint64, metaLen int, hasMeta bool, want uint64)
 		}
 		return avail, false, true
 	}
-	if w := int(want); hdr+wire.VarintLen(want)+w <= room {
+	if w := int(want); hdr+varint.Len(want)+w <= room {
 		return w, true, true
 	}
 	return int(want), false, true

@@ -3,7 +3,10 @@ package tunnel
 import (
 	"bytes"
 	"net/netip"
+	"strings"
 	"testing"
+
+	"scpsvpn/scps/varint"
 )
 
 func ipv4Packet(proto byte, src, dst [4]byte, payload int) []byte {
@@ -66,19 +69,45 @@ func TestMetaRoundTrip(t *testing.T) {
 }
 
 func TestParamsRoundTrip(t *testing.T) {
-	p := assocParams{version: wireVersion, instance: 0x0102030405060708, assoc: 0x1112131415161718, up: 1_500_000, down: 64_000, rttMS: 600}
-	got, err := parseParams(p.marshal())
-	if err != nil || got != p {
-		t.Fatalf("got %+v, %v", got, err)
+	edges := []uint64{0, 63, 64, 16383, 16384, 1<<30 - 1, 1 << 30, varint.Max}
+	for i, v := range edges {
+		p := assocParams{version: wireVersion, caps: uint8(i), instance: 0x0102030405060708 + uint64(i),
+			assoc: 0x1112131415161718 + uint64(i), up: v, down: edges[len(edges)-1-i], rttMS: v / 3}
+		b := p.marshal()
+		if want := paramsFixed + varint.Len(p.up) + varint.Len(p.down) + varint.Len(p.rttMS); len(b) != want {
+			t.Errorf("%+v: %d bytes, want %d", p, len(b), want)
+		}
+		got, err := parseParams(b)
+		if err != nil || got != p {
+			t.Errorf("round trip %+v: got %+v, %v", p, got, err)
+		}
 	}
-	old := p
-	old.version = 9
-	if _, err := parseParams(old.marshal()); err == nil {
-		t.Error("foreign version accepted")
+	p := assocParams{version: wireVersion, instance: 7, assoc: 9, up: 1_500_000, down: 64_000, rttMS: 600}
+	b := p.marshal()
+	// The spec's layout: 18 fixed bytes, then 4-, 4- and 2-byte varints.
+	want := []byte{wireVersion, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 9,
+		0x80, 0x16, 0xe3, 0x60, 0x80, 0, 0xfa, 0, 0x42, 0x58}
+	if !bytes.Equal(b, want) {
+		t.Errorf("encoded %x, want %x", b, want)
 	}
-	for _, n := range []int{0, 1, 11, 17, 18} {
-		if _, err := parseParams(p.marshal()[:n]); err == nil {
+	// Version 2 had the same fixed part and LEB128 integers.
+	v2 := append([]byte{2}, b[1:paramsFixed]...)
+	v2 = append(v2, 0xe0, 0xc6, 0x5b, 0x80, 0xf4, 0x03, 0xd8, 0x04)
+	if _, err := parseParams(v2); err == nil || !strings.Contains(err.Error(), "wire version 2") {
+		t.Errorf("version 2 payload: %v", err)
+	}
+	for _, n := range []int{0, 1, 11, paramsFixed - 1, paramsFixed, len(b) - 1} {
+		if _, err := parseParams(b[:n]); err == nil {
 			t.Errorf("params truncated to %d bytes accepted", n)
+		}
+	}
+	for name, bad := range map[string][]byte{
+		"trailing byte": append(append([]byte(nil), b...), 0),
+		// rtt 600 as a 4-byte varint instead of 2 bytes
+		"long form": append(append([]byte(nil), b[:len(b)-2]...), 0x80, 0, 0x02, 0x58),
+	} {
+		if _, err := parseParams(bad); err == nil {
+			t.Errorf("%s params accepted: %x", name, bad)
 		}
 	}
 }
@@ -105,12 +134,21 @@ func FuzzParseMeta(f *testing.F) {
 	})
 }
 
+// Every accepted payload is of our version and has exactly one encoding:
+// it re-encodes to the same bytes.
 func FuzzParseParams(f *testing.F) {
 	f.Add(assocParams{version: wireVersion, instance: 7, assoc: 9, up: 1, down: 2, rttMS: 3}.marshal())
+	f.Add(assocParams{version: wireVersion, caps: 1, instance: 1 << 63, assoc: 0, up: varint.Max, down: 64_000, rttMS: 600}.marshal())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, err := parseParams(b)
-		if err == nil && !bytes.HasPrefix(b, p.marshal()) {
-			t.Fatalf("accepted %x but re-encodes as %x", b, p.marshal())
+		if err != nil {
+			return
+		}
+		if p.version != wireVersion {
+			t.Fatalf("accepted version %d", p.version)
+		}
+		if again := p.marshal(); !bytes.Equal(again, b) {
+			t.Fatalf("accepted %x but re-encodes as %x", b, again)
 		}
 	})
 }

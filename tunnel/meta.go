@@ -1,14 +1,10 @@
 package tunnel
 
 // Stream metadata: what the opening side tells the far side about a TCP
-// connection so it can re-originate it from the client's own address.
-//
-//	byte 0      kind (1 = TCP connection)
-//	byte 1      address family (4 or 6)
-//	4/16 bytes  client (source) address
-//	2 bytes     client port, big endian
-//	4/16 bytes  server (destination) address
-//	2 bytes     server port, big endian
+// connection so it can re-originate it from the client's own address. The
+// bytes are specified in spec.md ("Stream metadata"): kind 1, address
+// family 4 or 6, then client address and port, server address and port,
+// fixed sizes, big-endian ports; exactly one encoding per connection.
 
 import (
 	"encoding/binary"

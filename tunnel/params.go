@@ -3,17 +3,10 @@ package tunnel
 // Association parameters carried inside the (encrypted, authenticated)
 // handshake payload, so each side learns the other's wire version, which
 // association it has, its endpoint run and the link settings it was
-// configured with.
-//
-//	byte 0     version (2)
-//	byte 1     capabilities (bit field, 0 for now)
-//	8 bytes    endpoint instance, random per endpoint run
-//	8 bytes    association: the id of the handshake that began the
-//	           sender's current association with the receiver, 0 if it
-//	           has none
-//	varint     sender's up rate, bit/s (0 = unknown)
-//	varint     sender's down rate, bit/s (0 = unknown)
-//	varint     sender's configured RTT, milliseconds
+// configured with. The bytes are specified in spec.md ("Association
+// parameters"); the integers after the fixed part are the association's
+// varints (scps/varint), shortest form only, so that every accepted
+// payload has exactly one encoding.
 //
 // A handshake whose two payloads name the same association carries that
 // association on (a rekey); any other begins a new one at both ends,
@@ -24,29 +17,35 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"scpsvpn/scps/varint"
 )
 
-const wireVersion = 2
+// wireVersion is the version of the tunnel's formats (spec.md): 3 since
+// the parameters' integers are the association's varints (2 had LEB128).
+const wireVersion = 3
 
 type assocParams struct {
 	version  uint8
 	caps     uint8
 	instance uint64
 	assoc    uint64
-	up, down uint64
-	rttMS    uint64
+	up, down uint64 // bit/s, at most varint.Max
+	rttMS    uint64 // at most varint.Max
 }
 
+// paramsFixed is the fixed part: version, capabilities, instance,
+// association.
 const paramsFixed = 2 + 8 + 8
 
 func (p assocParams) marshal() []byte {
-	b := make([]byte, paramsFixed, paramsFixed+3*binary.MaxVarintLen64)
+	b := make([]byte, paramsFixed, paramsFixed+3*8)
 	b[0], b[1] = p.version, p.caps
 	binary.BigEndian.PutUint64(b[2:], p.instance)
 	binary.BigEndian.PutUint64(b[10:], p.assoc)
-	b = binary.AppendUvarint(b, p.up)
-	b = binary.AppendUvarint(b, p.down)
-	b = binary.AppendUvarint(b, p.rttMS)
+	b = varint.Append(b, p.up)
+	b = varint.Append(b, p.down)
+	b = varint.Append(b, p.rttMS)
 	return b
 }
 
@@ -68,11 +67,14 @@ func parseParams(b []byte) (assocParams, error) {
 	p.assoc = binary.BigEndian.Uint64(b[10:])
 	rest := b[paramsFixed:]
 	for _, f := range []*uint64{&p.up, &p.down, &p.rttMS} {
-		v, n := binary.Uvarint(rest)
-		if n <= 0 {
+		v, n := varint.Read(rest)
+		if n == 0 || n != varint.Len(v) {
 			return p, errBadParams
 		}
 		*f, rest = v, rest[n:]
+	}
+	if len(rest) != 0 {
+		return p, errBadParams
 	}
 	return p, nil
 }

@@ -1,3 +1,8 @@
+// Package wire owns the byte layout of SCPS association packets: the packet
+// header and every frame (integers are varints, scps/varint). It encodes
+// into caller-provided buffers and decodes without allocating, so the
+// per-packet path of the association stays allocation free. spec.md in the
+// parent directory is the normative description of these bytes.
 package wire
 
 // This file owns the packet header and the frame codecs. Every frame starts
@@ -7,6 +12,8 @@ package wire
 import (
 	"errors"
 	"fmt"
+
+	"scpsvpn/scps/varint"
 )
 
 // Version is the wire format version carried in the high nibble of the
@@ -49,11 +56,11 @@ func malformed(what string) error { return fmt.Errorf("%w: %s", ErrMalformed, wh
 
 // AppendHeader appends the packet header for packet number pn.
 func AppendHeader(b []byte, pn uint64) []byte {
-	return AppendVarint(append(b, headerByte), pn)
+	return varint.Append(append(b, headerByte), pn)
 }
 
 // HeaderLen is the size of the header of packet pn.
-func HeaderLen(pn uint64) int { return 1 + VarintLen(pn) }
+func HeaderLen(pn uint64) int { return 1 + varint.Len(pn) }
 
 // ParseHeader decodes the header at the start of pkt and returns the packet
 // number and the header length.
@@ -67,7 +74,7 @@ func ParseHeader(pkt []byte) (pn uint64, n int, err error) {
 		}
 		return 0, 0, fmt.Errorf("%w: reserved header bits %#x", ErrMalformed, pkt[0]&0x0f)
 	}
-	pn, l := ReadVarint(pkt[1:])
+	pn, l := varint.Read(pkt[1:])
 	if l == 0 {
 		return 0, 0, malformed("packet number")
 	}
@@ -110,8 +117,8 @@ func (it *AckIter) Next() (r AckRange, ok bool) {
 	if it.left == 0 {
 		return AckRange{}, false
 	}
-	gap, n1 := ReadVarint(it.rest)
-	length, n2 := ReadVarint(it.rest[n1:])
+	gap, n1 := varint.Read(it.rest)
+	length, n2 := varint.Read(it.rest[n1:])
 	it.rest = it.rest[n1+n2:]
 	it.left--
 	largest := it.smallest - gap - 2
@@ -125,10 +132,10 @@ func AckFrameLen(delay uint64, ranges []AckRange) int {
 	if len(ranges) == 0 {
 		return 0
 	}
-	n := 1 + VarintLen(ranges[0].Largest) + VarintLen(delay) + VarintLen(uint64(len(ranges)-1)) +
-		VarintLen(ranges[0].Largest-ranges[0].Smallest)
+	n := 1 + varint.Len(ranges[0].Largest) + varint.Len(delay) + varint.Len(uint64(len(ranges)-1)) +
+		varint.Len(ranges[0].Largest-ranges[0].Smallest)
 	for i := 1; i < len(ranges); i++ {
-		n += VarintLen(ranges[i-1].Smallest-ranges[i].Largest-2) + VarintLen(ranges[i].Largest-ranges[i].Smallest)
+		n += varint.Len(ranges[i-1].Smallest-ranges[i].Largest-2) + varint.Len(ranges[i].Largest-ranges[i].Smallest)
 	}
 	return n
 }
@@ -140,13 +147,13 @@ func AppendAck(b []byte, delay uint64, ranges []AckRange) []byte {
 		return b
 	}
 	b = append(b, FrameAck)
-	b = AppendVarint(b, ranges[0].Largest)
-	b = AppendVarint(b, delay)
-	b = AppendVarint(b, uint64(len(ranges)-1))
-	b = AppendVarint(b, ranges[0].Largest-ranges[0].Smallest)
+	b = varint.Append(b, ranges[0].Largest)
+	b = varint.Append(b, delay)
+	b = varint.Append(b, uint64(len(ranges)-1))
+	b = varint.Append(b, ranges[0].Largest-ranges[0].Smallest)
 	for i := 1; i < len(ranges); i++ {
-		b = AppendVarint(b, ranges[i-1].Smallest-ranges[i].Largest-2)
-		b = AppendVarint(b, ranges[i].Largest-ranges[i].Smallest)
+		b = varint.Append(b, ranges[i-1].Smallest-ranges[i].Largest-2)
+		b = varint.Append(b, ranges[i].Largest-ranges[i].Smallest)
 	}
 	return b
 }
@@ -182,8 +189,8 @@ func ParseFrame(b []byte, f *Frame) (int, error) {
 	t := b[0]
 	p := 1
 	var ok bool
-	varint := func() uint64 {
-		v, n := ReadVarint(b[p:])
+	next := func() uint64 {
+		v, n := varint.Read(b[p:])
 		if n == 0 {
 			ok = false
 			return 0
@@ -198,10 +205,10 @@ func ParseFrame(b []byte, f *Frame) (int, error) {
 		return 1, nil
 	case t == FrameAck:
 		a := &f.Ack
-		a.Largest = varint()
-		a.Delay = varint()
-		a.NumRanges = varint()
-		a.FirstRange = varint()
+		a.Largest = next()
+		a.Delay = next()
+		a.NumRanges = next()
+		a.FirstRange = next()
 		if !ok {
 			return 0, malformed("ACK: truncated")
 		}
@@ -211,8 +218,8 @@ func ParseFrame(b []byte, f *Frame) (int, error) {
 		smallest := a.Largest - a.FirstRange
 		start := p
 		for i := uint64(0); i < a.NumRanges; i++ {
-			gap := varint()
-			length := varint()
+			gap := next()
+			length := next()
 			if !ok {
 				return 0, malformed("ACK: truncated ranges")
 			}
@@ -225,36 +232,36 @@ func ParseFrame(b []byte, f *Frame) (int, error) {
 		a.Smallest = smallest
 		return p, nil
 	case t == FrameResetStream:
-		f.StreamID = varint()
-		f.Code = varint()
-		f.FinalSize = varint()
+		f.StreamID = next()
+		f.Code = next()
+		f.FinalSize = next()
 		if !ok {
 			return 0, malformed("RESET_STREAM: truncated")
 		}
 		return p, nil
 	case t == FrameMaxData, t == FrameMaxStreams:
-		f.Max = varint()
+		f.Max = next()
 		if !ok {
 			return 0, malformed("MAX_DATA/MAX_STREAMS: truncated")
 		}
 		return p, nil
 	case t == FrameMaxStreamData:
-		f.StreamID = varint()
-		f.Max = varint()
+		f.StreamID = next()
+		f.Max = next()
 		if !ok {
 			return 0, malformed("MAX_STREAM_DATA: truncated")
 		}
 		return p, nil
 	case t == FrameDatagram:
-		l := varint()
+		l := next()
 		if !ok || l > uint64(len(b)-p) {
 			return 0, malformed("DATAGRAM: truncated")
 		}
 		f.Data = b[p : p+int(l)]
 		return p + int(l), nil
 	case t == FrameClose:
-		f.Code = varint()
-		l := varint()
+		f.Code = next()
+		l := next()
 		if !ok || l > uint64(len(b)-p) {
 			return 0, malformed("CLOSE: truncated")
 		}
@@ -266,8 +273,8 @@ func ParseFrame(b []byte, f *Frame) (int, error) {
 	case t&^0x07 == FrameStream:
 		f.Type = FrameStream
 		f.Fin = t&StreamFlagFin != 0
-		f.StreamID = varint()
-		f.Offset = varint()
+		f.StreamID = next()
+		f.Offset = next()
 		if !ok {
 			return 0, malformed("STREAM: truncated")
 		}
@@ -275,7 +282,7 @@ func ParseFrame(b []byte, f *Frame) (int, error) {
 			if f.Offset != 0 {
 				return 0, malformed("STREAM: metadata at non-zero offset")
 			}
-			l := varint()
+			l := next()
 			if !ok || l > uint64(len(b)-p) {
 				return 0, malformed("STREAM: truncated metadata")
 			}
@@ -288,12 +295,12 @@ func ParseFrame(b []byte, f *Frame) (int, error) {
 		}
 		l := uint64(len(b) - p)
 		if t&StreamFlagLen != 0 {
-			l = varint()
+			l = next()
 			if !ok || l > uint64(len(b)-p) {
 				return 0, malformed("STREAM: truncated data")
 			}
 		}
-		if f.Offset+l > MaxVarint {
+		if f.Offset+l > varint.Max {
 			return 0, malformed("STREAM: offset overflow")
 		}
 		f.Data = b[p : p+int(l)]
@@ -305,12 +312,12 @@ func ParseFrame(b []byte, f *Frame) (int, error) {
 // StreamHeaderLen is the size of a STREAM frame's header (everything but
 // the data). meta is only sent when hasMeta.
 func StreamHeaderLen(id, off uint64, metaLen int, hasMeta, withLen bool, dataLen int) int {
-	n := 1 + VarintLen(id) + VarintLen(off)
+	n := 1 + varint.Len(id) + varint.Len(off)
 	if hasMeta {
-		n += VarintLen(uint64(metaLen)) + metaLen
+		n += varint.Len(uint64(metaLen)) + metaLen
 	}
 	if withLen {
-		n += VarintLen(uint64(dataLen))
+		n += varint.Len(uint64(dataLen))
 	}
 	return n
 }
@@ -330,14 +337,14 @@ func AppendStreamHeader(b []byte, id, off uint64, meta []byte, hasMeta, fin, wit
 		t |= StreamFlagMeta
 	}
 	b = append(b, t)
-	b = AppendVarint(b, id)
-	b = AppendVarint(b, off)
+	b = varint.Append(b, id)
+	b = varint.Append(b, off)
 	if hasMeta {
-		b = AppendVarint(b, uint64(len(meta)))
+		b = varint.Append(b, uint64(len(meta)))
 		b = append(b, meta...)
 	}
 	if withLen {
-		b = AppendVarint(b, uint64(dataLen))
+		b = varint.Append(b, uint64(dataLen))
 	}
 	return b
 }
@@ -345,37 +352,37 @@ func AppendStreamHeader(b []byte, id, off uint64, meta []byte, hasMeta, fin, wit
 // AppendResetStream appends a RESET_STREAM frame.
 func AppendResetStream(b []byte, id, code, finalSize uint64) []byte {
 	b = append(b, FrameResetStream)
-	b = AppendVarint(b, id)
-	b = AppendVarint(b, code)
-	return AppendVarint(b, finalSize)
+	b = varint.Append(b, id)
+	b = varint.Append(b, code)
+	return varint.Append(b, finalSize)
 }
 
 // ResetStreamLen is the size of a RESET_STREAM frame.
 func ResetStreamLen(id, code, finalSize uint64) int {
-	return 1 + VarintLen(id) + VarintLen(code) + VarintLen(finalSize)
+	return 1 + varint.Len(id) + varint.Len(code) + varint.Len(finalSize)
 }
 
 // AppendMaxData appends a MAX_DATA (or, with t = FrameMaxStreams, a
 // MAX_STREAMS) frame.
 func AppendMaxData(b []byte, t byte, max uint64) []byte {
-	return AppendVarint(append(b, t), max)
+	return varint.Append(append(b, t), max)
 }
 
 // AppendMaxStreamData appends a MAX_STREAM_DATA frame.
 func AppendMaxStreamData(b []byte, id, max uint64) []byte {
 	b = append(b, FrameMaxStreamData)
-	b = AppendVarint(b, id)
-	return AppendVarint(b, max)
+	b = varint.Append(b, id)
+	return varint.Append(b, max)
 }
 
 // AppendDatagram appends a DATAGRAM frame.
 func AppendDatagram(b []byte, p []byte) []byte {
-	b = AppendVarint(append(b, FrameDatagram), uint64(len(p)))
+	b = varint.Append(append(b, FrameDatagram), uint64(len(p)))
 	return append(b, p...)
 }
 
 // DatagramLen is the size of a DATAGRAM frame carrying n bytes.
-func DatagramLen(n int) int { return 1 + VarintLen(uint64(n)) + n }
+func DatagramLen(n int) int { return 1 + varint.Len(uint64(n)) + n }
 
 // AppendClose appends a CLOSE frame; reason is cut to MaxReasonLen.
 func AppendClose(b []byte, code uint64, reason string) []byte {
@@ -383,7 +390,7 @@ func AppendClose(b []byte, code uint64, reason string) []byte {
 		reason = reason[:MaxReasonLen]
 	}
 	b = append(b, FrameClose)
-	b = AppendVarint(b, code)
-	b = AppendVarint(b, uint64(len(reason)))
+	b = varint.Append(b, code)
+	b = varint.Append(b, uint64(len(reason)))
 	return append(b, reason...)
 }

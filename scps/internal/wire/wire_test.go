@@ -1,6 +1,6 @@
 package wire
 
-// This file tests and fuzzes the varint, header and frame codecs.
+// This file tests and fuzzes the header and frame codecs.
 
 import (
 	"bytes"
@@ -8,25 +8,6 @@ import (
 	"math/rand/v2"
 	"testing"
 )
-
-func TestVarint(t *testing.T) {
-	for _, v := range []uint64{0, 1, 63, 64, 16383, 16384, 1<<30 - 1, 1 << 30, MaxVarint} {
-		b := AppendVarint(nil, v)
-		if len(b) != VarintLen(v) {
-			t.Errorf("%d: len %d, VarintLen %d", v, len(b), VarintLen(v))
-		}
-		got, n := ReadVarint(b)
-		if got != v || n != len(b) {
-			t.Errorf("%d: read %d (%d bytes)", v, got, n)
-		}
-		if _, n := ReadVarint(b[:len(b)-1]); n != 0 {
-			t.Errorf("%d: truncated input decoded", v)
-		}
-	}
-	if b := AppendVarint(nil, MaxVarint+5); len(b) != 8 {
-		t.Errorf("oversize value not clamped: %x", b)
-	}
-}
 
 func TestHeader(t *testing.T) {
 	for _, pn := range []uint64{0, 63, 64, 1 << 40} {
