@@ -36,6 +36,8 @@ package scps
 //	outagedetector.go     outageDetector: outage mode, keep-alives, the
 //	                      silence hold
 //	ackstate.go           ackState: received packets and the ACK policy
+//	ackbudget.go          ackBudget: the rate our ACK traffic is held to
+//	recvranges.go         the bound on received stream ranges
 //	lossclassifier.go     lossClassifier: congestion or corruption
 //	bucket.go             bucket: pacer and ACK budget token buckets
 //	datagramqueue.go      datagramQueue: outgoing datagrams

@@ -1,7 +1,7 @@
 package scps
 
-// This file tests the loss-cause modes and the behaviour the brief asks of
-// the default controller with "auto": full rate under random loss with no
+// This file tests the loss-cause modes and the behaviour docs/transport.md
+// promises of the default controller with "auto": full rate under random loss with no
 // queue, backing off to a bottleneck narrower than the configured rate,
 // following a capacity drop, and the performance targets of
 // docs/transport.md (asserted with margins, in virtual time).
@@ -126,8 +126,8 @@ func TestFollowsCapacityDrop(t *testing.T) {
 	}
 }
 
-// TestPerformanceTargets asserts the brief's targets for the default
-// controller: 97% of the payload limit with the rate configured (90% of the
+// TestPerformanceTargets asserts the targets docs/transport.md sets for the
+// default controller: 97% of the payload limit with the rate configured (90% of the
 // rate within 3 RTTs), 90% with the rate 2x too high or unset (under 2% lost
 // to queue overflow).
 func TestPerformanceTargets(t *testing.T) {

@@ -244,7 +244,8 @@ func measure(t testing.TB, c condition, mode, loss string, seed uint64) result {
 	return res
 }
 
-// Conditions of the brief (design.md "Conditions to measure on").
+// Conditions to measure on: the paper's B1, C1 and C2 (README) and the
+// field cases, as the bench runs them (cmd/internal/bench/conditions.go).
 func condC2() condition {
 	return condition{name: "C2 1.5/1.5M 300ms 3%",
 		fwd:      linkParams{Rate: 1.5e6, Delay: 150 * time.Millisecond, Loss: 0.03, QueueBytes: 56_250},

@@ -1,8 +1,8 @@
 // Package cc owns congestion control for the SCPS association: one small
 // Controller interface, the events that drive it, a shared RTT estimator and
 // a registry of controllers by name: "vj" (NewReno), "vegas", "hybla",
-// "hybrid" (Hybla's slow start with Vegas' congestion avoidance, the seed
-// paper's proposal and the default) and "rate" (open loop at the configured
+// "hybrid" (Hybla's slow start with Vegas' congestion avoidance, the
+// paper's proposal (README) and the default) and "rate" (open loop at the configured
 // link rate). Loss events carry a Cause so a controller leaves its window
 // alone for corruption or outage losses; the association decides the cause.
 package cc

@@ -1,6 +1,6 @@
 package cc
 
-// This file owns "hybrid", the controller the seed paper proposes for
+// This file owns "hybrid", the controller the paper (README) proposes for
 // SCPS-TP: Hybla's slow start (2^rho - 1 packets per packet acknowledged,
 // so a long round trip opens as fast per second as a short one), Vegas'
 // measure of the queue (diff = inFlight * (RTT - BaseRTT) / RTT) to leave
