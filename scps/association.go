@@ -55,6 +55,7 @@ type Association struct {
 	rangeStrikes int // packets dropped in a row for the received-range bounds (recvranges.go)
 
 	dgrams      datagramQueue
+	share       shareBalance // datagrams' and streams' shares of the link (datagramshare.go)
 	onDatagram  func([]byte)
 	maxDatagram int
 

@@ -6,8 +6,8 @@ package scps
 // policy and the ACK budget for an ACK), assemble writes the frames
 // (sendframes.go) in this order: ACK (when due, or piggybacked on anything
 // else), control frames (RESET_STREAM, MAX_DATA, MAX_STREAM_DATA,
-// MAX_STREAMS), datagrams, stream data waiting for repair, then new stream
-// data; and onSent books the packet (sent-packet history, bytes in flight,
+// MAX_STREAMS), then datagrams and stream data (repairs, then new data) in
+// the order their shares of the link call for (datagramshare.go); and onSent books the packet (sent-packet history, bytes in flight,
 // pacer, ACK budget, counters). In outage mode only outage probes go out
 // (sendProbe); a closing association sends only its CLOSE (sendClose).
 
@@ -136,10 +136,30 @@ func (a *Association) assemble(b []byte, plan sendPlan) (p builtPacket, ok bool)
 	b, el = a.appendControl(b, limit)
 	p.eliciting = el
 	if plan.canSend {
-		b, el = a.appendDatagrams(b, limit)
-		p.carried = el
-		b, el = a.appendStreams(b, limit)
-		p.carried = p.carried || el
+		// Datagrams and streams share the link (datagramshare.go).
+		var dBytes, sBytes int
+		appendD := func() {
+			n := len(b)
+			b, el = a.appendDatagrams(b, limit)
+			p.carried = p.carried || el
+			dBytes = len(b) - n
+		}
+		appendS := func() {
+			n := len(b)
+			b, el = a.appendStreams(b, limit)
+			p.carried = p.carried || el
+			sBytes = len(b) - n
+		}
+		if a.share.datagramsFirst(a.streams.hasWork()) {
+			appendD()
+			appendS()
+		} else {
+			appendS()
+			appendD()
+		}
+		if dBytes > 0 && (sBytes > 0 || a.streams.hasWork()) || sBytes > 0 && a.dgrams.count > 0 {
+			a.share.charge(dBytes, sBytes)
+		}
 		p.eliciting = p.eliciting || p.carried
 	}
 	if !p.eliciting && (plan.probe || (p.ackLen > 0 && a.ack.ackOnlyCount+1 >= ackOnlyBeforePing)) && len(b) < limit {
