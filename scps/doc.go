@@ -41,6 +41,7 @@ package scps
 //	lossclassifier.go     lossClassifier: congestion or corruption
 //	bucket.go             bucket: pacer and ACK budget token buckets
 //	datagramqueue.go      datagramQueue: outgoing datagrams
+//	datagramshare.go      shareBalance: datagrams' and streams' shares of the link
 //	streammap.go          streamMap: stream table, limits, send queues
 //	streamstate.go        streamState: one stream's state in the core
 //	streamqueue.go        streamQueue: FIFO of streams for the scheduler
