@@ -58,19 +58,23 @@ type Config struct {
 	// is corruption), LossCongestion (every loss) or LossCorruption (no
 	// loss ever shrinks the window).
 	Loss string
-	// StreamWindow is the largest receive window of one stream; 0 = auto:
-	// four times the bandwidth-delay product of RecvRate and InitialRTT,
-	// at least DefaultStreamWindow. Windows start at that product too (at
-	// least 1 MiB, see initialStreamWindow) and grow toward it while the
-	// application keeps up.
+	// StreamWindow caps one stream's receive window; 0 = auto. Windows
+	// start at four times the bandwidth-delay product of RecvRate and
+	// InitialRTT (at least 1 MiB, see initialStreamWindow) and double
+	// while the application drains half of one per smoothed RTT (window.go),
+	// auto: up to maxAutoWindow, so a link faster than configured, or not
+	// configured at all, is found by measuring.
 	StreamWindow uint64
-	// ConnWindow is the largest receive window of the association; 0 =
-	// auto: twice StreamWindow, at least DefaultConnWindow.
+	// ConnWindow caps the association's receive window; 0 = auto. It
+	// follows the streams' windows (at least 1.5 times the largest), auto:
+	// up to twice a stream's limit.
 	ConnWindow uint64
-	// SendBuffer is how many bytes one stream may hold unsent or
-	// unacknowledged before Write blocks; 0 = auto: four times the
-	// bandwidth-delay product of SendRate and InitialRTT, at least
-	// DefaultSendBuffer.
+	// SendBuffer caps how many bytes one stream may hold unsent or
+	// unacknowledged before Write blocks; 0 = auto. A stream's buffer starts
+	// at four times the bandwidth-delay product of SendRate and
+	// InitialRTT, at least DefaultSendBuffer, and doubles while half of it
+	// is acknowledged per smoothed RTT with the writer waiting for room,
+	// auto: up to maxAutoWindow.
 	SendBuffer int
 	// MaxStreams is how many streams the peer may have open at once.
 	MaxStreams int
@@ -108,21 +112,18 @@ const (
 // LossModes lists the valid Config.Loss values.
 func LossModes() []string { return []string{LossAuto, LossCongestion, LossCorruption} }
 
-// Defaults. DefaultSendBuffer, DefaultStreamWindow and DefaultConnWindow
-// are the floors of the automatic sizes: unacknowledged data stays in the
-// send buffer, so one stream can only keep SendBuffer in flight; 4 MiB
-// covers 2.5 times the bandwidth-delay product of a 20 Mbit/s GEO link at
-// 650 ms (1.6 MB) and 30 ms at 1 Gbit/s. With configured rates the sizes
-// grow to windowBDPs times the product. Memory is only taken as data is actually
-// queued (8 KiB chunks) and returned as it is acknowledged or read, and the
-// association window bounds what all streams hold together.
+// Defaults. DefaultSendBuffer is the least a stream's automatic send
+// buffer starts at: unacknowledged data stays in the send buffer, so one
+// stream can only keep its buffer in flight until auto-tuning has measured
+// the link; 4 MiB covers 2.5 times the bandwidth-delay product of a 20
+// Mbit/s GEO link at 650 ms (1.6 MB). With configured rates the sizes start
+// at windowBDPs times the product. Memory is only taken as data is actually
+// queued (8 KiB chunks) and returned as it is acknowledged or read.
 const (
 	DefaultMaxPacketSize = 1350
 	DefaultWireOverhead  = 16 + 16 + 8 + 20 // AEAD tag + header, UDP, IPv4
 	DefaultInitialRTT    = 100 * time.Millisecond
 	DefaultMinRTO        = 200 * time.Millisecond
-	DefaultStreamWindow  = 4 << 20
-	DefaultConnWindow    = 32 << 20
 	DefaultSendBuffer    = 4 << 20
 	DefaultMaxStreams    = 4096
 	DefaultAckEvery      = 10
@@ -148,13 +149,16 @@ const (
 	// (outageDetector.silence).
 	silenceGapFactor = 4
 	minSilenceHold   = 20 * time.Millisecond
-	// maxAutoWindow caps the automatic window and buffer sizes.
+	// maxAutoWindow caps the automatic window and buffer sizes: 1.6
+	// times the bandwidth-delay product of 1 Gbit/s at 1 s, far beyond
+	// what a satellite link needs (250 Mbit/s at 650 ms is 20 MB), so that
+	// only what is measured limits a window, never a default.
 	maxAutoWindow = 256 << 20
 )
 
 // DefaultConfig returns a Config with every default filled in; the
 // window and buffer sizes stay 0 (automatic), since they follow the rates
-// and RTT set afterwards.
+// and RTT set afterwards and what is measured.
 func DefaultConfig() Config {
 	return Config{
 		MaxPacketSize: DefaultMaxPacketSize,
@@ -202,15 +206,6 @@ func (c Config) withDefaults() Config {
 	if c.Loss == "" {
 		c.Loss = d.Loss
 	}
-	if c.StreamWindow == 0 {
-		c.StreamWindow = autoSize(c.RecvRate, c.InitialRTT, DefaultStreamWindow)
-	}
-	if c.ConnWindow == 0 {
-		c.ConnWindow = max(DefaultConnWindow, 2*c.StreamWindow)
-	}
-	if c.SendBuffer == 0 {
-		c.SendBuffer = int(autoSize(c.SendRate, c.InitialRTT, DefaultSendBuffer))
-	}
 	if c.MaxStreams == 0 {
 		c.MaxStreams = d.MaxStreams
 	}
@@ -232,6 +227,22 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// streamWindowLimit is how far a stream's receive window may grow.
+func (c Config) streamWindowLimit() uint64 {
+	if c.StreamWindow > 0 {
+		return c.StreamWindow
+	}
+	return maxAutoWindow
+}
+
+// connWindowLimit is how far the association's receive window may grow.
+func (c Config) connWindowLimit() uint64 {
+	if c.ConnWindow > 0 {
+		return c.ConnWindow
+	}
+	return max(2*c.streamWindowLimit(), InitialConnCredit)
+}
+
 // initialStreamWindow is the credit a new stream gets at once:
 // windowBDPs times the bandwidth-delay product of the configured receive
 // rate, at least minInitialStreamWindow, so the sender's slow start, not
@@ -242,12 +253,30 @@ func (c Config) withDefaults() Config {
 // counts against the window.
 func (c Config) initialStreamWindow() uint64 {
 	w := max(uint64(windowBDPs*bdp(c.RecvRate, c.InitialRTT)), minInitialStreamWindow)
-	return min(max(w, InitialStreamCredit), c.StreamWindow)
+	return min(max(w, InitialStreamCredit), c.streamWindowLimit())
 }
 
 // initialConnWindow is the association credit granted at once.
 func (c Config) initialConnWindow() uint64 {
-	return min(max(2*c.initialStreamWindow(), InitialConnCredit), c.ConnWindow)
+	return min(max(2*c.initialStreamWindow(), InitialConnCredit), c.connWindowLimit())
+}
+
+// sendBufferLimit is how far a stream's send buffer may grow.
+func (c Config) sendBufferLimit() uint64 {
+	if c.SendBuffer > 0 {
+		return uint64(c.SendBuffer)
+	}
+	return maxAutoWindow
+}
+
+// initialSendBuffer is a new stream's send buffer: windowBDPs times the
+// bandwidth-delay product of the configured send rate, at least
+// DefaultSendBuffer.
+func (c Config) initialSendBuffer() uint64 {
+	if c.SendBuffer > 0 {
+		return uint64(c.SendBuffer)
+	}
+	return autoSize(c.SendRate, c.InitialRTT, DefaultSendBuffer)
 }
 
 // keepAliveInterval is how long the association waits without hearing the
@@ -291,12 +320,12 @@ func (c Config) Validate() error {
 		return bad("Congestion", `"rate"`, "sends open loop at the link rate, so SendRate must be set")
 	case !slices.Contains(LossModes(), c.Loss):
 		return bad("Loss", fmt.Sprintf("%q", c.Loss), fmt.Sprintf("must be one of %v", LossModes()))
-	case c.StreamWindow < InitialStreamCredit || c.StreamWindow > 1<<30:
-		return bad("StreamWindow", c.StreamWindow, fmt.Sprintf("must be between %d and %d bytes", InitialStreamCredit, 1<<30))
-	case c.ConnWindow < max(InitialConnCredit, c.StreamWindow) || c.ConnWindow > 1<<32:
-		return bad("ConnWindow", c.ConnWindow, fmt.Sprintf("must be at least %d bytes and at least StreamWindow (%d), at most 4 GiB", InitialConnCredit, c.StreamWindow))
-	case c.SendBuffer < 64<<10 || c.SendBuffer > 1<<30:
-		return bad("SendBuffer", c.SendBuffer, "must be between 64 KiB and 1 GiB")
+	case c.StreamWindow != 0 && (c.StreamWindow < InitialStreamCredit || c.StreamWindow > 1<<30):
+		return bad("StreamWindow", c.StreamWindow, fmt.Sprintf("must be 0 (auto) or between %d and %d bytes", InitialStreamCredit, 1<<30))
+	case c.ConnWindow != 0 && (c.ConnWindow < max(InitialConnCredit, c.StreamWindow) || c.ConnWindow > 1<<32):
+		return bad("ConnWindow", c.ConnWindow, fmt.Sprintf("must be 0 (auto) or at least %d bytes and at least StreamWindow (%d), at most 4 GiB", InitialConnCredit, c.StreamWindow))
+	case c.SendBuffer != 0 && (c.SendBuffer < 64<<10 || c.SendBuffer > 1<<30):
+		return bad("SendBuffer", c.SendBuffer, "must be 0 (auto) or between 64 KiB and 1 GiB")
 	case c.MaxStreams < InitialMaxStreams || c.MaxStreams > 1<<20:
 		return bad("MaxStreams", c.MaxStreams, fmt.Sprintf("must be between %d and %d", InitialMaxStreams, 1<<20))
 	case c.IdleTimeout < 0:

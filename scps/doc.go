@@ -47,6 +47,8 @@ package scps
 //	streamqueue.go        streamQueue: FIFO of streams for the scheduler
 //	streamapi.go          the Association's stream operations
 //	connflow.go           connFlow: connection-level flow control
+//	window.go             window: the auto-tuned size of receive windows
+//	                      and send buffers
 //	config.go             Config, defaults and validation
 //	stats.go              Stats
 //	errors.go             errors and the package's own error codes

@@ -68,6 +68,7 @@ func (a *Association) streamDataAcked(f *sentFrame) {
 				s.ackedPrefix = first.End
 				s.acked.RemoveBelow(s.ackedPrefix)
 				s.sendBuf.Release(s.ackedPrefix)
+				a.maybeGrowSendBuffer(s)
 				if s.writeWait {
 					s.writeWait = false
 					a.notify(s)

@@ -248,13 +248,17 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestConfigAutoSizes(t *testing.T) {
-	// Unknown rates: the floors.
+	// Unknown rates: the floors to start from, and no cap but
+	// maxAutoWindow: what is measured sizes the windows.
 	c := DefaultConfig().withDefaults()
-	if c.StreamWindow != DefaultStreamWindow || c.ConnWindow != DefaultConnWindow || c.SendBuffer != DefaultSendBuffer {
-		t.Errorf("defaults without rates: %d %d %d", c.StreamWindow, c.ConnWindow, c.SendBuffer)
+	if c.StreamWindow != 0 || c.ConnWindow != 0 || c.SendBuffer != 0 {
+		t.Errorf("automatic sizes filled in: %d %d %d", c.StreamWindow, c.ConnWindow, c.SendBuffer)
 	}
-	if c.initialStreamWindow() != minInitialStreamWindow || c.initialConnWindow() != 2*minInitialStreamWindow {
-		t.Errorf("initial windows without rates: %d %d", c.initialStreamWindow(), c.initialConnWindow())
+	if c.initialStreamWindow() != minInitialStreamWindow || c.initialConnWindow() != 2*minInitialStreamWindow || c.initialSendBuffer() != DefaultSendBuffer {
+		t.Errorf("initial sizes without rates: %d %d %d", c.initialStreamWindow(), c.initialConnWindow(), c.initialSendBuffer())
+	}
+	if c.streamWindowLimit() != maxAutoWindow || c.connWindowLimit() != 2*maxAutoWindow || c.sendBufferLimit() != maxAutoWindow {
+		t.Errorf("limits without rates: %d %d %d", c.streamWindowLimit(), c.connWindowLimit(), c.sendBufferLimit())
 	}
 	// 50 Mbit/s down, 10 up, 600 ms: four BDPs, granted at once.
 	c = DefaultConfig()
@@ -264,21 +268,25 @@ func TestConfigAutoSizes(t *testing.T) {
 		t.Fatal(err)
 	}
 	bdpDown := uint64(50e6 / 8 * 0.6)
-	if c.StreamWindow < 4*bdpDown || c.StreamWindow > 4*bdpDown+65536 || c.ConnWindow != max(DefaultConnWindow, 2*c.StreamWindow) {
-		t.Errorf("windows %d / %d for a %d-byte BDP", c.StreamWindow, c.ConnWindow, bdpDown)
-	}
-	if c.SendBuffer != DefaultSendBuffer {
-		t.Errorf("send buffer %d: 4 x 750 kB is below the floor", c.SendBuffer)
-	}
 	if w := c.initialStreamWindow(); w != 4*bdpDown {
 		t.Errorf("initial stream window %d, want %d", w, 4*bdpDown)
 	}
-	// An explicit cap wins.
+	if c.initialSendBuffer() != DefaultSendBuffer {
+		t.Errorf("send buffer %d: 4 x 750 kB is below the floor", c.initialSendBuffer())
+	}
+	c.SendRate = 100e6
+	if b := c.initialSendBuffer(); b < 4*100e6/8*0.6 || b > 4*100e6/8*0.6+65536 {
+		t.Errorf("send buffer %d for a 7.5 MB BDP", b)
+	}
+	// An explicit size is a cap (windows) or fixed (send buffer).
 	c = DefaultConfig()
-	c.RecvRate, c.InitialRTT, c.StreamWindow = 50e6, 600*time.Millisecond, 1<<20
+	c.RecvRate, c.InitialRTT, c.StreamWindow, c.SendBuffer = 50e6, 600*time.Millisecond, 1<<20, 256<<10
 	c = c.withDefaults()
-	if c.StreamWindow != 1<<20 || c.initialStreamWindow() != 1<<20 {
-		t.Errorf("explicit StreamWindow: %d, initial %d", c.StreamWindow, c.initialStreamWindow())
+	if c.streamWindowLimit() != 1<<20 || c.initialStreamWindow() != 1<<20 || c.connWindowLimit() != 2<<20 {
+		t.Errorf("explicit StreamWindow: limit %d, initial %d, association %d", c.streamWindowLimit(), c.initialStreamWindow(), c.connWindowLimit())
+	}
+	if c.initialSendBuffer() != 256<<10 || c.sendBufferLimit() != 256<<10 {
+		t.Errorf("explicit SendBuffer: %d, limit %d", c.initialSendBuffer(), c.sendBufferLimit())
 	}
 }
 

@@ -160,7 +160,7 @@ func TestGEOWindowAutotune(t *testing.T) {
 	var window uint64
 	recv := func() uint64 {
 		if st := s.a[1].streams.byID[0]; st != nil {
-			window = max(window, st.recvWindow)
+			window = max(window, st.recvWin.size)
 		}
 		if st := s.apps[1].streams[0]; st != nil {
 			return st.received
@@ -175,9 +175,9 @@ func TestGEOWindowAutotune(t *testing.T) {
 	steady := float64(total-r1) * 8 / (s.apps[1].streams[0].eofAt - t1).Seconds()
 	overall := float64(total) * 8 / s.apps[1].streams[0].eofAt.Seconds()
 	t.Logf("goodput %.1f Mbit/s after the ramp (%.1f overall, ramp %v); stream window grew to %d, connection window to %d",
-		steady/1e6, overall/1e6, t1, window, s.a[1].flow.window)
-	if window < 1500_000 || s.a[1].flow.window < 1500_000 {
-		t.Errorf("windows %d / %d stayed below the BDP", window, s.a[1].flow.window)
+		steady/1e6, overall/1e6, t1, window, s.a[1].flow.window.size)
+	if window < 1500_000 || s.a[1].flow.window.size < 1500_000 {
+		t.Errorf("windows %d / %d stayed below the BDP", window, s.a[1].flow.window.size)
 	}
 	if steady < 0.85*20e6*1350/1410 {
 		t.Errorf("steady goodput %.1f Mbit/s on a 20 Mbit/s GEO link", steady/1e6)

@@ -155,8 +155,8 @@ func TestFlowControlBoundsMemory(t *testing.T) {
 		var held int
 		for _, st := range b.streams.byID {
 			held += st.recvBuf.Bytes()
-			if st.highestRecv-st.readOff > st.recvWindow || st.recvWindow > cfg.StreamWindow {
-				t.Fatalf("stream %d buffers %d bytes, window %d", st.id, st.highestRecv-st.readOff, st.recvWindow)
+			if st.highestRecv-st.readOff > st.recvWin.size || st.recvWin.size > cfg.StreamWindow {
+				t.Fatalf("stream %d buffers %d bytes, window %d", st.id, st.highestRecv-st.readOff, st.recvWin.size)
 			}
 		}
 		if b.flow.recvd-b.flow.consumed > cfg.ConnWindow {
@@ -166,7 +166,7 @@ func TestFlowControlBoundsMemory(t *testing.T) {
 			t.Fatalf("receiver holds %d bytes of buffers", held)
 		}
 		for _, st := range s.a[0].streams.byID {
-			if st.writeOff-st.ackedPrefix > uint64(s.a[0].Config().SendBuffer) {
+			if st.writeOff-st.ackedPrefix > s.a[0].Config().initialSendBuffer() {
 				t.Fatalf("sender buffers %d bytes", st.writeOff-st.ackedPrefix)
 			}
 		}
@@ -176,7 +176,7 @@ func TestFlowControlBoundsMemory(t *testing.T) {
 	for _, c := range cls {
 		written += c.written
 	}
-	if max := uint64(6*s.a[0].Config().SendBuffer) + cfg.ConnWindow; written > max {
+	if max := 6*s.a[0].Config().initialSendBuffer() + cfg.ConnWindow; written > max {
 		t.Fatalf("writers got %d bytes in while the reader stalled (bound %d)", written, max)
 	}
 	t.Logf("stalled: %d bytes written, receiver holds %d", written, s.a[1].flow.recvd-s.a[1].flow.consumed)

@@ -17,13 +17,13 @@ import "io"
 func (a *Association) newStream(id uint64, local bool) *streamState {
 	w := a.cfg.initialStreamWindow()
 	s := &streamState{
-		id:         id,
-		local:      local,
-		peerMax:    InitialStreamCredit,
-		recvMax:    w,
-		recvWindow: w,
-		epochStart: a.now,
+		id:      id,
+		local:   local,
+		peerMax: InitialStreamCredit,
+		recvMax: w,
 	}
+	s.recvWin.init(w, a.now, 0)
+	s.sendWin.init(a.cfg.initialSendBuffer(), a.now, 0)
 	a.streams.byID[id] = s
 	if w > InitialStreamCredit {
 		s.maxDataQueued = true
@@ -96,10 +96,9 @@ func (a *Association) StreamWrite(id uint64, p []byte) (int, error) {
 	case s.finQueued:
 		return 0, ErrWriteClosed
 	}
-	space := a.cfg.SendBuffer - int(s.writeOff-s.ackedPrefix)
-	n := min(len(p), space)
+	n := min(len(p), s.sendSpace())
 	if n < len(p) {
-		s.writeWait = true
+		s.writeWait, s.sendLimited = true, true
 	}
 	if n <= 0 {
 		return 0, nil
@@ -116,7 +115,7 @@ func (a *Association) StreamWritable(id uint64) int {
 	if !ok || s.aborted() || s.finQueued || s.localErr != nil {
 		return 0
 	}
-	return a.cfg.SendBuffer - int(s.writeOff-s.ackedPrefix)
+	return max(s.sendSpace(), 0)
 }
 
 // StreamRead copies received in-order data into p. It returns io.EOF after
@@ -280,24 +279,42 @@ func (a *Association) maybeStreamCredit(s *streamState) {
 	if s.finKnown || s.aborted() || s.readClosed {
 		return
 	}
-	if s.recvMax-s.readOff > s.recvWindow*3/4 {
+	if s.recvMax-s.readOff > s.recvWin.size*3/4 {
 		return
 	}
-	autotune(&s.recvWindow, &s.epochStart, &s.epochOff, s.readOff, a.cfg.StreamWindow, a.now, a.sent.rtt.Smoothed())
-	if want := s.recvWindow * 3 / 2; want > a.flow.window {
-		a.flow.window = min(want, a.cfg.ConnWindow)
+	s.recvWin.update(s.readOff, a.cfg.streamWindowLimit(), a.now, a.sent.rtt.Smoothed())
+	if want := s.recvWin.size * 3 / 2; want > a.flow.window.size {
+		a.flow.window.size = min(want, a.cfg.connWindowLimit())
 	}
-	if m := s.readOff + s.recvWindow; m > s.recvMax {
+	if m := s.readOff + s.recvWin.size; m > s.recvMax {
 		s.recvMax = m
 		s.maxDataQueued = true
 		a.streams.scheduleCtrl(s)
 	}
 }
 
+// maybeGrowSendBuffer ends a send-buffer epoch once a quarter of the
+// buffer was acknowledged since it began: the buffer doubles if the
+// application found it full meanwhile and the acknowledged drain filled
+// half of it per smoothed RTT (window.update), so it keeps up with a link
+// faster than the configured (or unknown) rate. The caller wakes a waiting
+// writer.
+func (a *Association) maybeGrowSendBuffer(s *streamState) {
+	if s.ackedPrefix-s.sendWin.epochOff < s.sendWin.size/4 {
+		return
+	}
+	limit := s.sendWin.size // measure only: no growth unless the writer waited
+	if s.sendLimited {
+		limit = a.cfg.sendBufferLimit()
+	}
+	s.sendWin.update(s.ackedPrefix, limit, a.now, a.sent.rtt.Smoothed())
+	s.sendLimited = false
+}
+
 // maybeConnCredit grants more connection credit as the application reads
 // (connFlow.maybeCredit).
 func (a *Association) maybeConnCredit() {
-	a.flow.maybeCredit(a.now, a.sent.rtt.Smoothed(), a.cfg.ConnWindow)
+	a.flow.maybeCredit(a.now, a.sent.rtt.Smoothed(), a.cfg.connWindowLimit())
 }
 
 // maybeFinish removes s when both sides are done with it.

@@ -4,11 +4,9 @@ package scps
 // send half (buffered bytes, what was sent, acknowledged and must be
 // repaired, FIN and open metadata, peer credit) and the receive half
 // (reassembly, what the application consumed, credit we granted and its
-// auto-tuning).
+// auto-tuning), each with its window (window.go).
 
 import (
-	"time"
-
 	"scpsvpn/scps/internal/bufq"
 	"scpsvpn/scps/internal/ranges"
 )
@@ -42,6 +40,9 @@ type streamState struct {
 	writeWait   bool // the application waits for send-buffer space
 	creditWait  bool // has new data but no stream credit
 
+	sendWin     window // send buffer size, auto-tuned on the acknowledged offset
+	sendLimited bool   // the buffer was full for the application this epoch
+
 	resetQueued bool // our RESET_STREAM must (again) go out
 	resetSent   bool // our RESET_STREAM went out (or is queued): the stream is aborted
 	resetAcked  bool
@@ -49,16 +50,15 @@ type streamState struct {
 	localErr    error // why the application may no longer use the stream, if it was us
 
 	// Receive half.
-	recvBuf       bufq.Buffer
-	recvd         ranges.Set // received ranges at or above readOff
-	readOff       uint64     // next byte the application reads
-	highestRecv   uint64     // highest offset received (counts toward connection credit)
-	finKnown      bool
-	finalSize     uint64
-	recvMax       uint64 // credit we granted
-	recvWindow    uint64 // current window size (auto-tuned)
-	epochStart    time.Duration
-	epochOff      uint64
+	recvBuf     bufq.Buffer
+	recvd       ranges.Set // received ranges at or above readOff
+	readOff     uint64     // next byte the application reads
+	highestRecv uint64     // highest offset received (counts toward connection credit)
+	finKnown    bool
+	finalSize   uint64
+	recvMax     uint64 // credit we granted
+	recvWin     window // receive window, auto-tuned on the read offset
+
 	maxDataQueued bool // a MAX_STREAM_DATA for this stream is queued
 	metaKnown     bool // peer stream: its metadata arrived (accept event sent)
 	readWait      bool // the application waits for data
@@ -95,6 +95,11 @@ func (s *streamState) readable() bool {
 }
 
 func (s *streamState) unsent() uint64 { return s.writeOff - s.sentOff }
+
+// sendSpace is how many more bytes the send buffer accepts.
+func (s *streamState) sendSpace() int {
+	return int(s.sendWin.size) - int(s.writeOff-s.ackedPrefix)
+}
 
 // hasRetx: something lost must go out again.
 func (s *streamState) hasRetx() bool {

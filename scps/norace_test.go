@@ -1,0 +1,5 @@
+//go:build !race
+
+package scps
+
+const raceEnabled = false
