@@ -298,22 +298,35 @@ func procCreds(t *testing.T, pid int) (uid int, eff, bnd uint64) {
 // scrape fetches side's /metrics from inside its namespace.
 func scrape(t *testing.T, tb *testbed.Testbed, side testbed.Side, addr string) string {
 	t.Helper()
+	body, err := fetchMetrics(context.Background(), tb, side, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body
+}
+
+// fetchMetrics is scrape returning its error.
+func fetchMetrics(ctx context.Context, tb *testbed.Testbed, side testbed.Side, addr string) (string, error) {
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, network, a string) (net.Conn, error) {
 			return tb.DialContext(ctx, side, network, a)
 		},
 	}}
 	defer client.CloseIdleConnections()
-	resp, err := client.Get("http://" + addr + "/metrics")
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/metrics", nil)
 	if err != nil {
-		t.Fatalf("scrape %s: %v", addr, err)
+		return "", err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("scrape %s: %w", addr, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("scrape %s: %s, %v\n%s", addr, resp.Status, err, body)
+		return "", fmt.Errorf("scrape %s: %s, %v\n%s", addr, resp.Status, err, body)
 	}
-	return string(body)
+	return string(body), nil
 }
 
 // metricValue finds one series (name and labels exactly as exposed) in a
