@@ -103,8 +103,14 @@ func (r *TCPRequest) Accept() (*Conn, error) {
 		return nil, ErrRequestDone
 	}
 	s := r.s
+	s.mu.Lock()
+	s.accepting++
+	s.mu.Unlock()
 	var wq waiter.Queue
 	ep, terr := r.fr.CreateEndpoint(&wq)
+	s.mu.Lock()
+	s.accepting--
+	s.mu.Unlock()
 	// The handshake is over either way; Complete frees the in-flight slot.
 	// No RST on failure: the client reset or vanished already.
 	r.fr.Complete(false)

@@ -17,6 +17,11 @@ import (
 
 // buildTCP builds an IPv4 or IPv6 TCP packet with valid checksums.
 func buildTCP(src, dst netip.AddrPort, flags header.TCPFlags, seq uint32, payload []byte) []byte {
+	return buildTCPAck(src, dst, flags, seq, 0, payload)
+}
+
+// buildTCPAck is buildTCP with an acknowledgement number.
+func buildTCPAck(src, dst netip.AddrPort, flags header.TCPFlags, seq, ack uint32, payload []byte) []byte {
 	srcA := tcpip.AddrFromSlice(src.Addr().AsSlice())
 	dstA := tcpip.AddrFromSlice(dst.Addr().AsSlice())
 	tcpLen := header.TCPMinimumSize + len(payload)
@@ -42,7 +47,7 @@ func buildTCP(src, dst netip.AddrPort, flags header.TCPFlags, seq uint32, payloa
 	}
 	t := header.TCP(b[ipLen:])
 	t.Encode(&header.TCPFields{
-		SrcPort: src.Port(), DstPort: dst.Port(), SeqNum: seq,
+		SrcPort: src.Port(), DstPort: dst.Port(), SeqNum: seq, AckNum: ack,
 		DataOffset: header.TCPMinimumSize, Flags: flags, WindowSize: 65535,
 	})
 	copy(t.Payload(), payload)

@@ -65,7 +65,10 @@ type Stack struct {
 	conns   map[*Conn]struct{}
 	pending map[*TCPRequest]struct{}
 	dialing map[tcpip.Endpoint]struct{} // DialTCP handshakes in progress
-	closing bool
+	// accepting counts Accepts whose local handshake is in progress (the
+	// client's SYN answered, its ACK awaited).
+	accepting int
+	closing   bool
 
 	accepted     atomic.Uint64
 	dialed       atomic.Uint64
@@ -350,6 +353,12 @@ func (s *Stack) unreserve() {
 	s.mu.Unlock()
 }
 
+func (s *Stack) acceptsInProgress() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.accepting
+}
+
 // track registers an established Conn (its slot is already reserved). It
 // returns false if the stack is closing; the caller then aborts the Conn.
 func (s *Stack) track(c *Conn) bool {
@@ -372,13 +381,32 @@ func (s *Stack) forget(c *Conn) {
 	s.mu.Unlock()
 }
 
+// acceptGrace bounds how long Close waits for local handshakes in
+// progress: on the LAN side the client's ACK is a fraction of a
+// millisecond away.
+const acceptGrace = 250 * time.Millisecond
+
 // Close aborts every connection (RST), refuses pending requests, stops
 // gVisor's goroutines and the writer, and waits for them. Packets already
 // queued, including the RSTs, are flushed to Output first.
 func (s *Stack) Close() error {
-	if s.closed.Swap(true) {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
 		return nil
 	}
+	// From here new SYNs are refused, and an Accept that completes gets
+	// no connection but aborts it (RST).
+	s.closing = true
+	s.mu.Unlock()
+	// A client whose local handshake is in progress would get no RST if
+	// gVisor closed under it (it drops handshakes silently) and would wait
+	// for its own timeout: let its ACK arrive first, so its connection
+	// exists and is reset.
+	for deadline := time.Now().Add(acceptGrace); s.acceptsInProgress() > 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	s.closed.Store(true)
 	// After this loop no Inject is inside gVisor, so no new forwarder
 	// goroutine can start.
 	for s.injecting.Load() != 0 {
@@ -386,7 +414,6 @@ func (s *Stack) Close() error {
 	}
 
 	s.mu.Lock()
-	s.closing = true
 	reqs := make([]*TCPRequest, 0, len(s.pending))
 	for r := range s.pending {
 		reqs = append(reqs, r)
