@@ -10,8 +10,9 @@ package e2e
 // and resident memory stay flat over the last two thirds, and that the
 // endpoints log no warning or error.
 //
-// It runs for 3 minutes by default (CI); SCPSVPN_SOAK=30m runs the long
-// one (go test -timeout 45m -run TestSoak ./cmd/internal/e2e/).
+// It is opt-in, too long for the default suite: SCPSVPN_SOAK=3m runs the
+// short variant, SCPSVPN_SOAK=30m the long one
+// (go test -timeout 45m -run TestSoak ./cmd/internal/e2e/).
 
 import (
 	"bufio"
@@ -48,11 +49,12 @@ const (
 	soakDataSeed = 0x5ca1ab1e
 )
 
-// soakDuration is the run's length: SCPSVPN_SOAK, or 3 minutes.
+// soakDuration is the run's length, SCPSVPN_SOAK; without it the test is
+// skipped (it holds the machine for minutes).
 func soakDuration(t *testing.T) time.Duration {
 	v := os.Getenv("SCPSVPN_SOAK")
 	if v == "" {
-		return 3 * time.Minute
+		t.Skip("the soak runs for minutes: set SCPSVPN_SOAK=3m (or 30m) to run it")
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d < 3*time.Minute {
