@@ -58,6 +58,7 @@ type Link struct {
 	ProbeInterval string `toml:"probe_interval,omitempty"`
 	MaxOutage     string `toml:"max_outage,omitempty"`
 	Window        string `toml:"window,omitempty"`
+	MTU           int    `toml:"mtu,omitempty"`
 }
 
 // Defaults applied where the file is silent.
@@ -67,6 +68,9 @@ const (
 	DefaultLogLevel = "info"
 	DefaultMaxFlows = 16384
 	DefaultRTT      = 600 * time.Millisecond
+	// DefaultPathMTU is the underlay path's MTU unless [peer.link] mtu
+	// says otherwise: Ethernet's, which most modems carry.
+	DefaultPathMTU = 1500
 )
 
 // Bounds the transport (scps.Config.Validate) puts on link keys, checked
@@ -76,6 +80,10 @@ const (
 	MinLinkRate = 8000     // bit/s, for up and down
 	MinWindow   = 64 << 10 // bytes: a stream's initial credit
 	MaxWindow   = 1 << 30  // bytes
+	// A path MTU below IPv6's minimum (1280) would leave association
+	// packets below the transport's least (1200 bytes).
+	MinPathMTU = 1280
+	MaxPathMTU = 9000
 )
 
 // CongestionModes lists the controllers a peer may name, the default
@@ -131,6 +139,9 @@ type LinkConfig struct {
 	ProbeInterval time.Duration
 	MaxOutage     time.Duration
 	Window        int64 // bytes; 0: auto
+	// MTU is the largest IP packet the underlay path to the peer carries
+	// whole; the association's packets fill it.
+	MTU int
 }
 
 // Load reads, decodes and validates a configuration file.
@@ -378,6 +389,13 @@ func (l *Link) validate(where string) (LinkConfig, error) {
 			return lc, fmt.Errorf("%s.window: %q is out of range: use 64KiB..1GiB, or leave it out (auto)", where, l.Window)
 		}
 	}
+	lc.MTU = l.MTU
+	if lc.MTU == 0 {
+		lc.MTU = DefaultPathMTU
+	}
+	if lc.MTU < MinPathMTU || lc.MTU > MaxPathMTU {
+		return lc, fmt.Errorf("%s.mtu: %d is out of range: use %d..%d, the largest IP packet the path to the peer carries whole (1500 on Ethernet; check with ping -M do)", where, l.MTU, MinPathMTU, MaxPathMTU)
+	}
 	return lc, nil
 }
 
@@ -448,6 +466,7 @@ func (c *Config) Effective() ([]byte, error) {
 				RTT:        p.Link.RTT.String(),
 				Congestion: p.Link.Congestion,
 				Loss:       p.Link.Loss,
+				MTU:        p.Link.MTU,
 			},
 		}
 		if p.Endpoint.IsValid() {

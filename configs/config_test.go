@@ -47,6 +47,9 @@ func TestParseGood(t *testing.T) {
 	if p.Link.Up != 1_500_000 || p.Link.Down != 64_000 || p.Link.RTT != 600*time.Millisecond {
 		t.Errorf("link = %+v", p.Link)
 	}
+	if p.Link.MTU != DefaultPathMTU {
+		t.Errorf("link mtu = %d, want the default %d", p.Link.MTU, DefaultPathMTU)
+	}
 	if p.Link.Congestion != "vegas" || p.Link.Loss != "auto" {
 		t.Errorf("modes = %q %q", p.Link.Congestion, p.Link.Loss)
 	}
@@ -82,6 +85,8 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"small window", `rtt = "600ms"`, `window = "16KiB"`, `peer[0] (site-b).link.window: "16KiB" is out of range`},
 		{"rate below the transport's", `"64kbit"`, `"4kbit"`, `peer[0] (site-b).link.down: "4kbit" is below 8kbit`},
 		{"bad rtt", `"600ms"`, `"600"`, `peer[0] (site-b).link.rtt`},
+		{"small path mtu", `rtt = "600ms"`, `mtu = 1000`, `peer[0] (site-b).link.mtu: 1000 is out of range: use 1280..9000`},
+		{"path mtu not a number", `rtt = "600ms"`, `mtu = "1400"`, `peer.link.mtu`},
 		{"bad congestion", `"vegas"`, `"bbr"`, `use one of hybrid, hybla, rate, vegas, vj`},
 		{"bad key", keyB, "abc", `peer[0] (site-b).public_key`},
 		{"bad subnet", `"10.2.0.0/24"`, `"10.2.0.1/24"`, `has host bits set: use 10.2.0.0/24`},
@@ -189,4 +194,22 @@ func sorted(s []string) []string {
 	s = slices.Clone(s)
 	slices.Sort(s)
 	return s
+}
+
+func TestPathMTU(t *testing.T) {
+	c, err := Parse([]byte(strings.Replace(good, `rtt = "600ms"`, "rtt = \"600ms\"\nmtu = 1400", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Peers[0].Link.MTU; got != 1400 {
+		t.Fatalf("link mtu = %d, want 1400", got)
+	}
+	out, err := c.Effective()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := Parse(out)
+	if err != nil || c2.Peers[0].Link.MTU != 1400 {
+		t.Fatalf("effective config lost the mtu (%v):\n%s", err, out)
+	}
 }

@@ -33,7 +33,7 @@ func TestAutoKeepsFullRateUnderRandomLoss(t *testing.T) {
 			t.Errorf("%s/%s: %.1f%% of the payload limit, want %.0f..%.0f%%", k.mode, k.loss, r.pct(), k.min, k.max)
 		}
 		// One loss costs one repair: the bytes sent again are the bytes
-		// the lost packets carried (about 1412 per full packet), not more.
+		// the lost packets carried (a full packet less its 11 header bytes), not more.
 		if st := r.stats; st.PacketsLost > 0 {
 			ratio := float64(st.RetransmitBytes) / float64(st.PacketsLost*(tunnelPacketSize-11))
 			t.Logf("%s/%s: %d packets lost, %d bytes repaired: %.3f repairs per loss", k.mode, k.loss, st.PacketsLost, st.RetransmitBytes, ratio)

@@ -19,10 +19,11 @@ import (
 	"scpsvpn/scps/cc"
 )
 
-// Tunnel packet geometry (tunnel/assoc.go: 1452-byte UDP payload less the
-// 29-byte seal; AEAD, UDP and IPv4 headers below).
+// Tunnel packet geometry over an IPv4 underlay with a 1500-byte path
+// (tunnel/packetsize.go: 1472-byte UDP payload less the 29-byte seal;
+// AEAD, UDP and IPv4 headers below).
 const (
-	tunnelPacketSize = 1452 - 29
+	tunnelPacketSize = 1500 - 20 - 8 - 29
 	tunnelOverhead   = 29 + 8 + 20
 )
 

@@ -32,10 +32,6 @@ import (
 	"scpsvpn/scps"
 )
 
-// maxUDPPayload fits an association packet in one 1500-byte underlay packet
-// over IPv4 or IPv6 (1500 - 40 IPv6 - 8 UDP).
-const maxUDPPayload = 1452
-
 // associationWait is how long a new flow waits for an association that is
 // not up (the first handshake, or the one after either side's association
 // ended), on top of two configured round trips. Beyond it the flow is
@@ -51,6 +47,11 @@ type assoc struct {
 	cfg  configs.PeerConfig
 	scfg scps.Config // built from cfg.Link and checked when the peer is configured
 	log  *slog.Logger
+	// guess sizes packets for the peer until an association begins with
+	// its endpoint known (packetsize.go); tunMTU is our TUN's, the largest
+	// non-TCP packet the LAN may hand us for the peer.
+	guess  netip.Addr
+	tunMTU int
 
 	// The per-packet path reads cur and up without taking mu.
 	cur atomic.Pointer[association] // nil while there is none
@@ -100,8 +101,9 @@ func (as *association) addSession(id uint64) {
 // configuration is checked here, so a peer that cannot run is refused
 // before anything changes.
 func (e *Endpoint) newAssoc(pc configs.PeerConfig) (*assoc, error) {
-	a := &assoc{e: e, cfg: pc, log: e.log.With("peer", pc.Name), ready: make(chan struct{}), rx: newPeerRx(&e.stats.RxQueueDrops)}
-	a.scfg = a.sessionConfig()
+	a := &assoc{e: e, cfg: pc, log: e.log.With("peer", pc.Name), ready: make(chan struct{}), rx: newPeerRx(&e.stats.RxQueueDrops),
+		guess: underlayGuess(pc, e.cfg.Listen), tunMTU: e.cfg.MTU}
+	a.scfg = a.sessionConfig(a.guess)
 	if err := a.scfg.Validate(); err != nil {
 		return nil, fmt.Errorf("peer %s: association: %w", pc.Name, err)
 	}
@@ -128,16 +130,15 @@ func (e *Endpoint) startLocked(a *assoc) {
 	}
 }
 
-func (a *assoc) sessionConfig() scps.Config {
+// sessionConfig is the association's configuration for a peer reached
+// at underlay address addr: full packets fill the path MTU.
+func (a *assoc) sessionConfig(addr netip.Addr) scps.Config {
 	ourPub := a.e.dev.PublicKey()
 	link := a.cfg.Link
 	cfg := scps.DefaultConfig()
 	cfg.EvenStreams = bytes.Compare(ourPub[:], a.cfg.PublicKey[:]) < 0
-	cfg.MaxPacketSize = maxUDPPayload - peers.Overhead
-	cfg.WireOverhead = peers.Overhead + 8 + 20
-	if a.cfg.Endpoint.Addr().Is6() && !a.cfg.Endpoint.Addr().Is4In6() {
-		cfg.WireOverhead = peers.Overhead + 8 + 40
-	}
+	cfg.MaxPacketSize = maxDatagram(link.MTU, addr) - peers.Overhead
+	cfg.WireOverhead = peers.Overhead + underlayHeaders(addr)
 	cfg.InitialRTT = link.RTT
 	cfg.SendRate = link.Up
 	cfg.RecvRate = link.Down
@@ -216,9 +217,15 @@ func (a *assoc) begin(id uint64, theirs assocParams) {
 	as.addSession(id)
 	ctx, cancel := context.WithCancel(a.e.ctx)
 	as.cancel = cancel
+	// The handshake came from the peer's endpoint, so its family is known
+	// now; packets keep this size for the association's life.
+	scfg := a.scfg
+	if p, ok := a.e.dev.Peer(a.cfg.Name); ok && p.Endpoint().IsValid() {
+		scfg = a.sessionConfig(p.Endpoint().Addr())
+	}
 	sess, err := scps.NewSession(scps.SessionConfig{
-		Config:     a.scfg,
-		Transmit:   a.transmitter(as),
+		Config:     scfg,
+		Transmit:   a.transmitter(as, scfg.MaxPacketSize+peers.Overhead),
 		OnDatagram: a.onDatagram,
 		OnState:    a.onState,
 		Logger:     a.log.With("part", "scps"),
@@ -266,7 +273,11 @@ func (a *assoc) begin(id uint64, theirs assocParams) {
 		a.watch(ctx, as)
 	}()
 	a.log.Info("association up", "instance", fmt.Sprintf("%016x", theirs.instance), "association", fmt.Sprintf("%016x", id),
-		"peer_up", theirs.up, "peer_down", theirs.down, "peer_rtt_ms", theirs.rttMS)
+		"peer_up", theirs.up, "peer_down", theirs.down, "peer_rtt_ms", theirs.rttMS, "packet", scfg.MaxPacketSize+peers.Overhead)
+	if m := sess.MaxDatagramSize(); m < a.tunMTU {
+		a.log.Warn("non-TCP packets larger than the path to the peer carries are dropped: lower interface.mtu or raise this peer's link.mtu",
+			"largest", m, "interface.mtu", a.tunMTU, "link.mtu", a.cfg.Link.MTU)
+	}
 }
 
 // end stops an association that is no longer current: nothing of it may
@@ -472,7 +483,7 @@ func (a *assoc) close() {
 // packet for the peer, on a session of the association, and sends the
 // batch. The scratch buffers belong to the one session goroutine that
 // calls it.
-func (a *assoc) transmitter(as *association) func(pkts [][]byte) {
+func (a *assoc) transmitter(as *association, size int) func(pkts [][]byte) {
 	var bufs [][]byte
 	var out [][]byte
 	var to netip.AddrPort
@@ -485,7 +496,7 @@ func (a *assoc) transmitter(as *association) func(pkts [][]byte) {
 			return
 		}
 		for len(bufs) < len(pkts) {
-			bufs = append(bufs, make([]byte, maxUDPPayload+peers.Overhead+64))
+			bufs = append(bufs, make([]byte, size))
 		}
 		out = out[:0]
 		for i, pkt := range pkts {

@@ -127,6 +127,9 @@ type memConn struct {
 	closed chan struct{}
 	once   sync.Once
 	sent   atomic.Uint64
+	// largest is the biggest datagram sent to each address.
+	largestMu sync.Mutex
+	largest   map[netip.AddrPort]int
 }
 
 // listen binds addr; a closed socket's address may be bound again.
@@ -167,6 +170,14 @@ func (c *memConn) Send(pkts [][]byte, to netip.AddrPort) error {
 		return net.ErrClosed
 	}
 	c.sent.Add(uint64(len(pkts)))
+	c.largestMu.Lock()
+	if c.largest == nil {
+		c.largest = map[netip.AddrPort]int{}
+	}
+	for _, p := range pkts {
+		c.largest[to] = max(c.largest[to], len(p))
+	}
+	c.largestMu.Unlock()
 	if f := c.w.filter.Load(); f != nil && !(*f)(c.addr, to) {
 		return nil
 	}
@@ -187,6 +198,13 @@ func (c *memConn) Send(pkts [][]byte, to netip.AddrPort) error {
 }
 
 func (c *memConn) LocalAddr() netip.AddrPort { return c.addr }
+
+// largestTo is the biggest datagram sent to addr so far.
+func (c *memConn) largestTo(addr netip.AddrPort) int {
+	c.largestMu.Lock()
+	defer c.largestMu.Unlock()
+	return c.largest[addr]
+}
 
 func (c *memConn) Close() error {
 	c.once.Do(func() { close(c.closed) })

@@ -12,6 +12,8 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+
+	"scpsvpn/configs"
 )
 
 // rxQueueLen bounds one peer's decrypted packets waiting for its
@@ -28,7 +30,9 @@ type rxItem struct {
 	local, remote []byte // the handshake's payloads, if established
 }
 
-var rxBufs = sync.Pool{New: func() any { b := make([]byte, maxUDPPayload); return &b }}
+// rxBufs hold packets of a 1500-byte path; pushData replaces one that is
+// too small for a larger path's packet.
+var rxBufs = sync.Pool{New: func() any { b := make([]byte, configs.DefaultPathMTU); return &b }}
 
 // peerRx is one peer's receive queue and the routine that drains it.
 type peerRx struct {
