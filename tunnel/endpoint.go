@@ -73,7 +73,7 @@ type Stats struct {
 	TunBadSrc       atomic.Uint64 // packets from our own TUN with a source in a peer's subnet
 	UDPIn           atomic.Uint64
 	UDPDropped      atomic.Uint64 // failed authentication or decoding
-	RepliesDropped  atomic.Uint64 // handshake answers dropped: more queued than the socket took
+	RepliesDropped  atomic.Uint64 // handshake answers dropped: more queued than the socket took, or the socket busy
 	RxQueueDrops    atomic.Uint64 // peer packets dropped: that peer's receive queue was full
 	UDPStale        atomic.Uint64 // authentic, but of a session that carries no current association
 	TunNoAssoc      atomic.Uint64 // datagrams for a peer whose association is not up, dropped

@@ -165,16 +165,26 @@ func (e *Endpoint) handleUDP(src netip.AddrPort, pkt, plain []byte) {
 const maxQueuedReplies = 1024
 
 // sendReplies sends what the UDP reader was asked to answer. The reader
-// only queues them: a send can wait (a full socket buffer, replies to
-// spoofed on-link addresses held by ARP for seconds), and the reader must
-// never wait on anything but the socket it reads.
+// only queues them, and they are sent with SendNow: a reply the socket
+// cannot take at once, or that would let replies hold more than their
+// share of its buffer (replies to forged on-link addresses wait for ARP
+// for seconds), is dropped and counted. Neither the reader nor the
+// associations' sends ever wait for a reply.
 func (e *Endpoint) sendReplies() {
 	for {
 		select {
 		case <-e.ctx.Done():
 			return
 		case d := <-e.replies:
-			e.sendUDP(d.Data, d.To)
+			if !d.To.IsValid() {
+				continue
+			}
+			if err := e.sock.SendNow(d.Data, d.To); err != nil {
+				e.stats.RepliesDropped.Add(1)
+				if !errors.Is(err, ErrSocketBusy) && e.ctx.Err() == nil {
+					e.log.Debug("UDP send", "to", d.To, "err", err)
+				}
+			}
 		}
 	}
 }

@@ -197,6 +197,11 @@ func (c *memConn) Send(pkts [][]byte, to netip.AddrPort) error {
 	return nil
 }
 
+// SendNow never waits: Send does not either.
+func (c *memConn) SendNow(p []byte, to netip.AddrPort) error {
+	return c.Send([][]byte{p}, to)
+}
+
 func (c *memConn) LocalAddr() netip.AddrPort { return c.addr }
 
 // largestTo is the biggest datagram sent to addr so far.

@@ -7,7 +7,13 @@ package tunnel
 // TUN and the socket (stack, flows, associations, relay, reload) runs
 // without root, as wireguard-go does with its tun and conn interfaces.
 
-import "net/netip"
+import (
+	"errors"
+	"net/netip"
+)
+
+// ErrSocketBusy is PacketConn.SendNow's refusal.
+var ErrSocketBusy = errors.New("socket busy: datagram dropped")
 
 // TUN is the endpoint's view of the TUN device: the subset of wireguard's
 // tun.Device it uses. Packets move in batches, each with offset bytes of
@@ -34,6 +40,11 @@ type PacketConn interface {
 	// Send sends datagrams to one destination. It is safe for concurrent
 	// use and does not keep pkts.
 	Send(pkts [][]byte, to netip.AddrPort) error
+	// SendNow sends one datagram (a handshake answer) only if that cannot
+	// make Send wait: when the socket cannot take it at once, or datagrams
+	// sent this way could crowd Send out of the socket's buffer, it drops
+	// it and returns ErrSocketBusy. Safe for concurrent use.
+	SendNow(p []byte, to netip.AddrPort) error
 	// LocalAddr is the address peers send to.
 	LocalAddr() netip.AddrPort
 	Close() error

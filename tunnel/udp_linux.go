@@ -35,15 +35,27 @@ var gsoOOBLen = unix.CmsgSpace(2)
 // udpBatch is how many datagrams one recvmmsg moves.
 const udpBatch = 64
 
+// replyShareDiv sets the part of the socket's send buffer that datagrams
+// sent with SendNow (handshake answers) may find in use: an eighth. A
+// reply to a forged address on our own link segment waits in the kernel's
+// ARP queue for about 3 s, charged to this socket all the while; unbounded,
+// a flood of those filled the whole buffer and the association's own
+// sends waited for seconds.
+const replyShareDiv = 8
+
 // udpSock is the association socket with its offload state: the real
 // PacketConn.
 type udpSock struct {
 	conn  *net.UDPConn
+	rc    syscall.RawConn
 	pc    *ipv4.PacketConn
 	gso   atomic.Bool // UDP_SEGMENT works
 	gro   bool        // UDP_GRO enabled on receive
 	is6   bool
 	local netip.AddrPort
+	// replyShare: SendNow sends only while the socket's queued bytes
+	// (kernel accounting, SIOCOUTQ) stay below it.
+	replyShare int
 
 	rx      *udpReceiver // the one reader's, made on its first Receive
 	senders sync.Pool    // *udpSender: scratch space for concurrent Sends
@@ -93,15 +105,65 @@ func newUDPSock(c *net.UDPConn) *udpSock {
 	s.senders.New = func() any { return s.sender() }
 	s.local = c.LocalAddr().(*net.UDPAddr).AddrPort()
 	s.is6 = s.local.Addr().Is6() && !s.local.Addr().Is4In6()
+	s.replyShare = 64 << 10
 	if rc, err := c.SyscallConn(); err == nil {
+		s.rc = rc
 		_ = rc.Control(func(fd uintptr) {
 			if _, err := unix.GetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_SEGMENT); err == nil {
 				s.gso.Store(true)
 			}
 			s.gro = unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_GRO, 1) == nil
+			// The kernel reports the buffer as it accounts it (twice what
+			// was asked), in the units SIOCOUTQ counts.
+			if n, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF); err == nil && n > 0 {
+				s.replyShare = n / replyShareDiv
+			}
 		})
 	}
 	return s
+}
+
+// SendNow sends one datagram without waiting, for handshake answers: if
+// the socket already holds its share for them (see replyShareDiv) or
+// cannot take the datagram at once, the datagram is dropped and
+// ErrSocketBusy returned. So answers, whatever their fate in the kernel,
+// never keep the association's own packets waiting.
+func (s *udpSock) SendNow(b []byte, to netip.AddrPort) error {
+	sa, err := s.sockaddr(to)
+	if err != nil {
+		return err
+	}
+	if s.rc == nil {
+		return ErrSocketBusy
+	}
+	cerr := s.rc.Write(func(fd uintptr) bool {
+		queued, qerr := unix.IoctlGetInt(int(fd), unix.SIOCOUTQ)
+		if qerr == nil && queued+len(b) > s.replyShare {
+			err = ErrSocketBusy
+			return true
+		}
+		err = unix.Sendto(int(fd), b, unix.MSG_DONTWAIT, sa)
+		return true // never wait for the socket to become writable
+	})
+	if cerr != nil {
+		return cerr
+	}
+	if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.ENOBUFS) {
+		return ErrSocketBusy
+	}
+	return err
+}
+
+// sockaddr is to in the socket's address family.
+func (s *udpSock) sockaddr(to netip.AddrPort) (unix.Sockaddr, error) {
+	a := to.Addr()
+	if s.is6 {
+		return &unix.SockaddrInet6{Addr: a.As16(), Port: int(to.Port())}, nil
+	}
+	if a = a.Unmap(); !a.Is4() {
+		return nil, fmt.Errorf("send to %v from an IPv4 socket", to)
+	}
+	return &unix.SockaddrInet4{Addr: a.As4(), Port: int(to.Port())}, nil
 }
 
 // Receive reads one batch (recvmmsg), splitting GRO super-packets.

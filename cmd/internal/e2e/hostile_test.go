@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	be "encoding/binary"
 	"flag"
 	mrand "math/rand/v2"
 	"net"
@@ -168,20 +169,25 @@ func TestSourceCheckLongestPrefix(t *testing.T) {
 
 // handshakeFlooder sends initiations with a valid mac1 for the hub (built
 // from peers/spec.md, as anyone who knows the hub's public key can) and a
-// random mac2, from forged sources in 10.202.0.0/16, through a raw socket
-// in spoke i's namespace. The hub routes that range back through spoke i
-// (as a site on the Internet reaches forged sources through its gateway),
-// whose kernel drops the cookie replies: they reach nobody.
+// random mac2, from forged sources, through a raw socket in spoke i's
+// namespace. Routed: the sources are in 10.202.0.0/16, which the hub
+// routes back through spoke i (as a site on the Internet reaches forged
+// sources through its gateway), whose kernel drops the cookie replies: they
+// reach nobody. On-link: the sources are unused addresses of the hub's own
+// link to spoke i, so every reply waits in the hub's ARP queue for an
+// answer that never comes (about 3 s), holding socket buffer meanwhile.
 type handshakeFlooder struct {
-	fd   int
-	to   netip.AddrPort
-	pkt  []byte
-	sent int
+	fd     int
+	to     netip.AddrPort
+	pkt    []byte
+	forged netip.Prefix
+	skip   []netip.Addr // addresses of the forged range that exist
+	sent   int
 }
 
 var forgedSources = netip.MustParsePrefix("10.202.0.0/16")
 
-func newHandshakeFlooder(t *testing.T, st *testbed.Star, spoke int) *handshakeFlooder {
+func newHandshakeFlooder(t *testing.T, st *testbed.Star, spoke int, onLink bool) *handshakeFlooder {
 	t.Helper()
 	pub, err := base64.StdEncoding.DecodeString(st.Hub().PublicKey)
 	if err != nil {
@@ -195,8 +201,10 @@ func newHandshakeFlooder(t *testing.T, st *testbed.Star, spoke int) *handshakeFl
 	h, _ := blake2s.New128(k[:])
 	h.Write(pkt[:len(pkt)-32])
 	copy(pkt[len(pkt)-32:], h.Sum(nil))
-	f := &handshakeFlooder{to: st.HubEndpoint(spoke), pkt: pkt}
-	if out, err := st.Exec(0, "ip", "route", "add", forgedSources.String(), "via", st.Link(spoke).SpokeAddr.Addr().String()); err != nil {
+	f := &handshakeFlooder{to: st.HubEndpoint(spoke), pkt: pkt, forged: forgedSources}
+	if l := st.Link(spoke); onLink {
+		f.forged, f.skip = l.HubAddr.Masked(), []netip.Addr{l.HubAddr.Addr(), l.SpokeAddr.Addr()}
+	} else if out, err := st.Exec(0, "ip", "route", "add", forgedSources.String(), "via", l.SpokeAddr.Addr().String()); err != nil {
 		t.Fatalf("route to the forged sources: %v: %s", err, out)
 	}
 	err = st.Do(spoke, func() (err error) {
@@ -216,7 +224,6 @@ func (f *handshakeFlooder) run(rate int, d time.Duration) error {
 	const tick = 5 * time.Millisecond
 	per := rate * int(tick) / int(time.Second)
 	to := &unix.SockaddrInet4{Addr: f.to.Addr().As4()}
-	base := forgedSources.Addr().As4()
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	start := time.Now()
@@ -227,9 +234,7 @@ func (f *handshakeFlooder) run(rate int, d time.Duration) error {
 		// Catch up after a late tick, so the rate holds on a busy machine.
 		due := int(now.Sub(start)/tick+1) * per
 		for ; f.sent < due; f.sent++ {
-			a := base
-			a[2], a[3] = byte(mrand.IntN(256)), byte(1+mrand.IntN(254))
-			src := netip.AddrPortFrom(netip.AddrFrom4(a), uint16(1024+mrand.IntN(60000)))
+			src := netip.AddrPortFrom(f.source(), uint16(1024+mrand.IntN(60000)))
 			b, err := testbed.BuildUDP4(src, f.to, f.pkt, uint16(f.sent))
 			if err != nil {
 				return err
@@ -240,6 +245,21 @@ func (f *handshakeFlooder) run(rate int, d time.Duration) error {
 		}
 	}
 	return nil
+}
+
+// source picks a random forged host address: neither the range's first
+// nor its last, nor one that exists.
+func (f *handshakeFlooder) source() netip.Addr {
+	base := f.forged.Addr().As4()
+	host := uint32(1)<<(32-f.forged.Bits()) - 2
+	for {
+		n := be.BigEndian.Uint32(base[:]) + 1 + mrand.Uint32N(host)
+		var a [4]byte
+		be.BigEndian.PutUint32(a[:], n)
+		if addr := netip.AddrFrom4(a); !slices.Contains(f.skip, addr) {
+			return addr
+		}
+	}
 }
 
 // maxGap is the longest time between two arrivals within [from, to].
@@ -267,8 +287,16 @@ func (r flowResult) maxGap(from, to time.Time) (time.Duration, time.Time) {
 // 5 minutes). A transfer from spoke 1 keeps flowing with no pause over a
 // second, spoke 2 killed and restarted during the flood is carried again
 // within 5 s, and the hub answers the flood with cookie replies, not
-// Diffie-Hellman work.
+// Diffie-Hellman work. Once from routed sources, once from sources on the
+// hub's own link, whose replies wait for ARP in the hub's kernel.
 func TestHandshakeFlood(t *testing.T) {
+	for _, onLink := range []bool{false, true} {
+		name := map[bool]string{false: "routed", true: "on-link"}[onLink]
+		t.Run(name, func(t *testing.T) { handshakeFlood(t, onLink) })
+	}
+}
+
+func handshakeFlood(t *testing.T, onLink bool) {
 	const rate = 20000
 	st := starSites(t, testbed.StarConfig{Spokes: 3, LogLevel: "info"}, nil)
 	ln, err := st.Listen(0, "tcp", hostPort(st.Hub().TUN4, 0))
@@ -277,7 +305,7 @@ func TestHandshakeFlood(t *testing.T) {
 	}
 	defer ln.Close()
 	go echoServer(ln, nil)
-	f := newHandshakeFlooder(t, st, 3)
+	f := newHandshakeFlooder(t, st, 3, onLink)
 	before := status(t, st, 0)
 
 	flow := startPaced(t, st, "spoke 1 -> hub", 1, 0, *floodTime+4*time.Second)
@@ -315,8 +343,9 @@ func TestHandshakeFlood(t *testing.T) {
 	cookies := after.Security.CookieRepliesSent - before.Security.CookieRepliesSent
 	dh := after.Security.Drops["handshake_auth"] - before.Security.Drops["handshake_auth"]
 	badMAC := after.Security.Drops["bad_mac"] - before.Security.Drops["bad_mac"]
-	t.Logf("flood: %d initiations in %v (%.0f/s); the hub sent %d cookie replies, spent %d Diffie-Hellman on them, %d bad mac1",
-		f.sent, floodEnd.Sub(floodStart).Round(time.Millisecond), sent, cookies, dh, badMAC)
+	t.Logf("flood: %d initiations in %v (%.0f/s); the hub made %d cookie replies (dropped unsent: %d), spent %d Diffie-Hellman on them, %d bad mac1",
+		f.sent, floodEnd.Sub(floodStart).Round(time.Millisecond), sent, cookies,
+		after.Counters.RepliesDropped-before.Counters.RepliesDropped, dh, badMAC)
 	t.Logf("transfer: %d MiB, longest pause during the flood %v (at +%v); restarted spoke 2 carried again after %v",
 		r.n>>20, gap.Round(time.Millisecond), at.Sub(floodStart).Round(time.Millisecond), in.Round(time.Millisecond))
 	if sent < rate*0.9 {

@@ -1,0 +1,158 @@
+package tunnel
+
+import (
+	"errors"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// TestSendNowOnLinkARP: handshake answers to forged sources on our own
+// link segment wait in the kernel's ARP queue, charged to the socket, for
+// as long as resolution takes. SendNow keeps them to their share of the
+// send buffer, so the association's own sends go on at once while the
+// answers still wait (before, the answers filled the buffer and every send
+// waited for ARP to give up).
+func TestSendNowOnLinkARP(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI=true: the test needs root (a network namespace) and must not be skipped")
+		}
+		t.Skip("needs root (a network namespace)")
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// Never unlocked: the thread ends with this goroutine, and the
+		// namespace with the thread and the sockets.
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			t.Errorf("unshare: %v", err)
+			return
+		}
+		sendNowOnLink(t)
+	}()
+	<-done
+}
+
+// sendNowOnLink runs in a fresh namespace: a veth pair whose far end
+// answers no ARP, and loopback for the association's traffic.
+func sendNowOnLink(t *testing.T) {
+	const dev = "rq0"
+	onLink := netip.MustParsePrefix("10.9.0.1/24")
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: dev}, PeerName: "rq1"}
+	if err := netlink.LinkAdd(veth); err != nil {
+		t.Errorf("veth: %v", err)
+		return
+	}
+	addr, _ := netlink.ParseAddr(onLink.String())
+	for _, name := range []string{"lo", dev, "rq1"} {
+		l, err := netlink.LinkByName(name)
+		if err == nil && name == dev {
+			err = netlink.AddrAdd(l, addr)
+		}
+		if err == nil {
+			err = netlink.LinkSetUp(l)
+		}
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			return
+		}
+	}
+	// ARP gives up after about 10 s: the answers outlive the test's sends.
+	if err := os.WriteFile("/proc/sys/net/ipv4/neigh/"+dev+"/mcast_solicit", []byte("10"), 0); err != nil {
+		t.Errorf("mcast_solicit: %v", err)
+		return
+	}
+
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4zero})
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer c.Close()
+	// A small buffer (the kernel doubles it), so the flood is short.
+	if err := c.SetWriteBuffer(128 << 10); err != nil {
+		t.Error(err)
+		return
+	}
+	s := newUDPSock(c)
+	rx, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer rx.Close()
+	setSocketBuffers(rx, slog.New(slog.DiscardHandler))
+	queued := func() int {
+		var n int
+		rc, _ := c.SyscallConn()
+		rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ) })
+		return n
+	}
+
+	// The flood's answers: cookie-reply sized, to every unused address of
+	// the link, again and again.
+	reply := make([]byte, 64)
+	var sent, busy, peak int
+	for i := range 4000 {
+		to := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 9, 0, byte(2 + i%253)}), 51820)
+		switch err := s.SendNow(reply, to); {
+		case err == nil:
+			sent++
+		case errors.Is(err, ErrSocketBusy):
+			busy++
+		default:
+			t.Errorf("SendNow to %v: %v", to, err)
+			return
+		}
+		peak = max(peak, queued())
+	}
+	t.Logf("answers: %d taken, %d refused; socket buffer %d bytes, answers' share %d, peak queued %d",
+		sent, busy, 2*128<<10, s.replyShare, peak)
+	if busy == 0 || sent == 0 {
+		t.Errorf("SendNow took %d and refused %d answers waiting for ARP: want both", sent, busy)
+	}
+	// One datagram's kernel accounting beyond the share at most.
+	if peak > s.replyShare+2048 {
+		t.Errorf("answers held %d bytes of the socket buffer, their share is %d", peak, s.replyShare)
+	}
+
+	// The association's own sends go out now, answers still waiting.
+	pkt := make([]byte, 1400)
+	to := rx.LocalAddr().(*net.UDPAddr).AddrPort()
+	const n = 400 // more than the whole buffer holds: the kernel must free as it goes
+	got := make(chan int, 1)
+	go func() {
+		buf := make([]byte, 2048)
+		k := 0
+		rx.SetReadDeadline(time.Now().Add(5 * time.Second))
+		for k < n {
+			if _, err := rx.Read(buf); err != nil {
+				break
+			}
+			k++
+		}
+		got <- k
+	}()
+	for range n / 10 {
+		if err := s.Send([][]byte{pkt, pkt, pkt, pkt, pkt, pkt, pkt, pkt, pkt, pkt}, to); err != nil {
+			t.Errorf("Send: %v", err)
+			return
+		}
+	}
+	left := queued()
+	if k := <-got; k < n*9/10 {
+		t.Errorf("%d of %d datagrams arrived", k, n)
+	}
+	if left == 0 {
+		t.Errorf("the answers were gone before the sends were done: the sends waited for ARP")
+	}
+}
