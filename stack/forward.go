@@ -5,6 +5,7 @@
 package stack
 
 import (
+	"container/list"
 	"net/netip"
 	"sync"
 
@@ -28,6 +29,11 @@ type TCPRequest struct {
 
 	mu   sync.Mutex
 	done bool
+
+	// The SYN guard's (synguard.go), under its lock.
+	guardElem *list.Element
+	isn       uint32 // the client's SYN sequence number, if hasISN
+	hasISN    bool
 }
 
 // handleForward runs on a goroutine gVisor starts for each new SYN.
@@ -59,6 +65,9 @@ func (s *Stack) handleForward(fr *tcp.ForwarderRequest) {
 	s.flows++
 	s.pending[r] = struct{}{}
 	s.mu.Unlock()
+	if old := s.guard.admit(r); old != nil {
+		s.evict(old)
+	}
 	s.cfg.HandleTCP(r)
 }
 
@@ -91,6 +100,7 @@ func (r *TCPRequest) complete(reset bool) bool {
 		return false
 	}
 	r.fr.Complete(reset)
+	r.s.guard.done(r)
 	r.settle(false)
 	return true
 }
@@ -108,6 +118,7 @@ func (r *TCPRequest) Accept() (*Conn, error) {
 	s.mu.Unlock()
 	var wq waiter.Queue
 	ep, terr := r.fr.CreateEndpoint(&wq)
+	s.guard.done(r)
 	s.mu.Lock()
 	s.accepting--
 	s.mu.Unlock()

@@ -77,6 +77,9 @@ type Stack struct {
 	refused      atomic.Uint64
 	acceptFailed atomic.Uint64
 	dialFailed   atomic.Uint64
+
+	guard      *synGuard
+	synEvicted atomic.Uint64
 }
 
 // Stats is a snapshot of the Stack's counters.
@@ -91,6 +94,7 @@ type Stats struct {
 	DialFailed   uint64 // DialTCP calls that failed (refused, timeout, ...)
 
 	InFlightDrops uint64 // SYNs dropped silently by gVisor: MaxInFlight handshakes pending
+	SYNEvicted    uint64 // handshakes ended (RST) to make room for newer SYNs (synguard.go)
 	MalformedIn   uint64 // packets gVisor rejected as malformed (IP or TCP)
 
 	PacketsIn     uint64 // packets injected into the NIC
@@ -117,6 +121,7 @@ func New(cfg Config) (*Stack, error) {
 		conns:   make(map[*Conn]struct{}),
 		pending: make(map[*TCPRequest]struct{}),
 		dialing: make(map[tcpip.Endpoint]struct{}),
+		guard:   newSYNGuard(cfg.MaxInFlight),
 	}
 	s.gs = gstack.New(gstack.Options{
 		NetworkProtocols:   []gstack.NetworkProtocolFactory{ipv4.NewProtocol, ipv6.NewProtocol},
@@ -237,6 +242,7 @@ func (s *Stack) Inject(pkt []byte) {
 	s.injecting.Add(1)
 	if !s.closed.Load() {
 		if id, netProto, ok := parseSYN(pkt); ok {
+			s.guard.seen(id, synSeq(pkt))
 			s.reclaimTimeWait(id, netProto)
 		}
 		s.link.inject(pkt)
@@ -319,6 +325,7 @@ func (s *Stack) Stats() Stats {
 		AcceptFailed:  s.acceptFailed.Load(),
 		DialFailed:    s.dialFailed.Load(),
 		InFlightDrops: gst.TCP.ForwardMaxInFlightDrop.Value(),
+		SYNEvicted:    s.synEvicted.Load(),
 		MalformedIn:   gst.IP.MalformedPacketsReceived.Value() + gst.TCP.InvalidSegmentsReceived.Value(),
 		PacketsIn:     s.lc.packetsIn.Load(),
 		PacketsOut:    s.lc.packetsOut.Load(),

@@ -1,0 +1,181 @@
+// This file owns the SYN guard: local handshakes in progress are bounded,
+// in all and per client address, and when a new SYN finds the bound reached
+// the oldest handshake gives way (Linux drops the oldest SYN-RECV likewise).
+//
+// Why: a handshake holds one of gVisor's MaxInFlight slots from the SYN
+// until the client's ACK, and gVisor retries its SYN-ACK for about two
+// minutes. Spoofed SYNs never send that ACK, so 10,000 of them a second
+// filled every slot and gVisor dropped real clients' SYNs silently; they
+// retried after a second or more. A real client's ACK follows the SYN-ACK
+// within a LAN round trip, far sooner than a flood can push its handshake
+// out of the queue, so the real handshakes finish and the spoofed ones are
+// the ones that give way. Addresses cannot tell spoofed sources from real
+// ones, so the bound per address (half the slots) only stops one unspoofed
+// host from churning everyone else's handshakes; a real host opening many
+// connections at once stays well inside it.
+
+package stack
+
+import (
+	"container/list"
+	"net/netip"
+	"sync"
+
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+)
+
+// synGuard tracks the TCPRequests whose handshake is in progress.
+type synGuard struct {
+	mu     sync.Mutex
+	limit  int // handshakes at once; below gVisor's MaxInFlight
+	perSrc int // of them from one client address
+	// isn holds the sequence number of SYNs injected and not yet handed to
+	// handleForward: an evicted handshake is ended by an RST from the
+	// client's side, which must carry the client's next sequence number.
+	isn   map[gstack.TransportEndpointID]uint32
+	order list.List // *TCPRequest, oldest first
+	bySrc map[netip.Addr]int
+}
+
+func newSYNGuard(maxInFlight int) *synGuard {
+	// gVisor frees a slot only once the evicted handshake has processed
+	// its RST: keep a quarter of the slots as headroom for that.
+	limit := max(1, maxInFlight*3/4)
+	return &synGuard{
+		limit:  limit,
+		perSrc: max(1, limit/2),
+		isn:    map[gstack.TransportEndpointID]uint32{},
+		bySrc:  map[netip.Addr]int{},
+	}
+}
+
+// seen notes an injected SYN's sequence number.
+func (g *synGuard) seen(id gstack.TransportEndpointID, seq uint32) {
+	g.mu.Lock()
+	// SYNs gVisor never forwards (retransmissions of one in progress, drops)
+	// leave entries behind: forget them all now and then.
+	if len(g.isn) >= 4*g.limit {
+		clear(g.isn)
+	}
+	g.isn[id] = seq
+	g.mu.Unlock()
+}
+
+// admit starts tracking r and returns the handshakes that must give way
+// for it: the oldest of its own address if that address is at its bound,
+// else the oldest of all if the guard is full.
+func (g *synGuard) admit(r *TCPRequest) (evict *TCPRequest) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	r.isn, r.hasISN = g.isn[r.fr.ID()]
+	delete(g.isn, r.fr.ID())
+	src := r.Src.Addr()
+	if g.bySrc[src] >= g.perSrc {
+		for e := g.order.Front(); e != nil; e = e.Next() {
+			if v := e.Value.(*TCPRequest); v.Src.Addr() == src {
+				evict = v
+				break
+			}
+		}
+	} else if g.order.Len() >= g.limit {
+		evict = g.order.Front().Value.(*TCPRequest)
+	}
+	if evict != nil {
+		g.removeLocked(evict)
+	}
+	r.guardElem = g.order.PushBack(r)
+	g.bySrc[src]++
+	return evict
+}
+
+// done stops tracking r (its handshake is over); a no-op if it was not
+// tracked or already evicted.
+func (g *synGuard) done(r *TCPRequest) {
+	g.mu.Lock()
+	g.removeLocked(r)
+	g.mu.Unlock()
+}
+
+func (g *synGuard) removeLocked(r *TCPRequest) {
+	if r.guardElem == nil {
+		return
+	}
+	g.order.Remove(r.guardElem)
+	r.guardElem = nil
+	src := r.Src.Addr()
+	if g.bySrc[src]--; g.bySrc[src] <= 0 {
+		delete(g.bySrc, src)
+	}
+}
+
+// evict ends r's handshake to free its slot: a request not yet accepted is
+// refused (RST to the client); one in its local handshake gets an RST as if
+// from the client, which gVisor's handshake takes as the client's refusal.
+func (s *Stack) evict(r *TCPRequest) {
+	s.synEvicted.Add(1)
+	if r.complete(true) {
+		return
+	}
+	if !r.hasISN {
+		return // the handshake runs out on its own
+	}
+	id := r.fr.ID()
+	netProto := header.IPv4ProtocolNumber
+	if id.RemoteAddress.Len() == 16 {
+		netProto = header.IPv6ProtocolNumber
+	}
+	ep, ok := s.gs.FindTransportEndpoint(netProto, tcp.ProtocolNumber, id, nicID).(*tcp.Endpoint)
+	if !ok || ep.EndpointState() != tcp.StateSynRecv {
+		return
+	}
+	if rst := buildClientRST(id, r.isn+1); rst != nil {
+		s.link.inject(rst)
+	}
+}
+
+// buildClientRST builds an RST from the client of id (the remote end) to
+// its local end, with sequence number seq.
+func buildClientRST(id gstack.TransportEndpointID, seq uint32) []byte {
+	src, dst := id.RemoteAddress, id.LocalAddress
+	tcpLen := header.TCPMinimumSize
+	var b []byte
+	var ipLen int
+	switch src.Len() {
+	case 4:
+		ipLen = header.IPv4MinimumSize
+		b = make([]byte, ipLen+tcpLen)
+		ip := header.IPv4(b)
+		ip.Encode(&header.IPv4Fields{
+			TotalLength: uint16(len(b)), TTL: 64, Protocol: uint8(header.TCPProtocolNumber),
+			SrcAddr: src, DstAddr: dst,
+		})
+		ip.SetChecksum(^ip.CalculateChecksum())
+	case 16:
+		ipLen = header.IPv6MinimumSize
+		b = make([]byte, ipLen+tcpLen)
+		header.IPv6(b).Encode(&header.IPv6Fields{
+			PayloadLength: uint16(tcpLen), TransportProtocol: header.TCPProtocolNumber,
+			HopLimit: 64, SrcAddr: src, DstAddr: dst,
+		})
+	default:
+		return nil
+	}
+	t := header.TCP(b[ipLen:])
+	t.Encode(&header.TCPFields{
+		SrcPort: id.RemotePort, DstPort: id.LocalPort, SeqNum: seq,
+		DataOffset: header.TCPMinimumSize, Flags: header.TCPFlagRst,
+	})
+	xsum := header.PseudoHeaderChecksum(header.TCPProtocolNumber, src, dst, uint16(tcpLen))
+	t.SetChecksum(^t.CalculateChecksum(xsum))
+	return b
+}
+
+// synSeq is the sequence number of a TCP SYN parseSYN accepted.
+func synSeq(pkt []byte) uint32 {
+	if header.IPVersion(pkt) == header.IPv4Version {
+		return header.TCP(pkt[header.IPv4(pkt).HeaderLength():]).SequenceNumber()
+	}
+	return header.TCP(pkt[header.IPv6MinimumSize:]).SequenceNumber()
+}

@@ -1,0 +1,114 @@
+package stack
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+)
+
+// synFloodStack is a stack whose handler accepts every request, with a
+// small handshake bound; accepted reports the clients whose handshake
+// finished.
+func synFloodStack(t *testing.T, out *captured) (*Stack, chan netip.AddrPort) {
+	t.Helper()
+	accepted := make(chan netip.AddrPort, 16)
+	s, err := New(Config{MTU: 1400, MaxInFlight: 64, Output: out.output, Logger: testLogger(),
+		HandleTCP: func(r *TCPRequest) {
+			go func() {
+				if c, err := r.Accept(); err == nil {
+					accepted <- r.Src
+					c.Close()
+				}
+			}()
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, accepted
+}
+
+// handshake sends from's SYN, waits for the SYN-ACK, sends the ACK and
+// waits until the stack accepted the connection.
+func handshake(t *testing.T, s *Stack, out *captured, accepted chan netip.AddrPort, from netip.AddrPort, flood func()) {
+	t.Helper()
+	s.Inject(buildTCP(from, server4, header.TCPFlagSyn, 5000, nil))
+	var synAck []byte
+	if !waitFor(10*time.Second, func() bool {
+		for _, p := range out.all() {
+			if src, dst, flags, ok := parseTCP(p); ok && src == server4 && dst == from && flags == header.TCPFlagSyn|header.TCPFlagAck {
+				synAck = p
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Fatalf("no SYN-ACK to %v (%+v)", from, s.Stats())
+	}
+	flood() // the flood goes on while the client's ACK is on its way
+	seq := header.TCP(header.IPv4(synAck).Payload()).SequenceNumber()
+	s.Inject(buildTCPAck(from, server4, header.TCPFlagAck, 5001, seq+1, nil))
+	select {
+	case got := <-accepted:
+		if got != from {
+			t.Fatalf("accepted %v, want %v", got, from)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the handshake of %v did not finish (%+v)", from, s.Stats())
+	}
+}
+
+// spoofed returns SYNs from n distinct addresses that never answer.
+func spoofed(s *Stack, base byte, n int) {
+	for i := range n {
+		src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, base, byte(i >> 8), byte(i)}), 40000)
+		s.Inject(buildTCP(src, server4, header.TCPFlagSyn, uint32(i)*7919, nil))
+	}
+}
+
+// TestSYNFloodOldestGivesWay: with every handshake slot held by spoofed
+// SYNs that will never be answered, a real client's SYN still gets its
+// SYN-ACK (the oldest spoofed handshake gives way, by an RST gVisor takes
+// as the client's), and its handshake finishes while the flood goes on.
+// Before, gVisor dropped the real SYN silently until the spoofed
+// handshakes timed out, two minutes later.
+func TestSYNFloodOldestGivesWay(t *testing.T) {
+	out := &captured{}
+	s, accepted := synFloodStack(t, out)
+	spoofed(s, 66, 200)
+	// A burst outruns the RSTs, so gVisor drops some of it: every spoofed
+	// SYN is either dropped or, once more than the bound came, evicted.
+	settled := func(n uint64) func() bool {
+		return func() bool { st := s.Stats(); return st.SYNEvicted+st.InFlightDrops >= n && st.FlowsActive <= 48 }
+	}
+	if !waitFor(10*time.Second, settled(200-48)) {
+		t.Fatalf("spoofed handshakes were not evicted: %+v", s.Stats())
+	}
+	handshake(t, s, out, accepted, client4, func() { spoofed(s, 67, 20) })
+	t.Logf("%+v", s.Stats())
+}
+
+// TestSYNFloodOneSourceChurnsOnlyItself: one address flooding SYNs (no
+// spoofing) evicts only its own handshakes: another client's handshake in
+// progress survives the flood.
+func TestSYNFloodOneSourceChurnsOnlyItself(t *testing.T) {
+	out := &captured{}
+	s, accepted := synFloodStack(t, out)
+	flooder := netip.MustParseAddr("10.68.0.9")
+	handshake(t, s, out, accepted, client4, func() {
+		for i := range 300 {
+			s.Inject(buildTCP(netip.AddrPortFrom(flooder, uint16(1024+i)), server4, header.TCPFlagSyn, 1, nil))
+		}
+		if !waitFor(10*time.Second, func() bool { st := s.Stats(); return st.SYNEvicted+st.InFlightDrops >= 300-24 }) {
+			t.Fatalf("the flooder's handshakes were not evicted: %+v", s.Stats())
+		}
+	})
+	s.guard.mu.Lock()
+	n := s.guard.bySrc[flooder]
+	s.guard.mu.Unlock()
+	if n > s.guard.perSrc {
+		t.Errorf("the flooder holds %d handshakes, its bound is %d", n, s.guard.perSrc)
+	}
+}
