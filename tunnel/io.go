@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.zx2c4.com/wireguard/tun"
+
+	"scpsvpn/peers"
 )
 
 // readTUN routes every packet the kernel sends into the TUN: TCP into the
@@ -169,8 +171,12 @@ const maxQueuedReplies = 1024
 // cannot take at once, or that would let replies hold more than their
 // share of its buffer (replies to forged on-link addresses wait for ARP
 // for seconds), is dropped and counted. Neither the reader nor the
-// associations' sends ever wait for a reply.
+// associations' sends ever wait for a reply to a stranger. A reply to a
+// peer's known endpoint (a restarted peer's initiation answered with a
+// cookie under a flood) is not dropped for the flood's sake: it is sent as
+// the associations' packets are.
 func (e *Endpoint) sendReplies() {
+	var known knownEndpoints
 	for {
 		select {
 		case <-e.ctx.Done():
@@ -179,7 +185,11 @@ func (e *Endpoint) sendReplies() {
 			if !d.To.IsValid() {
 				continue
 			}
-			if err := e.sock.SendNow(d.Data, d.To); err != nil {
+			err := e.sock.SendNow(d.Data, d.To)
+			if errors.Is(err, ErrSocketBusy) && known.has(e.dev, d.To, time.Now()) {
+				err = e.sock.Send([][]byte{d.Data}, d.To)
+			}
+			if err != nil {
 				e.stats.RepliesDropped.Add(1)
 				if !errors.Is(err, ErrSocketBusy) && e.ctx.Err() == nil {
 					e.log.Debug("UDP send", "to", d.To, "err", err)
@@ -187,6 +197,27 @@ func (e *Endpoint) sendReplies() {
 			}
 		}
 	}
+}
+
+// knownEndpoints is the set of the peers' current endpoints, refreshed at
+// most every 100 ms: it is consulted for every reply dropped in a flood.
+type knownEndpoints struct {
+	at  time.Time
+	set map[netip.AddrPort]struct{}
+}
+
+func (k *knownEndpoints) has(dev *peers.Device, to netip.AddrPort, now time.Time) bool {
+	if k.set == nil || now.Sub(k.at) > 100*time.Millisecond {
+		k.at = now
+		k.set = map[netip.AddrPort]struct{}{}
+		for _, p := range dev.Peers() {
+			if ep := p.Endpoint(); ep.IsValid() {
+				k.set[ep] = struct{}{}
+			}
+		}
+	}
+	_, ok := k.set[to]
+	return ok
 }
 
 func (e *Endpoint) sendUDP(b []byte, to netip.AddrPort) {
