@@ -6,6 +6,7 @@ package configs
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
+	"scpsvpn/scps"
 	"scpsvpn/scps/cc"
 )
 
@@ -380,6 +382,11 @@ func (l *Link) validate(where string) (LinkConfig, error) {
 		if lc.MaxOutage, err = durationKey(where+".max_outage", l.MaxOutage, time.Second, 7*24*time.Hour); err != nil {
 			return lc, err
 		}
+	}
+	// The transport refuses a max_outage shorter than outage_after at start;
+	// say so here, naming the keys, so a reload or a check refuses it too.
+	if after, most := cmp.Or(lc.OutageAfter, scps.DefaultOutageAfter), cmp.Or(lc.MaxOutage, scps.DefaultMaxOutage); most < after {
+		return lc, fmt.Errorf("%s.max_outage: %v is shorter than outage_after (%v): an outage is declared only after outage_after, so raise max_outage or lower outage_after", where, most, after)
 	}
 	if l.Window != "" {
 		if lc.Window, err = sizeKey(where+".window", l.Window); err != nil {

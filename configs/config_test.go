@@ -95,6 +95,11 @@ func TestParseErrorsNameTheKey(t *testing.T) {
 		{"metrics without port", `"127.0.0.1:9477"`, `"127.0.0.1:0"`, `interface.metrics`},
 		{"wrong type", `name = "scps0"`, `name = 3`, `interface.name`},
 		{"address in a peer's subnet", `"10.2.0.0/24", "fd00`, `"10.0.0.0/8", "fd00`, `interface.address[0]: 10.1.0.1 lies in peer "site-b"'s subnet 10.0.0.0/8`},
+		{"max_outage below outage_after", `rtt = "600ms"`, `rtt = "600ms"
+outage_after = "20s"
+max_outage = "10s"`, `peer[0] (site-b).link.max_outage: 10s is shorter than outage_after (20s)`},
+		{"max_outage below the default outage_after", `rtt = "600ms"`, `rtt = "600ms"
+max_outage = "2s"`, `peer[0] (site-b).link.max_outage: 2s is shorter than outage_after (3s)`},
 		{"no key file", `private_key_file = "/etc/scpsvpn/private.key"`, ``, `interface.private_key_file: missing`},
 	}
 	for _, tc := range cases {
