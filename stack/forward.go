@@ -8,6 +8,7 @@ import (
 	"container/list"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
@@ -34,6 +35,8 @@ type TCPRequest struct {
 	guardElem *list.Element
 	isn       uint32 // the client's SYN sequence number, if hasISN
 	hasISN    bool
+	// handshakeOver: Accept's local handshake ended (either way).
+	handshakeOver atomic.Bool
 }
 
 // handleForward runs on a goroutine gVisor starts for each new SYN.
@@ -118,6 +121,7 @@ func (r *TCPRequest) Accept() (*Conn, error) {
 	s.mu.Unlock()
 	var wq waiter.Queue
 	ep, terr := r.fr.CreateEndpoint(&wq)
+	r.handshakeOver.Store(true)
 	s.guard.done(r)
 	s.mu.Lock()
 	s.accepting--

@@ -80,6 +80,7 @@ type Stack struct {
 
 	guard      *synGuard
 	synEvicted atomic.Uint64
+	evicting   sync.WaitGroup // synguard.go's RST retries
 }
 
 // Stats is a snapshot of the Stack's counters.
@@ -419,6 +420,7 @@ func (s *Stack) Close() error {
 	for s.injecting.Load() != 0 {
 		time.Sleep(50 * time.Microsecond)
 	}
+	s.evicting.Wait()
 
 	s.mu.Lock()
 	reqs := make([]*TCPRequest, 0, len(s.pending))

@@ -20,6 +20,7 @@ import (
 	"container/list"
 	"net/netip"
 	"sync"
+	"time"
 
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
@@ -56,7 +57,7 @@ func (g *synGuard) seen(id gstack.TransportEndpointID, seq uint32) {
 	g.mu.Lock()
 	// SYNs gVisor never forwards (retransmissions of one in progress, drops)
 	// leave entries behind: forget them all now and then.
-	if len(g.isn) >= 4*g.limit {
+	if len(g.isn) >= max(4096, 16*g.limit) {
 		clear(g.isn)
 	}
 	g.isn[id] = seq
@@ -113,26 +114,44 @@ func (g *synGuard) removeLocked(r *TCPRequest) {
 // evict ends r's handshake to free its slot: a request not yet accepted is
 // refused (RST to the client); one in its local handshake gets an RST as if
 // from the client, which gVisor's handshake takes as the client's refusal.
+// The handshake's endpoint may not exist yet (Accept is on its way into
+// gVisor), so the RST is retried until the handshake is over.
 func (s *Stack) evict(r *TCPRequest) {
 	s.synEvicted.Add(1)
-	if r.complete(true) {
+	if r.complete(true) || !r.hasISN {
+		return // refused; or without an ISN the handshake runs out on its own
+	}
+	// Close waits for the retries; none starts once it began (the
+	// injecting count orders this as for Inject).
+	s.injecting.Add(1)
+	defer s.injecting.Add(-1)
+	if s.closed.Load() {
 		return
 	}
-	if !r.hasISN {
-		return // the handshake runs out on its own
-	}
-	id := r.fr.ID()
-	netProto := header.IPv4ProtocolNumber
-	if id.RemoteAddress.Len() == 16 {
-		netProto = header.IPv6ProtocolNumber
-	}
-	ep, ok := s.gs.FindTransportEndpoint(netProto, tcp.ProtocolNumber, id, nicID).(*tcp.Endpoint)
-	if !ok || ep.EndpointState() != tcp.StateSynRecv {
-		return
-	}
-	if rst := buildClientRST(id, r.isn+1); rst != nil {
-		s.link.inject(rst)
-	}
+	s.evicting.Add(1)
+	go func() {
+		defer s.evicting.Done()
+		id := r.fr.ID()
+		netProto := header.IPv4ProtocolNumber
+		if id.RemoteAddress.Len() == 16 {
+			netProto = header.IPv6ProtocolNumber
+		}
+		rst := buildClientRST(id, r.isn+1)
+		for range 100 {
+			if r.handshakeOver.Load() || s.closed.Load() {
+				return
+			}
+			ep, ok := s.gs.FindTransportEndpoint(netProto, tcp.ProtocolNumber, id, nicID).(*tcp.Endpoint)
+			if ok && ep.EndpointState() == tcp.StateSynRecv {
+				s.injecting.Add(1)
+				if !s.closed.Load() {
+					s.link.inject(rst)
+				}
+				s.injecting.Add(-1)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
 }
 
 // buildClientRST builds an RST from the client of id (the remote end) to
