@@ -215,13 +215,14 @@ func (h *sentPacketHandler) onAck(now time.Duration, f *wire.Ack) (newly bool) {
 	if !h.anyAcked || f.Largest > h.largestAcked {
 		h.largestAcked, h.anyAcked = f.Largest, true
 	}
-	var sample time.Duration
+	var sample, peerDelay time.Duration
 	if largestWasNewly && newlyEliciting {
+		peerDelay = time.Duration(f.Delay) * time.Microsecond
 		// The peer's reported delay is trusted up to a quarter RTT beyond
 		// MaxAckDelay: the ACK budget of a narrow return link can hold an
 		// ACK back that long, and counting it as path delay would look like
 		// a queue.
-		delay := min(time.Duration(f.Delay)*time.Microsecond, max(MaxAckDelay, h.rtt.Smoothed()/4))
+		delay := min(peerDelay, max(MaxAckDelay, h.rtt.Smoothed()/4))
 		h.rtt.Update(now-largestNewlyAt, delay)
 		sample = h.rtt.Adjusted()
 	}
@@ -233,6 +234,7 @@ func (h *sentPacketHandler) onAck(now time.Duration, f *wire.Ack) (newly bool) {
 			LargestSentAt: h.abs(largestNewlyAt),
 			RTTUpdated:    sample > 0,
 			RTT:           sample,
+			AckDelay:      peerDelay,
 		})
 	}
 	if newly {

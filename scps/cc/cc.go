@@ -48,6 +48,11 @@ type AckEvent struct {
 	// the minimum RTT); 0 when RTTUpdated is false. Delay-based
 	// controllers read queueing from it.
 	RTT time.Duration
+	// AckDelay is how long the peer says it held this ACK after the
+	// largest packet arrived (when RTTUpdated: that packet was sent at
+	// LargestSentAt): now - AckDelay is when it arrived, up to the return
+	// path's delay.
+	AckDelay time.Duration
 }
 
 // LossEvent reports packets declared lost together.

@@ -162,6 +162,33 @@ func (r *rounds) recentRate(now time.Time, window time.Duration, least int) floa
 	return float64(last.delivered-first.delivered) / d.Seconds()
 }
 
+// deliveryRate is the bytes acknowledged within window before now over
+// that window. Unlike recentRate it does not take a burst of ACKs for a
+// rate: the first flight, sent as one burst, is acknowledged within a few
+// milliseconds, and what it says of the sender's rate is its bytes over
+// the time since it went out. When the ring holds less than window of
+// ACKs and is full (a high ACK rate), it is the rate over the ring's span.
+func (r *rounds) deliveryRate(now time.Time, window time.Duration) float64 {
+	if r.nRecent == 0 || window <= 0 {
+		return 0
+	}
+	last := r.recent[(r.nextIdx-1+recentSamples)%recentSamples]
+	for i := 1; i < r.nRecent; i++ {
+		s := r.recent[(r.nextIdx-1-i+recentSamples)%recentSamples]
+		if now.Sub(s.at) > window {
+			return float64(last.delivered-s.delivered) / now.Sub(s.at).Seconds()
+		}
+	}
+	if r.nRecent < recentSamples {
+		return float64(last.delivered) / window.Seconds()
+	}
+	oldest := r.recent[r.nextIdx]
+	if d := now.Sub(oldest.at); d > 0 {
+		return float64(last.delivered-oldest.delivered) / d.Seconds()
+	}
+	return 0
+}
+
 // currentMinRTT is the smallest sample of the round so far, else of the
 // last round, else 0.
 func (r *rounds) currentMinRTT() time.Duration {

@@ -71,6 +71,31 @@ const (
 	// rateSamples: the delivery rate is measured over the last quarter
 	// round trip, and at least this many ACKs.
 	rateSamples = 8
+	// capacityStart and capacityOvershoot bound slow start's pacing once
+	// the first flight timed the bottleneck (capacity): it starts at
+	// capacityStart of that rate (an estimate twice too high then still
+	// starts at the link's rate) and grows beyond the larger of it and the
+	// delivery rate by at most capacityOvershoot, so the queue it builds
+	// before the delay signal returns is a quarter of the bandwidth-delay
+	// product, not one.
+	capacityStart     = 0.5
+	capacityOvershoot = 1.25
+	// quietRounds: after this many rounds in a row that showed no queue
+	// while the window was full, the link has more to give (a rain fade
+	// ended, a competitor left) and slow start resumes.
+	quietRounds = 2
+	// belowPeak: told a rate, a quiet round resumes slow start at once
+	// when the delivery rate is below this share of the best seen.
+	belowPeak = 0.8
+	// resumeRateHeld: slow start resumes only while the delivery rate
+	// is at least this share of the one at the end of the round before.
+	resumeRateHeld = 0.95
+	// fullWindowSlack: the window counts as full with this many packets
+	// of it unused.
+	fullWindowSlack = 3
+	// reprobeBelow: told a rate, slow start resumes only while the
+	// delivery rate is below this share of it.
+	reprobeBelow = 0.85
 )
 
 // Hybrid is the "hybrid" controller.
@@ -87,6 +112,16 @@ type Hybrid struct {
 	grew          bool    // the window grew at the end of the last round
 	recoveryStart time.Time
 	inRecovery    bool
+	capa          capacity // the bottleneck's rate, timed by ACK trains
+	// resumed: slow start was resumed from avoidance; it is paced from
+	// the delivery rate as without a configured rate.
+	resumed bool
+	quiet   int // rounds in a row that ended with no queue and the window in use
+	// peakRate is the best delivery rate of any round so far: where a
+	// resumed slow start begins.
+	peakRate     float64
+	roundAckRate float64   // ackRate at the end of the last round
+	lastDecrease time.Time // when the window last shrank
 }
 
 // NewHybrid builds a hybrid controller.
@@ -164,8 +199,10 @@ func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
 	if ended && c.r.lastRate > 0 {
 		c.rates[c.rateIdx] = c.r.lastRate
 		c.rateIdx = (c.rateIdx + 1) % len(c.rates)
+		c.peakRate = max(c.peakRate, c.r.lastRate)
 	}
-	if r := c.r.recentRate(now, c.p.RTT.Smoothed()/2, minSlowStartSamples); r > 0 {
+	c.capa.onAck(now, ev, c.r.delivered, c.mss)
+	if r := c.r.deliveryRate(now, c.p.RTT.Smoothed()/2); r > 0 {
 		c.ackRate = r
 	}
 	if c.inRecovery && !ev.LargestSentAt.After(c.recoveryStart) {
@@ -181,8 +218,8 @@ func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
 	}
 	if c.ss {
 		if queue > hybridGamma*float64(c.mss) {
-			c.cwnd = c.clamp(float64(min(c.cwnd, c.target(now, in, rtt))))
-			c.ss = false
+			c.decrease(now, float64(min(c.cwnd, c.target(now, in, rtt))))
+			c.ss, c.resumed, c.quiet = false, false, 0
 			// The packets already sent overshot: losses among them are
 			// that overshoot, which the cut above has answered.
 			c.recoveryStart, c.inRecovery = now, true
@@ -201,6 +238,9 @@ func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
 	diff := queue / float64(c.mss)
 	grew := c.grew
 	c.grew = false
+	if c.resume(now, diff, in) {
+		return
+	}
 	switch {
 	case diff < hybridAlpha:
 		// Not application limited, and the last growth has had a round
@@ -225,7 +265,7 @@ func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
 			c.grew = true
 		}
 	case diff > hybridBeta:
-		c.cwnd = c.clamp(float64(min(c.cwnd, c.target(now, in, rtt))))
+		c.decrease(now, float64(min(c.cwnd, c.target(now, in, rtt))))
 		// A queue says the pipe is at most what is delivered now: rounds
 		// remembered from before a capacity drop must not lead back.
 		if r := c.r.recentRate(now, c.p.RTT.Smoothed()/4, rateSamples); r > 0 {
@@ -233,6 +273,48 @@ func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
 				c.rates[i] = min(c.rates[i], r)
 			}
 		}
+	}
+}
+
+// resume decides at the end of an avoidance round whose queue was diff
+// packets with in bytes in flight whether slow start resumes: after
+// quietRounds rounds in a row (told a rate, one) with no queue while the
+// window was full and the delivery rate held, at least two round trips
+// after the window last shrank, and, told a rate, only below reprobeBelow
+// of it. A window that shrank to the pipe drains its own queue: that says
+// nothing of the link; a queue that goes while the window and the rate
+// hold says the link has more to give (a rain fade ended, a competitor
+// left). Resumed slow start goes straight back to the best rate the link
+// has delivered and grows beyond it carefully (PacingRate), so a wrong
+// guess costs a quarter of a bandwidth-delay product of queue. Avoidance
+// alone climbed back from a fade by a tenth of the window every other
+// round: 20 s from 10 to 50 Mbit/s at 600 ms.
+func (c *Hybrid) resume(now time.Time, diff float64, in int) bool {
+	held := c.ackRate >= resumeRateHeld*c.roundAckRate
+	c.roundAckRate = c.ackRate
+	if diff > 0 || in+fullWindowSlack*c.mss < c.cwnd || !held || now.Sub(c.lastDecrease) < 2*c.p.RTT.Min() {
+		c.quiet = 0
+		return false
+	}
+	c.quiet++
+	if c.p.SendRate > 0 && c.ackRate >= reprobeBelow*float64(c.p.SendRate)/8 {
+		return false
+	}
+	// Told a rate, and far below what the link carried before, one round
+	// suffices: a fade has ended. Growing beyond the best rate seen
+	// needs the evidence of quietRounds.
+	if c.quiet < quietRounds && (c.p.SendRate == 0 || c.ackRate >= belowPeak*c.peakRate) {
+		return false
+	}
+	c.ss, c.resumed, c.quiet, c.ssthresh = true, true, 0, maxWindow
+	return true
+}
+
+// decrease sets the window to w (clamped) at now and remembers when it
+// shrank.
+func (c *Hybrid) decrease(now time.Time, w float64) {
+	if n := c.clamp(w); n < c.cwnd {
+		c.cwnd, c.lastDecrease = n, now
 	}
 }
 
@@ -257,8 +339,8 @@ func (c *Hybrid) OnCongestionEvent(now time.Time, ev LossEvent) {
 		// The path may have changed: start over, slow start up to half
 		// the old window.
 		c.ssthresh = max(c.cwnd/2, minWindowPackets*c.mss)
-		c.cwnd, c.ss = minWindowPackets*c.mss, true
-		c.rates, c.ackRate = [rateRounds]float64{}, 0 // pace the new slow start from scratch
+		c.cwnd, c.ss, c.resumed, c.lastDecrease = minWindowPackets*c.mss, true, false, now
+		c.rates, c.ackRate, c.peakRate = [rateRounds]float64{}, 0, 0 // pace the new slow start from scratch
 		c.recoveryStart, c.inRecovery = now, true
 		return
 	}
@@ -270,19 +352,48 @@ func (c *Hybrid) OnCongestionEvent(now time.Time, ev LossEvent) {
 	if rtt := c.r.recentMinRTT(now, c.p.RTT.Smoothed()/8, 1); rtt > 0 {
 		w = min(w, float64(c.target(now, ev.PriorInFlight, rtt)))
 	}
-	c.cwnd = c.clamp(w)
-	c.ss = false
+	c.decrease(now, w)
+	c.ss, c.resumed = false, false
 }
 
-// PacingRate implements Controller.
+// PacingRate implements Controller. Told a rate, slow start runs at it
+// (the association's pacer). Otherwise, and when slow start resumed, the
+// first flight goes out as one burst (its ACKs time the bottleneck), then
+// the rate is twice the recent delivery rate, within the bounds the
+// bottleneck's estimated rate sets (capacityStart, capacityOvershoot), so
+// it at most doubles per round trip and the delay signal arrives before
+// the queue has grown by a bandwidth-delay product.
 func (c *Hybrid) PacingRate() float64 {
-	r := pacing(c.p.RTT, c.cwnd, c.InSlowStart())
-	if c.InSlowStart() && c.p.SendRate == 0 {
-		// Before a round was measured, the initial window per RTT. The
-		// ACKs of the last half round trip tell the rate sent a round
-		// trip ago, so twice it doubles the rate every round trip.
-		best := max(float64(c.initialWindow())/c.p.RTT.Smoothed().Seconds(), c.ackRate, c.bestRate())
-		r = min(r, 2*best)
+	r := pacing(c.p.RTT, c.cwnd, c.ss)
+	if !c.ss {
+		// The window per the freshest round trip: the smoothed one
+		// still remembers a queue that has drained (after a capacity
+		// drop, seconds of it), and pacing by it would leave the window
+		// unused and the link idle.
+		if m := c.r.currentMinRTT(); m > 0 && m < c.p.RTT.Smoothed() {
+			r = 1.25 * float64(c.cwnd) / m.Seconds()
+		}
+		return r
+	}
+	if c.p.SendRate > 0 && !c.resumed {
+		return r
+	}
+	if c.p.RTT.Samples() == 0 {
+		return 0
+	}
+	// Before a round was measured, the initial window per RTT. The ACKs
+	// of the last half round trip tell the rate sent a round trip ago, so
+	// twice it doubles the rate every round trip.
+	dr := max(float64(c.initialWindow())/c.p.RTT.Smoothed().Seconds(), c.ackRate, c.bestRate())
+	r = min(r, 2*dr)
+	switch est := c.capa.estimate(); {
+	case c.resumed:
+		// The link carried that much before (a fade has ended, a
+		// competitor left): go straight back to it, and beyond it
+		// carefully.
+		r = min(max(r, c.peakRate), capacityOvershoot*max(c.peakRate, dr))
+	case est > 0:
+		r = min(max(r, capacityStart*est), capacityOvershoot*max(est, dr))
 	}
 	return r
 }

@@ -1,0 +1,69 @@
+package cc
+
+// This file tests capacity, the bottleneck rate timed by ACK trains, and
+// how hybrid's slow start uses it without a configured rate.
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+// train feeds c the ACKs of n packets of mss bytes sent at once and
+// spread by a bottleneck of rate bytes/s, one ACK every every packets,
+// each held delay by the peer; it returns the time of the last ACK.
+func train(c *capacity, start time.Time, n, every int, rate float64, delay time.Duration) time.Time {
+	var delivered int64
+	now := start
+	for i := every; i <= n; i += every {
+		delivered += int64(every * mss)
+		arrived := start.Add(time.Duration(float64(i*mss) / rate * float64(time.Second)))
+		now = arrived.Add(delay)
+		c.onAck(now, AckEvent{AckedBytes: every * mss, LargestSentAt: t0, RTTUpdated: true, RTT: time.Millisecond, AckDelay: delay}, delivered, mss)
+	}
+	return now
+}
+
+func TestCapacityFromTrain(t *testing.T) {
+	// 40 packets sent at once through 10 MB/s, an ACK every tenth, each
+	// held 3 ms: the spread of the arrivals is the bottleneck's rate.
+	var c capacity
+	train(&c, t0.Add(300*time.Millisecond), 40, 10, 10e6, 3*time.Millisecond)
+	if got := c.estimate(); math.Abs(got-10e6)/10e6 > 0.01 {
+		t.Errorf("estimate %.0f B/s, want 10e6", got)
+	}
+	// ACKs of packets the sender spaced itself say nothing of the link.
+	var paced capacity
+	var delivered int64
+	for i := 0; i < 10; i++ {
+		sent := t0.Add(time.Duration(i) * 10 * time.Millisecond)
+		delivered += 10 * mss
+		paced.onAck(sent.Add(300*time.Millisecond), AckEvent{LargestSentAt: sent, RTTUpdated: true, RTT: 300 * time.Millisecond}, delivered, mss)
+	}
+	if got := paced.estimate(); got != 0 {
+		t.Errorf("paced ACKs gave an estimate of %.0f B/s", got)
+	}
+	// A train whose arrivals span less than capacityMinSpan is too short
+	// to time: 20 packets at 1 GB/s take 20 us.
+	var short capacity
+	train(&short, t0, 20, 10, 1e9, 0)
+	if got := short.estimate(); got != 0 {
+		t.Errorf("a 20 us train gave an estimate of %.0f B/s", got)
+	}
+}
+
+func TestHybridStartsNearTheTimedRate(t *testing.T) {
+	// Told no rate, at 600 ms: the first flight is one burst (no pacing),
+	// and once its ACKs time the link at 25 MB/s, slow start paces at
+	// capacityStart of that, not at twice the initial window per RTT.
+	rtt := 600 * time.Millisecond
+	c := NewHybrid(Params{MaxDatagramSize: mss, RTT: NewRTTStats(rtt)})
+	if r := c.PacingRate(); r != 0 {
+		t.Fatalf("first flight paced at %.0f B/s, want a burst", r)
+	}
+	c.p.RTT.Update(rtt, 0)
+	train(&c.capa, t0.Add(rtt), 40, 10, 25e6, 0)
+	if got, want := c.PacingRate(), capacityStart*25e6; math.Abs(got-want)/want > 0.02 {
+		t.Errorf("slow start paced at %.0f B/s after the first flight, want %.0f", got, want)
+	}
+}
