@@ -23,6 +23,9 @@ func (tb *Testbed) StartEndpoint(side Side) error {
 	if tb.cfg.Binary == "" {
 		return errors.New("testbed: no endpoint binary configured (Config.Binary)")
 	}
+	if tb.Site(side) == nil {
+		return fmt.Errorf("testbed: no %s: the second pair of sites needs Config.SecondPair", side)
+	}
 	return tb.start(int(side), tb.cfg.Binary)
 }
 

@@ -46,13 +46,24 @@ type Side int
 const (
 	A Side = iota
 	B
+	// A2 and B2 are the second pair of sites (Config.SecondPair): their
+	// own endpoints, subnets and association, in A's and B's namespaces,
+	// so both associations cross the same underlay (two sites behind one
+	// satellite beam).
+	A2
+	B2
 )
 
 func (s Side) String() string {
-	if s == A {
+	switch s {
+	case A:
 		return "site A"
+	case B:
+		return "site B"
+	case A2:
+		return "site A2"
 	}
-	return "site B"
+	return "site B2"
 }
 
 // Config describes a testbed; zero fields take the defaults noted.
@@ -71,7 +82,12 @@ type Config struct {
 	PeerLinkA        string // raw TOML lines of A's [peer.link] (A's view of the link to B); empty = none
 	PeerLinkB        string // raw TOML lines of B's [peer.link]
 	BWithoutEndpoint bool   // B's peer entry for A has no endpoint: B learns it when A connects
-	TUNName          string // both sites' TUN device name; default one unique per run and site
+	// SecondPair adds sites A2 (10.3.0.0/24) and B2 (10.4.0.0/24) with
+	// their own endpoints in A's and B's namespaces, associated with each
+	// other on Port+1 over the same underlay, told PeerLinkA and PeerLinkB
+	// as A and B are.
+	SecondPair bool
+	TUNName    string // both sites' TUN device name; default one unique per run and site
 
 	Dir          string        // directory for keys, configs and logs; default a new temporary one
 	KeepDir      bool          // keep Dir after Close (a directory given in Dir is never removed)
@@ -104,11 +120,12 @@ func (s *Site) Endpoint(port int) netip.AddrPort {
 
 // Testbed is a built topology. Close it (defer) in every case.
 type Testbed struct {
-	ID   string // random part of every name
-	Kind Kind
-	Dir  string
-	Port int
-	A, B *Site
+	ID     string // random part of every name
+	Kind   Kind
+	Dir    string
+	Port   int
+	A, B   *Site
+	A2, B2 *Site // Config.SecondPair; nil without
 
 	cfg    Config
 	emu    *linkemu.Emulator
@@ -131,9 +148,17 @@ func New(cfg Config) (tb *Testbed, err error) {
 	log := cfg.Logger.With("component", "testbed")
 	id := newID(log)
 	tb = &Testbed{ID: id, Kind: cfg.Kind, Port: cfg.Port, cfg: cfg}
-	tb.topo = newTopo(log.With("testbed", id), 2, cfg.StartTimeout, cfg.StopTimeout, tb.procSite)
+	slots := 2
+	if cfg.SecondPair {
+		slots = 4
+	}
+	tb.topo = newTopo(log.With("testbed", id), slots, cfg.StartTimeout, cfg.StopTimeout, tb.procSite)
 	tb.A = tb.newSite(A, cfg.UnderlayA, "10.1.0", "fd00:1::")
 	tb.B = tb.newSite(B, cfg.UnderlayB, "10.2.0", "fd00:2::")
+	if cfg.SecondPair {
+		tb.A2 = tb.newSite(A2, cfg.UnderlayA, "10.3.0", "fd00:3::")
+		tb.B2 = tb.newSite(B2, cfg.UnderlayB, "10.4.0", "fd00:4::")
+	}
 	defer func() {
 		if err != nil {
 			tb.Close()
@@ -216,20 +241,20 @@ func newID(log *slog.Logger) string {
 }
 
 func (tb *Testbed) newSite(side Side, underlay netip.Prefix, lan4, lan6 string) *Site {
-	l := "a"
-	if side == B {
-		l = "b"
-	}
+	// l names the site; ns its namespace's letter (the second pair lives
+	// in the first pair's namespaces).
+	names := map[Side][2]string{A: {"a", "a"}, B: {"b", "b"}, A2: {"c", "a"}, B2: {"d", "b"}}[side]
+	l, ns := names[0], names[1]
 	tunName := "scps" + tb.ID + l // 11 bytes
-	if tb.cfg.TUNName != "" {
+	if tb.cfg.TUNName != "" && side <= B {
 		tunName = tb.cfg.TUNName
 	}
 	return &Site{
 		Side:        side,
 		Name:        "site-" + l,
-		NS:          fmt.Sprintf("%s%d-%s-%s", NamePrefix, os.Getpid(), tb.ID, l),
+		NS:          fmt.Sprintf("%s%d-%s-%s", NamePrefix, os.Getpid(), tb.ID, ns),
 		Underlay:    underlay,
-		UnderlayDev: map[Kind]string{Veth: "stb", Emulated: "emu"}[tb.Kind] + tb.ID + l, // 10 bytes
+		UnderlayDev: map[Kind]string{Veth: "stb", Emulated: "emu"}[tb.Kind] + tb.ID + ns, // 10 bytes
 		LAN4:        netip.MustParsePrefix(lan4 + ".0/24"),
 		LAN6:        netip.MustParsePrefix(lan6 + "/64"),
 		TUN4:        netip.MustParseAddr(lan4 + ".1"),
@@ -238,12 +263,18 @@ func (tb *Testbed) newSite(side Side, underlay netip.Prefix, lan4, lan6 string) 
 	}
 }
 
-// Site returns the site of side.
+// Site returns the site of side (nil for the second pair without
+// Config.SecondPair).
 func (tb *Testbed) Site(side Side) *Site {
-	if side == A {
+	switch side {
+	case A:
 		return tb.A
+	case B:
+		return tb.B
+	case A2:
+		return tb.A2
 	}
-	return tb.B
+	return tb.B2
 }
 
 // Emulator returns the link emulator (Kind Emulated), for its counters and
@@ -341,7 +372,18 @@ func addrUp(ns, dev string, p netip.Prefix) error {
 }
 
 func (tb *Testbed) writeFiles() error {
-	for _, s := range []*Site{tb.A, tb.B} {
+	sites := []*Site{tb.A, tb.B}
+	pairs := []configParams{
+		{Self: tb.A, Peer: tb.B, WithEndpoint: true, Interface: tb.cfg.InterfaceA, PeerLink: tb.cfg.PeerLinkA, Port: tb.cfg.Port},
+		{Self: tb.B, Peer: tb.A, WithEndpoint: !tb.cfg.BWithoutEndpoint, Interface: tb.cfg.InterfaceB, PeerLink: tb.cfg.PeerLinkB, Port: tb.cfg.Port},
+	}
+	if tb.cfg.SecondPair {
+		sites = append(sites, tb.A2, tb.B2)
+		pairs = append(pairs,
+			configParams{Self: tb.A2, Peer: tb.B2, WithEndpoint: true, Interface: tb.cfg.InterfaceA, PeerLink: tb.cfg.PeerLinkA, Port: tb.cfg.Port + 1},
+			configParams{Self: tb.B2, Peer: tb.A2, WithEndpoint: true, Interface: tb.cfg.InterfaceB, PeerLink: tb.cfg.PeerLinkB, Port: tb.cfg.Port + 1})
+	}
+	for _, s := range sites {
 		var err error
 		if s.PrivateKey, s.PublicKey, err = keyPair(); err != nil {
 			return err
@@ -354,11 +396,8 @@ func (tb *Testbed) writeFiles() error {
 			return err
 		}
 	}
-	for _, p := range []configParams{
-		{Self: tb.A, Peer: tb.B, WithEndpoint: true, Interface: tb.cfg.InterfaceA, PeerLink: tb.cfg.PeerLinkA},
-		{Self: tb.B, Peer: tb.A, WithEndpoint: !tb.cfg.BWithoutEndpoint, Interface: tb.cfg.InterfaceB, PeerLink: tb.cfg.PeerLinkB},
-	} {
-		p.Port, p.MTU, p.LogLevel = tb.cfg.Port, tb.cfg.MTU, tb.cfg.LogLevel
+	for _, p := range pairs {
+		p.MTU, p.LogLevel = tb.cfg.MTU, tb.cfg.LogLevel
 		text, err := renderConfig(p)
 		if err != nil {
 			return fmt.Errorf("testbed: %w", err)

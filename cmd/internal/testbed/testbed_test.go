@@ -339,6 +339,47 @@ func TestEndpointLifecycle(t *testing.T) {
 	// B stays running: Close stops it.
 }
 
+// TestSecondPair: Config.SecondPair adds sites A2 and B2 in A's and B's
+// namespaces, with their own subnets, TUN devices, keys and port, peers
+// of each other only; all four endpoints run at once.
+func TestSecondPair(t *testing.T) {
+	testenv.RequireRoot(t, "network namespaces")
+	tb := ForTest(t, Config{Kind: Veth, Binary: selfBinary(t), SecondPair: true})
+	if tb.A2.NS != tb.A.NS || tb.B2.NS != tb.B.NS || tb.A2.Underlay != tb.A.Underlay {
+		t.Fatalf("second pair in %s/%s on %s, want the first pair's namespaces and underlay", tb.A2.NS, tb.B2.NS, tb.A2.Underlay)
+	}
+	if tb.A2.LAN4.String() != "10.3.0.0/24" || tb.B2.LAN4.String() != "10.4.0.0/24" || tb.A2.TUNName == tb.A.TUNName {
+		t.Errorf("second pair: %s %s %s", tb.A2.LAN4, tb.B2.LAN4, tb.A2.TUNName)
+	}
+	cfg, err := os.ReadFile(tb.A2.ConfigFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw map[string]any
+	if err := toml.Unmarshal(cfg, &raw); err != nil {
+		t.Fatal(err)
+	}
+	peer := raw["peer"].([]any)[0].(map[string]any)
+	if want := netip.AddrPortFrom(tb.B.Underlay.Addr(), uint16(tb.Port+1)).String(); peer["endpoint"] != want || peer["public_key"] != tb.B2.PublicKey {
+		t.Errorf("A2's peer %v, want B2 at %s", peer, want)
+	}
+	for _, side := range []Side{A, B, A2, B2} {
+		if err := tb.StartEndpoint(side); err != nil {
+			t.Fatalf("%s: %v", side, err)
+		}
+	}
+	for _, side := range []Side{A, B, A2, B2} {
+		s := tb.Site(side)
+		if out, err := tb.Exec(side, "ip", "-br", "addr", "show", "dev", s.TUNName); err != nil || !strings.Contains(string(out), s.TUN4.String()) {
+			t.Errorf("%s TUN: %s, %v", side, out, err)
+		}
+	}
+	plain := ForTest(t, Config{Kind: Veth, Binary: selfBinary(t)})
+	if err := plain.StartEndpoint(A2); err == nil {
+		t.Error("A2 started without SecondPair")
+	}
+}
+
 func TestEndpointFailures(t *testing.T) {
 	testenv.RequireRoot(t, "network namespaces")
 	tb := ForTest(t, Config{
