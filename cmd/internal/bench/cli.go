@@ -48,7 +48,7 @@ func Command() *cli.Command {
 			"Contenders: " + strings.Join(ContenderNames(), ", ") + " (scpsvpn = the endpoint's default mode).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "conditions", Value: "all", Usage: "comma-separated conditions to run (" + strings.Join(ConditionNames(), ", ") + ", or all)"},
-			&cli.StringFlag{Name: "contenders", Value: "all", Usage: "comma-separated contenders: reno, cubic, bbr, tcp-<algorithm>, kernel, scpsvpn-<mode>, scpsvpn, scpsvpn-all, or all"},
+			&cli.StringFlag{Name: "contenders", Value: "all", Usage: "comma-separated contenders: reno, cubic, bbr, tcp-<algorithm>, kernel, scpsvpn-<mode>, scpsvpn, scpsvpn-all, all (these), or the shared-link workloads share-sites, share-cubic, share-bbr, share-all"},
 			&cli.DurationFlag{Name: "duration", Value: 20 * time.Second, Usage: "length of each download"},
 			&cli.StringFlag{Name: "out", Required: true, Usage: "report directory (created; report.md, results.json and plots are overwritten)"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the emulator's loss draws (the same for every contender)"},
@@ -284,6 +284,17 @@ func WriteReport(rep *Report, dir, timeline string) error {
 			plotErrs = append(plotErrs, err)
 		} else {
 			rep.Plots = append(rep.Plots, name)
+		}
+		for _, r := range rep.Results {
+			if !r.OK() || r.Sharing == nil {
+				continue
+			}
+			name := "share-" + fileSafe(r.Condition) + "-" + fileSafe(r.Contender) + ".svg"
+			if err := rep.PlotShare(r, filepath.Join(dir, name)); err != nil {
+				plotErrs = append(plotErrs, err)
+			} else {
+				rep.Plots = append(rep.Plots, name)
+			}
 		}
 	}
 	if err := rep.WriteJSON(filepath.Join(dir, "results.json")); err != nil {

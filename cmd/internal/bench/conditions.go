@@ -41,6 +41,9 @@ type Condition struct {
 
 	// Issue4 puts the condition in the report's transport-issue table.
 	Issue4 bool
+	// Issue11 puts the condition in the report's table of issue 11 (no
+	// configuration, rain fade, LEO, shared links).
+	Issue11 bool
 	// DownSchedule changes the download rate at offsets from the start of
 	// the transfer (not of the emulator: setup time varies by contender).
 	DownSchedule []linkemu.RateStep
@@ -103,6 +106,31 @@ var Conditions = []Condition{
 		Issue4: true, BDPQueue: true, DownSchedule: []linkemu.RateStep{{At: 10 * time.Second, Rate: 10_000_000}}},
 	{Name: "OUTAGE", Desc: "issue 4: GEO 10/2 with a 30 s outage mid-transfer", Down: 10_000_000, Up: 2_000_000, RTT: 600 * time.Millisecond,
 		Issue4: true, BDPQueue: true, Outage: linkemu.Outage{Start: 10 * time.Second, Duration: 30 * time.Second}, MinDuration: 60 * time.Second},
+
+	// Issue 11: no configuration needed (C2-NORATE and GEO-NORATE above
+	// are part of it), a configured rate as a ceiling (GEO-2X above: told
+	// 20 Mbit/s on 10), the field's LEO (LEO above, told), and links
+	// shared by two flows (the share-* workloads run on BEAM*).
+	{Name: "GEO-50/0.5-NORATE", Desc: "issue 11: draft-kuhn-quic-4-sat GEO 50/0.5, scpsvpn told no rates", Down: 50_000_000, Up: 500_000, RTT: 650 * time.Millisecond,
+		Issue11: true, BDPQueue: true, PeerNoRate: true, PeerLossAuto: true},
+	{Name: "ASYM-NORATE", Desc: "issue 11: 64 kbit/s return link, scpsvpn told no rates", Down: 20_000_000, Up: 64_000, RTT: 600 * time.Millisecond,
+		Issue11: true, BDPQueue: true, PeerNoRate: true, PeerLossAuto: true},
+	{Name: "GEO-250/3-NORATE", Desc: "issue 11: draft-kuhn-quic-4-sat high-rate GEO 250/3, scpsvpn told no rates", Down: 250_000_000, Up: 3_000_000, RTT: 650 * time.Millisecond,
+		Issue11: true, BDPQueue: true, PeerNoRate: true, PeerLossAuto: true},
+	{Name: "GEO-250/3-LOSS-NORATE", Desc: "issue 11: GEO 250/3 with 1% loss each way, scpsvpn told no rates", Down: 250_000_000, Up: 3_000_000, RTT: 650 * time.Millisecond,
+		LossDown: 0.01, LossUp: 0.01, Issue11: true, BDPQueue: true, PeerNoRate: true, PeerLossAuto: true},
+	{Name: "GEO-250/3-LOSS", Desc: "issue 11: GEO 250/3 with 1% loss each way, told", Down: 250_000_000, Up: 3_000_000, RTT: 650 * time.Millisecond,
+		LossDown: 0.01, LossUp: 0.01, Issue11: true, BDPQueue: true, PeerLossAuto: true},
+	{Name: "FADE", Desc: "issue 11: rain fade, 50 -> 10 -> 50 Mbit/s, scpsvpn told 50", Down: 50_000_000, Up: 5_000_000, RTT: 600 * time.Millisecond,
+		Issue11: true, BDPQueue: true, PeerLossAuto: true, MinDuration: 40 * time.Second,
+		DownSchedule: []linkemu.RateStep{{At: 10 * time.Second, Rate: 10_000_000}, {At: 25 * time.Second, Rate: 50_000_000}}},
+	{Name: "LEO-NORATE", Desc: "issue 11: LEO, scpsvpn told no rates", Down: 100_000_000, Up: 20_000_000, RTT: 40 * time.Millisecond,
+		LossDown: 0.005, LossUp: 0.005, OutageEvery: linkemu.Periodic{Every: 15 * time.Second, Duration: 100 * time.Millisecond},
+		Issue11: true, BDPQueue: true, PeerNoRate: true, PeerLossAuto: true},
+	{Name: "BEAM", Desc: "issue 11: one GEO beam for the shared-link workloads, 1% loss", Down: 10_000_000, Up: 2_000_000, RTT: 600 * time.Millisecond,
+		LossDown: 0.01, LossUp: 0.001, Issue11: true, BDPQueue: true, PeerLossAuto: true, MinDuration: shareMinDuration},
+	{Name: "BEAM-CLEAN", Desc: "issue 11: the beam without random loss (kernel TCP can fill it)", Down: 10_000_000, Up: 2_000_000, RTT: 600 * time.Millisecond,
+		Issue11: true, BDPQueue: true, PeerLossAuto: true, MinDuration: shareMinDuration},
 }
 
 // ConditionNames lists the built-in conditions' names.

@@ -34,6 +34,16 @@ func TestConditionTable(t *testing.T) {
 		"GEO-NORATE": {10_000_000, 2_000_000, 600 * time.Millisecond, 0.01},
 		"DROP":       {50_000_000, 5_000_000, 600 * time.Millisecond, 0},
 		"OUTAGE":     {10_000_000, 2_000_000, 600 * time.Millisecond, 0},
+
+		"GEO-50/0.5-NORATE":     {50_000_000, 500_000, 650 * time.Millisecond, 0},
+		"ASYM-NORATE":           {20_000_000, 64_000, 600 * time.Millisecond, 0},
+		"GEO-250/3-NORATE":      {250_000_000, 3_000_000, 650 * time.Millisecond, 0},
+		"GEO-250/3-LOSS-NORATE": {250_000_000, 3_000_000, 650 * time.Millisecond, 0.01},
+		"GEO-250/3-LOSS":        {250_000_000, 3_000_000, 650 * time.Millisecond, 0.01},
+		"FADE":                  {50_000_000, 5_000_000, 600 * time.Millisecond, 0},
+		"LEO-NORATE":            {100_000_000, 20_000_000, 40 * time.Millisecond, 0.005},
+		"BEAM":                  {10_000_000, 2_000_000, 600 * time.Millisecond, 0.01},
+		"BEAM-CLEAN":            {10_000_000, 2_000_000, 600 * time.Millisecond, 0},
 	}
 	if len(Conditions) != len(want) {
 		t.Fatalf("%d conditions, want %d", len(Conditions), len(want))

@@ -27,6 +27,13 @@ type Contender struct {
 	// Congestion is the [peer.link] congestion of an scpsvpn contender;
 	// empty = the key is left out and the endpoint's default applies.
 	Congestion string
+	// Share makes the contender a shared-bottleneck workload (share.go):
+	// two downloads over the same link, the second started shareLag after
+	// the first.
+	Share Share
+	// Beside is the kernel TCP congestion control of the flow beside the
+	// tunnel in a ShareKernel workload.
+	Beside string
 }
 
 // IsSCPS reports whether the contender runs through the scpsvpn endpoints.
@@ -36,6 +43,10 @@ func (c Contender) IsSCPS() bool { return c.Kernel == "" }
 // "scpsvpn (hybrid)".
 func (c Contender) Label() string {
 	switch {
+	case c.Share == ShareSites:
+		return "two scpsvpn associations (" + DefaultCongestion() + ")"
+	case c.Share == ShareKernel:
+		return "scpsvpn (" + DefaultCongestion() + ") beside kernel TCP " + c.Beside
 	case !c.IsSCPS():
 		return "kernel TCP " + c.Kernel
 	case c.Congestion == "":
@@ -75,18 +86,23 @@ func AllContenders() []Contender {
 }
 
 // ContenderNames lists the names SelectContenders accepts (besides "all",
-// "kernel" and "scpsvpn-all").
+// "kernel", "scpsvpn-all" and "share-all").
 func ContenderNames() []string {
 	var names []string
 	for _, c := range AllContenders() {
 		names = append(names, c.Name)
 	}
-	return append(names, "scpsvpn")
+	names = append(names, "scpsvpn")
+	for _, c := range ShareContenders() {
+		names = append(names, c.Name)
+	}
+	return names
 }
 
 // SelectContenders parses a comma-separated list of contender names ("" or
-// "all" = every one; "kernel" = the kernel ones; "scpsvpn-all" = every
-// scpsvpn mode; "scpsvpn" = the endpoint's default mode). Unknown kernel
+// "all" = every one but the shared-link workloads; "kernel" = the kernel
+// ones; "scpsvpn-all" = every scpsvpn mode; "scpsvpn" = the endpoint's
+// default mode; "share-all" = every shared-link workload). Unknown kernel
 // algorithms are allowed as "tcp-NAME", so a kernel with e.g. hybla can be
 // compared too. Order is kept, duplicates dropped.
 func SelectContenders(list string) ([]Contender, error) {
@@ -115,6 +131,16 @@ func SelectContenders(list string) ([]Contender, error) {
 			}
 		case item == "scpsvpn":
 			add(SCPSContender(""))
+		case item == "share-all":
+			for _, c := range ShareContenders() {
+				add(c)
+			}
+		case strings.HasPrefix(item, sharePrefix):
+			c, ok := shareContender(item)
+			if !ok {
+				return nil, fmt.Errorf("unknown shared-link workload %q: use one of %s or share-all", item, strings.Join(shareNames(), ", "))
+			}
+			add(c)
 		case strings.HasPrefix(item, scpsPrefix):
 			mode := strings.TrimPrefix(item, scpsPrefix)
 			if !contains(configs.CongestionModes, mode) {
@@ -126,7 +152,7 @@ func SelectContenders(list string) ([]Contender, error) {
 		case strings.HasPrefix(item, "tcp-") && validAlgo(strings.TrimPrefix(item, "tcp-")):
 			add(Contender{Name: item, Kernel: strings.TrimPrefix(item, "tcp-")})
 		default:
-			return nil, fmt.Errorf("unknown contender %q: use %s, kernel, scpsvpn-all, tcp-<kernel algorithm> or all", item, strings.Join(ContenderNames(), ", "))
+			return nil, fmt.Errorf("unknown contender %q: use %s, kernel, scpsvpn-all, share-all, tcp-<kernel algorithm> or all", item, strings.Join(ContenderNames(), ", "))
 		}
 	}
 	if len(out) == 0 {

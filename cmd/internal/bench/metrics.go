@@ -61,6 +61,11 @@ type Result struct {
 	StartOffsetMs *float64 `json:"start_offset_ms,omitempty"`
 	// Outage holds the measures of a condition with an outage.
 	Outage *OutageResult `json:"outage,omitempty"`
+	// Fade holds the measures of a condition whose rate falls and returns.
+	Fade *FadeResult `json:"fade,omitempty"`
+	// Sharing holds the measures of a shared-link workload (share.go);
+	// the goodput fields above are then both flows' together.
+	Sharing *ShareResult `json:"sharing,omitempty"`
 }
 
 // OutageResult is what a run under an outage saw.
@@ -81,6 +86,17 @@ type OutageResult struct {
 	// DropOutage counts the download direction's packets the emulator
 	// dropped because the link was down (over the whole window).
 	DropOutage uint64 `json:"drop_outage"`
+}
+
+// FadeResult is what a run saw of a fade (the rate falls, then returns).
+type FadeResult struct {
+	// HoldShare is the goodput from two round trips after the fall until
+	// the return as a share of the lower rate's payload limit.
+	HoldShare float64 `json:"hold_share_of_limit"`
+	// BackMs is how long after the rate returned the download first held
+	// fadeBackTarget of the restored limit for a round trip (at least
+	// rateWindowMin); absent if it never did.
+	BackMs *float64 `json:"back_to_95pct_ms,omitempty"`
 }
 
 // Latency summarizes the request/response probe.

@@ -122,16 +122,11 @@ func (rep *Report) PlotTimeline(cond, file string) error {
 		if r == nil || !r.OK() || len(r.Timeline) == 0 {
 			continue
 		}
-		xys := make(plotter.XYs, 0, len(r.Timeline)+1)
-		xys = append(xys, plotter.XY{X: 0, Y: 0})
-		for _, pt := range r.Timeline {
-			xys = append(xys, plotter.XY{X: pt.T, Y: pt.Rate / 1000})
-			peak = max(peak, pt.Rate/1000)
-		}
-		l, err := plotter.NewLine(xys)
+		l, top, err := rateLine(r.Timeline, 0)
 		if err != nil {
 			return fmt.Errorf("timeline plot: %w", err)
 		}
+		peak = max(peak, top)
 		l.Color = contenderColor(ct.Name, i)
 		l.Width = vg.Points(1.5)
 		if ct.Kernel != "" {
@@ -144,17 +139,87 @@ func (rep *Report) PlotTimeline(cond, file string) error {
 	if lines == 0 {
 		return fmt.Errorf("timeline plot: no run under %s measured", cond)
 	}
-	// The link's payload capacity as a reference line.
-	capLine, err := plotter.NewLine(plotter.XYs{{X: 0, Y: ci.CapacityKBps}, {X: rep.DurationS, Y: ci.CapacityKBps}})
-	if err == nil {
-		capLine.Color = color.Gray{Y: 0x60}
-		capLine.Width = vg.Points(0.75)
-		capLine.Dashes = []vg.Length{vg.Points(1), vg.Points(2)}
-		p.Add(capLine)
-		legend.Add("link capacity", capLine)
+	addCapacity(p, &legend, ci.CapacityKBps, rep.DurationS)
+	p.Y.Max = max(ci.CapacityKBps*1.25, peak*1.05)
+	return save(p, &legend, vg.Points(600)+legendSpace(&legend), vg.Points(360), file)
+}
+
+// PlotShare draws the rate over time of each flow of the shared-link run
+// r under cond into file, with the link's capacity and an equal share.
+func (rep *Report) PlotShare(r *Result, file string) error {
+	if r.Sharing == nil || len(r.Sharing.Flows) == 0 {
+		return fmt.Errorf("share plot: %s under %s has no flows", r.Contender, r.Condition)
+	}
+	var ci ConditionInfo
+	for _, c := range rep.Conditions {
+		if c.Name == r.Condition {
+			ci = c
+		}
+	}
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("%s under %s (%s)", r.Contender, ci.Name, ci.Summary)
+	p.X.Label.Text = "seconds since the first flow started"
+	p.Y.Label.Text = "kB/s"
+	p.X.Tick.Marker, p.Y.Tick.Marker = niceTicks{}, niceTicks{}
+	p.X.Min, p.Y.Min = 0, 0
+	p.Add(plotter.NewGrid())
+	legend := plot.NewLegend()
+	peak := 0.0
+	for i, f := range r.Sharing.Flows {
+		l, top, err := rateLine(f.Timeline, f.StartS)
+		if err != nil {
+			return fmt.Errorf("share plot: %w", err)
+		}
+		peak = max(peak, top)
+		l.Color = fallbackColors[(i+1)%len(fallbackColors)]
+		if c, ok := palette[f.Name]; ok {
+			l.Color = c
+		} else if i == 0 {
+			l.Color = palette["scpsvpn"]
+		}
+		l.Width = vg.Points(1.5)
+		p.Add(l)
+		legend.Add(f.Label, l)
+	}
+	addCapacity(p, &legend, ci.CapacityKBps, r.DurationS)
+	if half, err := plotter.NewLine(plotter.XYs{{X: 0, Y: ci.CapacityKBps / 2}, {X: r.DurationS, Y: ci.CapacityKBps / 2}}); err == nil {
+		half.Color = color.Gray{Y: 0x90}
+		half.Width = vg.Points(0.75)
+		half.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		p.Add(half)
+		legend.Add("equal share", half)
 	}
 	p.Y.Max = max(ci.CapacityKBps*1.25, peak*1.05)
 	return save(p, &legend, vg.Points(600)+legendSpace(&legend), vg.Points(360), file)
+}
+
+// rateLine is the line of a timeline (rates per interval ending at T) of
+// a download that started at start seconds, from zero; and its peak in
+// kB/s.
+func rateLine(tl []Point, start float64) (*plotter.Line, float64, error) {
+	xys := make(plotter.XYs, 0, len(tl)+1)
+	xys = append(xys, plotter.XY{X: start, Y: 0})
+	peak := 0.0
+	for _, pt := range tl {
+		xys = append(xys, plotter.XY{X: pt.T, Y: pt.Rate / 1000})
+		peak = max(peak, pt.Rate/1000)
+	}
+	l, err := plotter.NewLine(xys)
+	return l, peak, err
+}
+
+// addCapacity draws the link's payload capacity (kB/s) as a reference
+// line over dur seconds.
+func addCapacity(p *plot.Plot, legend *plot.Legend, capacity, dur float64) {
+	capLine, err := plotter.NewLine(plotter.XYs{{X: 0, Y: capacity}, {X: dur, Y: capacity}})
+	if err != nil {
+		return
+	}
+	capLine.Color = color.Gray{Y: 0x60}
+	capLine.Width = vg.Points(0.75)
+	capLine.Dashes = []vg.Length{vg.Points(1), vg.Points(2)}
+	p.Add(capLine)
+	legend.Add("link capacity", capLine)
 }
 
 // groupWidth is the width in points of one condition's bars.

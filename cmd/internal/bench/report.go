@@ -63,6 +63,7 @@ type ConditionInfo struct {
 	Summary      string  `json:"summary"`
 	// The transport issue's additions.
 	Issue4       bool    `json:"issue4,omitempty"`
+	Issue11      bool    `json:"issue11,omitempty"`
 	DownSchedule string  `json:"down_schedule,omitempty"` // "10s:10Mbit", offsets from the transfer's start
 	Outage       string  `json:"outage,omitempty"`        // "10s:30s" (start:duration), from the transfer's start
 	MinDurationS float64 `json:"min_duration_s,omitempty"`
@@ -75,6 +76,8 @@ type ContenderInfo struct {
 	Label      string `json:"label"`
 	Kernel     string `json:"kernel_tcp_congestion,omitempty"`
 	Congestion string `json:"scpsvpn_congestion,omitempty"`
+	Share      string `json:"shared_link_workload,omitempty"`
+	Beside     string `json:"beside_kernel_tcp,omitempty"`
 }
 
 // NewConditionInfo records a condition.
@@ -87,7 +90,7 @@ func NewConditionInfo(c Condition) ConditionInfo {
 	if c.OutageEvery != (linkemu.Periodic{}) {
 		ci.OutageEvery = fmt.Sprintf("%v:%v", c.OutageEvery.Every, c.OutageEvery.Duration)
 	}
-	ci.Issue4 = c.Issue4
+	ci.Issue4, ci.Issue11 = c.Issue4, c.Issue11
 	var steps []string
 	for _, s := range c.DownSchedule {
 		steps = append(steps, fmt.Sprintf("%v:%s", s.At, configs.FormatRate(s.Rate)))
@@ -105,7 +108,7 @@ func NewConditionInfo(c Condition) ConditionInfo {
 
 // NewContenderInfo records a contender.
 func NewContenderInfo(c Contender) ContenderInfo {
-	return ContenderInfo{Name: c.Name, Label: c.Label(), Kernel: c.Kernel, Congestion: c.Congestion}
+	return ContenderInfo{Name: c.Name, Label: c.Label(), Kernel: c.Kernel, Congestion: c.Congestion, Share: string(c.Share), Beside: c.Beside}
 }
 
 // DescribeMachine gathers the facts about this machine the report states.
@@ -271,6 +274,8 @@ func (rep *Report) RenderMarkdown(w io.Writer) {
 	table("Queue drops", "Drop-tail losses of the download direction (the emulator's queue overflowing) as % of the packets its sender offered the link.",
 		func(r *Result) string { return fmt.Sprintf("%.2f", r.QueueDropPct) })
 	rep.renderTransport(w)
+	rep.renderIssue11(w)
+	rep.renderShare(w)
 	table("Time to first byte", "ms from the start of the client's connect() to the first byte of the download (a fresh connection).",
 		func(r *Result) string {
 			if r.TTFBMs == nil {

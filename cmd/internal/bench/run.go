@@ -69,6 +69,9 @@ func run(ctx context.Context, rc RunConfig, r *Result) (err error) {
 	if rc.Logger == nil {
 		rc.Logger = slog.Default()
 	}
+	if rc.Contender.Share != "" {
+		return runShare(ctx, rc, r)
+	}
 	if rc.ProbeEvery <= 0 {
 		rc.ProbeEvery = 500 * time.Millisecond
 	}
@@ -296,7 +299,13 @@ func kernelPath(tb *testbed.Testbed, algo string, cc *ccCheck, log *slog.Logger)
 // scpsPath starts both endpoints, waits for their association, and serves
 // on B's TUN address; the client in A dials it through both endpoints.
 func scpsPath(ctx context.Context, tb *testbed.Testbed, rc RunConfig) (*Server, Dialer, error) {
-	for _, side := range []testbed.Side{testbed.A, testbed.B} {
+	return scpsPathOf(ctx, tb, rc, testbed.A, testbed.B)
+}
+
+// scpsPathOf is scpsPath between the sites client and server (A and B, or
+// the second pair A2 and B2).
+func scpsPathOf(ctx context.Context, tb *testbed.Testbed, rc RunConfig, client, server testbed.Side) (*Server, Dialer, error) {
+	for _, side := range []testbed.Side{client, server} {
 		if err := tb.StartEndpoint(side); err != nil {
 			return nil, nil, fmt.Errorf("the endpoint did not start: %s", briefStartError(err))
 		}
@@ -305,38 +314,43 @@ func scpsPath(ctx context.Context, tb *testbed.Testbed, rc RunConfig) (*Server, 
 	if wait <= 0 {
 		wait = 10*time.Second + 3*rc.Condition.RTT
 	}
-	if err := waitAssociation(ctx, tb, wait); err != nil {
+	if err := waitAssociation(ctx, tb, wait, client, server); err != nil {
 		return nil, nil, err
 	}
 	var ln net.Listener
-	err := tb.Do(testbed.B, func() (err error) {
-		ln, err = net.Listen("tcp4", netip.AddrPortFrom(tb.B.TUN4, 0).String())
+	addr4 := tb.Site(server).TUN4
+	err := tb.Do(server, func() (err error) {
+		ln, err = net.Listen("tcp4", netip.AddrPortFrom(addr4, 0).String())
 		return err
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("server socket on %s: %w", tb.B.TUN4, err)
+		return nil, nil, fmt.Errorf("server socket on %s: %w", addr4, err)
 	}
 	srv := Serve(ln, nil, rc.Logger)
 	addr := ln.Addr().String()
 	dial := func(ctx context.Context) (net.Conn, error) {
-		return tb.DialContext(ctx, testbed.A, "tcp4", addr)
+		return tb.DialContext(ctx, client, "tcp4", addr)
 	}
 	return srv, dial, nil
 }
 
-// waitAssociation waits until both endpoint logs report the association
-// up, or an endpoint exits, or the timeout.
-func waitAssociation(ctx context.Context, tb *testbed.Testbed, timeout time.Duration) error {
+// waitAssociation waits until the endpoint logs of sides all report the
+// association up, or an endpoint exits, or the timeout.
+func waitAssociation(ctx context.Context, tb *testbed.Testbed, timeout time.Duration, sides ...testbed.Side) error {
 	deadline := time.Now().Add(timeout)
 	up := func(side testbed.Side) bool {
 		b, _ := os.ReadFile(tb.Site(side).LogFile)
 		return strings.Contains(string(b), "association up")
 	}
 	for {
-		if up(testbed.A) && up(testbed.B) {
+		all := true
+		for _, side := range sides {
+			all = all && up(side)
+		}
+		if all {
 			return nil
 		}
-		for _, side := range []testbed.Side{testbed.A, testbed.B} {
+		for _, side := range sides {
 			if tb.PID(side) == 0 {
 				return fmt.Errorf("the endpoint of %s exited: %s", side, orUnknown(endpointComplaint(tb)))
 			}

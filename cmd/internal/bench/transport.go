@@ -31,6 +31,9 @@ const (
 	// trips after the first byte: slow start and the repair of its first
 	// losses (a hole holds in-order delivery for a round trip).
 	steadyAfterRTTs = 4
+	// fadeBackTarget is the share of the restored rate a fade's end must
+	// bring back (issue 11: 95% within 2 s).
+	fadeBackTarget = 0.95
 )
 
 // BytesAt interpolates the cumulative byte count at t between the samples
@@ -143,6 +146,21 @@ func summarizeTransport(r *Result, cond Condition, t *Transfer, delta linkemu.Co
 	if at, ok := TimeToRate(t.Samples, c, cond.RTT, rateTarget); ok {
 		r.TimeTo90RTTs = ptr(math.Round(at.Seconds()/cond.RTT.Seconds()*10) / 10)
 	}
+	if n := len(c.DownSchedule); n >= 2 {
+		// A fade: the rate falls at the last step but one and is back at
+		// the last.
+		down, up := c.DownSchedule[n-2].At, c.DownSchedule[n-1].At
+		f := &FadeResult{}
+		if from := down + 2*cond.RTT; up <= t.Window && from < up {
+			if limit := c.PayloadLimit(from, up); limit > 0 {
+				f.HoldShare = (BytesAt(t.Samples, up) - BytesAt(t.Samples, from)) / limit
+			}
+		}
+		if at, ok := timeToRateFrom(t.Samples, c, cond.RTT, fadeBackTarget, up); ok {
+			f.BackMs = ptr(ms(at - up))
+		}
+		r.Fade = f
+	}
 	if c.Outage == (linkemu.Outage{}) {
 		return
 	}
@@ -165,23 +183,39 @@ func summarizeTransport(r *Result, cond Condition, t *Transfer, delta linkemu.Co
 // limit, as a multiple of kernel cubic and bbr, the time to 90% of the
 // rate, the drop-tail losses, and the outage measures.
 func (rep *Report) renderTransport(w io.Writer) {
+	rep.renderIssue(w, "Transport issue (issue 4)", func(c ConditionInfo) bool { return c.Issue4 })
+}
+
+// renderIssue11 is renderTransport's table for issue 11's conditions,
+// with the rain fade's measures; the shared-link workloads have their own
+// table (renderShare).
+func (rep *Report) renderIssue11(w io.Writer) {
+	rep.renderIssue(w, "No configuration, rain fade, LEO (issue 11)", func(c ConditionInfo) bool { return c.Issue11 })
+}
+
+// renderIssue writes the table of the conditions keep selects.
+func (rep *Report) renderIssue(w io.Writer, title string, keep func(ConditionInfo) bool) {
 	var conds []ConditionInfo
-	outage := false
+	outage, fade := false, false
 	for _, c := range rep.Conditions {
-		if c.Issue4 {
+		if keep(c) {
 			conds = append(conds, c)
 			outage = outage || c.Outage != ""
+			fade = fade || strings.Count(c.DownSchedule, ",") >= 1
 		}
 	}
 	if len(conds) == 0 {
 		return
 	}
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
-	p("## Transport issue (issue 4)\n\n")
+	p("## %s\n\n", title)
 	p("Percent of the payload limit (rate in force/8 x 1460/1500 x (1 - loss), outage time excluded; the limit column is its mean over the run's window), the same after start-up (from %d round trips after the first byte to the end), goodput as a multiple of kernel TCP cubic and bbr in the same run, "+
 		"time from connect() until the download first held 90%% of the limit for a round trip (at least %v), in RTTs, and drop-tail losses of the download direction as %% of its packets.", steadyAfterRTTs, rateWindowMin)
 	if outage {
 		p(" Outage: whether the download connection survived, the goodput over the %v after the link came back as a share of the limit, how long after the link came back the download first held 90%% of the limit for a round trip (measured at the client, so it includes the wait for a probe and the repair of what the outage swallowed), and the packets (bytes) the sender put into the dead link.", recoveryWindow)
+	}
+	if fade {
+		p(" Fade: the goodput while the link is down to its lower rate (from two round trips after the drop until the rate returns) as a share of that rate's payload limit, and how long after the rate returned the download first held %.0f%% of the restored limit for a round trip (at least %v).", fadeBackTarget*100, rateWindowMin)
 	}
 	p("\n\n")
 	head := "| condition | contender | limit kB/s (window mean) | % of limit | % after start-up | vs cubic | vs bbr | time to 90% (RTTs) | queue drops % |"
@@ -190,13 +224,17 @@ func (rep *Report) renderTransport(w io.Writer) {
 		head += " survived | recovery | back to 90% (ms) | sent into outage |"
 		rule += "---|---:|---:|---:|"
 	}
+	if fade {
+		head += " % of the faded limit | back to 95% (ms) |"
+		rule += "---:|---:|"
+	}
 	p("%s\n%s\n", head, rule)
 	columns := strings.Count(head, "|") - 1
 	for _, c := range conds {
 		cubic, bbr := rep.result(c.Name, "cubic"), rep.result(c.Name, "bbr")
 		for _, ct := range rep.Contenders {
 			r := rep.result(c.Name, ct.Name)
-			if r == nil {
+			if r == nil || r.Sharing != nil {
 				continue
 			}
 			cells := []string{c.Name, ct.Name, "-", statusWord(r.Status)}
@@ -212,6 +250,9 @@ func (rep *Report) renderTransport(w io.Writer) {
 				cells = append(cells, steady, ratioTo(r, cubic), ratioTo(r, bbr), rttsCell(r.TimeTo90RTTs), fmt.Sprintf("%.2f", r.QueueDropPct))
 				if outage {
 					cells = append(cells, outageCells(r.Outage)...)
+				}
+				if fade {
+					cells = append(cells, fadeCells(r.Fade)...)
 				}
 			}
 			for len(cells) < columns {
@@ -237,6 +278,17 @@ func rttsCell(v *float64) string {
 		return "never"
 	}
 	return fmt.Sprintf("%.1f", *v)
+}
+
+func fadeCells(f *FadeResult) []string {
+	if f == nil {
+		return []string{"-", "-"}
+	}
+	back := "never"
+	if f.BackMs != nil {
+		back = fmt.Sprintf("%.0f", *f.BackMs)
+	}
+	return []string{fmt.Sprintf("%.0f%%", f.HoldShare*100), back}
 }
 
 func outageCells(o *OutageResult) []string {
