@@ -2,8 +2,17 @@ package scps
 
 // This file owns connFlow, connection-level flow control: the credit the
 // peer granted us (MAX_DATA) and the new bytes we sent against it, and the
-// credit we grant the peer, which grows as the application reads and is
-// auto-tuned (window.go).
+// credit we grant the peer.
+//
+// The credit we grant is returned as stream data arrives in order, read or
+// not, and its window (auto-tuned, window.go) covers only what is in flight
+// and what waits behind holes. What a stream holds in order is bounded by
+// that stream's own credit, which only reading returns: a stream whose
+// reader stalls keeps its own credit, never the association's, so the other
+// streams flow on (RFC 9000 §4 keeps the two apart; with credit returned on
+// reads only, ten stalled downloads held all of it and froze every flow of
+// the site). A separate limit bounds all the association holds, read or
+// not: credit beyond what the application consumed never exceeds it.
 
 import "time"
 
@@ -12,8 +21,9 @@ type connFlow struct {
 	sent          uint64 // new bytes we sent on all streams
 	recvMax       uint64 // credit we granted
 	recvd         uint64 // sum of the highest offsets received on all streams
+	settled       uint64 // bytes received in order (read or not) or discarded
 	consumed      uint64 // bytes read (or discarded) by the application
-	window        window // auto-tuned up to Config.connWindowLimit
+	window        window // on settled, auto-tuned up to Config.connWindowLimit
 	maxDataQueued bool   // a MAX_DATA with recvMax must (again) go out
 }
 
@@ -27,14 +37,15 @@ func (f *connFlow) init(cfg Config, now time.Duration) {
 	}
 }
 
-// maybeCredit grants more credit once a quarter of the window was
-// consumed; the window grows up to limit.
-func (f *connFlow) maybeCredit(now, srtt time.Duration, limit uint64) {
-	if f.recvMax-f.consumed > f.window.size*3/4 {
-		return
+// maybeCredit grants credit up to settled plus the window, once that is a
+// quarter of the window beyond what was granted, but never more than hold
+// beyond what the application consumed. The window grows up to limit.
+func (f *connFlow) maybeCredit(now, srtt time.Duration, limit, hold uint64) {
+	if f.settled-f.window.epochOff >= f.window.size/4 {
+		f.window.update(f.settled, limit, now, srtt)
 	}
-	f.window.update(f.consumed, limit, now, srtt)
-	if m := f.consumed + f.window.size; m > f.recvMax {
+	m := min(f.settled+f.window.size, f.consumed+hold)
+	if m >= f.recvMax+f.window.size/4 || m > f.recvMax && m == f.consumed+hold {
 		f.recvMax = m
 		f.maxDataQueued = true
 	}

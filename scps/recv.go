@@ -185,6 +185,7 @@ func (a *Association) onStreamFrame(f *wire.Frame) error {
 			}
 			a.flow.consumed += d
 			s.readOff = s.highestRecv
+			a.settle(s, s.highestRecv)
 			a.maybeConnCredit()
 		}
 		if f.Fin && !s.finKnown {
@@ -231,6 +232,10 @@ func (a *Association) onStreamFrame(f *wire.Frame) error {
 			n := s.recvd.Len()
 			s.recvd.Add(start, end)
 			a.recvdChanged(s, n)
+			if c := s.contiguous(); c > s.settledOff {
+				a.settle(s, c)
+				a.maybeConnCredit()
+			}
 		}
 	}
 	if s.readWait && s.readable() {

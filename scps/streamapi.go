@@ -265,6 +265,7 @@ func (a *Association) abortStream(s *streamState) {
 		a.flow.consumed += s.highestRecv - s.readOff
 		s.readOff = s.highestRecv
 	}
+	a.settle(s, s.highestRecv) // bytes behind holes are discarded too
 	s.recvBuf.Free()
 	before := s.recvd.Len()
 	s.recvd.Clear()
@@ -311,10 +312,21 @@ func (a *Association) maybeGrowSendBuffer(s *streamState) {
 	s.sendLimited = false
 }
 
-// maybeConnCredit grants more connection credit as the application reads
-// (connFlow.maybeCredit).
+// maybeConnCredit grants more connection credit as data arrives in order
+// and as the application reads (connFlow.maybeCredit).
 func (a *Association) maybeConnCredit() {
-	a.flow.maybeCredit(a.now, a.sent.rtt.Smoothed(), a.cfg.connWindowLimit())
+	limit := a.cfg.connWindowLimit()
+	a.flow.maybeCredit(a.now, a.sent.rtt.Smoothed(), limit, limit)
+}
+
+// settle returns the connection credit of s's bytes below off: they
+// arrived in order (or were discarded) and need only the stream's credit
+// from now on (connflow.go).
+func (a *Association) settle(s *streamState, off uint64) {
+	if off > s.settledOff {
+		a.flow.settled += off - s.settledOff
+		s.settledOff = off
+	}
 }
 
 // maybeFinish removes s when both sides are done with it.

@@ -54,6 +54,7 @@ type streamState struct {
 	recvd       ranges.Set // received ranges at or above readOff
 	readOff     uint64     // next byte the application reads
 	highestRecv uint64     // highest offset received (counts toward connection credit)
+	settledOff  uint64     // below it, connection credit was returned (connflow.go)
 	finKnown    bool
 	finalSize   uint64
 	recvMax     uint64 // credit we granted

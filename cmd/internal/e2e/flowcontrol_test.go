@@ -58,6 +58,33 @@ func serveZeros(ln net.Listener) {
 	})
 }
 
+// listenZeros listens on site B's TUN address and serves zeros there
+// (serveZeros) until the test ends.
+func listenZeros(t *testing.T, tb *testbed.Testbed) net.Listener {
+	t.Helper()
+	ln, err := tb.Listen(testbed.B, "tcp", hostPort(tb.B.TUN4, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go serveZeros(ln)
+	return ln
+}
+
+// downloadZeros dials ln from site A and reads everything that comes, counting
+// it, until stop is called (it waits for the reader to end).
+func downloadZeros(t *testing.T, tb *testbed.Testbed, ln net.Listener) (got *atomic.Int64, stop func()) {
+	t.Helper()
+	c, err := tb.Dial(testbed.A, "tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = new(atomic.Int64)
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() { defer close(done); drain(c, got, quit) }()
+	return got, func() { close(quit); <-done; c.Close() }
+}
+
 // drain reads from c into n until it fails or stop is closed.
 func drain(c net.Conn, n *atomic.Int64, stop <-chan struct{}) {
 	buf := make([]byte, 256<<10)
@@ -106,21 +133,8 @@ func TestWindowGrowsUntold(t *testing.T) {
 		},
 		LogLevel: "info",
 	})
-	ln, err := tb.Listen(testbed.B, "tcp", hostPort(tb.B.TUN4, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go serveZeros(ln)
-	c, err := tb.Dial(testbed.A, "tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	var got atomic.Int64
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() { defer close(done); drain(c, &got, stop) }()
+	ln := listenZeros(t, tb)
+	got, stopDrain := downloadZeros(t, tb, ln)
 	start := time.Now()
 	var peak int
 	var last5, rssA, rssB int64
@@ -134,8 +148,7 @@ func TestWindowGrowsUntold(t *testing.T) {
 		}
 	}
 	total := got.Load()
-	close(stop)
-	<-done
+	stopDrain()
 	tail := float64(total-last5) * 8 / 5
 	limit := float64(rate) * 1460 / 1500
 	t.Logf("%d MB in %v; last 5 s %.0f Mbit/s (%.0f%% of the payload limit); peak bytes in flight at B %d (BDP %.0f); peak RSS A %d MiB, B %d MiB",
@@ -143,5 +156,67 @@ func TestWindowGrowsUntold(t *testing.T) {
 	// 60%, twice what the old caps allowed: room for the host's 2 cores.
 	if float64(peak) < 0.6*bdp {
 		t.Errorf("bytes in flight peaked at %d, want at least 60%% of the %.0f-byte BDP", peak, bdp)
+	}
+}
+
+// TestStalledReadersIsolated (issue 10.1): over GEO 10/2 Mbit/s, ten
+// downloads whose clients stopped reading (a paused video) fill every
+// buffer they may; a fresh download beside them must still get at least
+// 90% of the link. With connection credit returned only as the
+// application read, the stalled streams held all of it and the fresh
+// download froze after a few MB.
+func TestStalledReadersIsolated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("about 45 s over an emulated GEO link")
+	}
+	const (
+		rate = 10_000_000
+		rtt  = 600 * time.Millisecond
+	)
+	tb := twoSites(t, testbed.Config{
+		Kind: testbed.Emulated,
+		Link: linkemu.Options{
+			Fwd:  linkemu.Dir{Rate: 2_000_000, Delay: rtt / 2, Queue: 2_000_000 / 8 * 6 / 10},
+			Ret:  linkemu.Dir{Rate: rate, Delay: rtt / 2, Queue: rate / 8 * 6 / 10},
+			Seed: 1,
+		},
+		LogLevel: "info",
+	})
+	ln := listenZeros(t, tb)
+	for range 10 {
+		c, err := tb.Dial(testbed.A, "tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close() // never read
+	}
+	// Until the stalled downloads have taken all the buffers they may:
+	// nothing new crosses for 3 s.
+	start := time.Now()
+	last, since := uint64(0), time.Now()
+	for time.Since(since) < 3*time.Second {
+		if time.Since(start) > 90*time.Second {
+			t.Fatalf("the stalled downloads still took data after %v", time.Since(start))
+		}
+		time.Sleep(500 * time.Millisecond)
+		if sent := assocStats(t, tb, testbed.B).StreamBytesSent; sent != last {
+			last, since = sent, time.Now()
+		}
+	}
+	held := assocStats(t, tb, testbed.A).BufferedBytes
+	t.Logf("ten stalled downloads took %d MB in %v; %d MB held in site A's streams", last>>20, time.Since(start).Round(time.Second), held>>20)
+
+	got, stopDrain := downloadZeros(t, tb, ln)
+	// Slow start over 600 ms takes a few seconds; measure after it.
+	time.Sleep(5 * time.Second)
+	b0, t0 := got.Load(), time.Now()
+	time.Sleep(10 * time.Second)
+	b1, t1 := got.Load(), time.Now()
+	stopDrain()
+	mbps := float64(b1-b0) * 8 / t1.Sub(t0).Seconds()
+	limit := float64(rate) * 1460 / 1500
+	t.Logf("fresh download beside them: %.2f Mbit/s (%.0f%% of the payload limit), %d MB in all", mbps/1e6, 100*mbps/limit, b1>>20)
+	if mbps < 0.9*limit {
+		t.Errorf("fresh download got %.2f Mbit/s beside ten stalled ones, want at least 90%% of %.2f", mbps/1e6, limit/1e6)
 	}
 }
