@@ -139,8 +139,7 @@ func TestInjectSYNRefusedWithRST(t *testing.T) {
 			if tc.src.Addr().Is4() {
 				s.Inject(syn)
 			} else { // the batch form, as read from a tun.Device
-				buf := append(make([]byte, Headroom), syn...)
-				s.InjectBatch([][]byte{buf, nil}, []int{len(syn), 0}, Headroom, 1)
+				s.InjectBatch([][]byte{syn})
 			}
 			select {
 			case r := <-seen:

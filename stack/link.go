@@ -2,7 +2,8 @@
 //
 // Inbound: Inject copies the packet into a gVisor buffer and delivers it to
 // the NIC on the caller's goroutine (no queue: gVisor's TCP dispatcher queues
-// segments per endpoint itself).
+// segments per endpoint itself). InjectBatch does the same for a batch
+// through gVisor's GRO, which merges a flow's consecutive segments first.
 //
 // Outbound: WritePackets copies each packet into a pooled buffer with
 // Headroom bytes in front and appends it to a bounded queue; one writer
@@ -37,6 +38,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
+	"gvisor.dev/gvisor/pkg/tcpip/stack/gro"
 )
 
 // linkCounters are the endpoint's statistics, updated atomically.
@@ -65,6 +67,10 @@ type linkEndpoint struct {
 	c            *linkCounters
 
 	dispatcher atomic.Pointer[dispatcherRef]
+
+	// groMu guards gro, which coalesces the segments of InjectBatch.
+	groMu sync.Mutex
+	gro   gro.GRO
 
 	mu sync.Mutex
 	// pending holds queued packets, oldest first; each is buf[:Headroom+len].
@@ -111,6 +117,10 @@ func newLinkEndpoint(cfg *Config, c *linkCounters) *linkEndpoint {
 	if cfg.TrustRXChecksums {
 		e.caps |= gstack.CapabilityRXChecksumOffload
 	}
+	// A coalesced segment keeps its first part's checksum, which the NIC
+	// would check again (and drop) unless told checksums are trusted: GRO
+	// only with trusted checksums, plain delivery otherwise.
+	e.gro.Init(cfg.TrustRXChecksums)
 	e.wg.Add(1)
 	go e.writeLoop()
 	return e
@@ -118,6 +128,18 @@ func newLinkEndpoint(cfg *Config, c *linkCounters) *linkEndpoint {
 
 // inject delivers one raw IP packet (copied) to the attached NIC.
 func (e *linkEndpoint) inject(pkt []byte) {
+	pb, d := e.packetFor(pkt)
+	if pb == nil {
+		return
+	}
+	d.DeliverNetworkPacket(pb.NetworkProtocolNumber, pb)
+	pb.DecRef()
+}
+
+// packetFor copies a raw IP packet into a packet buffer for the attached
+// NIC's dispatcher; nil (counted) for a packet that is not IP or when no
+// NIC is attached.
+func (e *linkEndpoint) packetFor(pkt []byte) (*gstack.PacketBuffer, gstack.NetworkDispatcher) {
 	var proto tcpip.NetworkProtocolNumber
 	switch {
 	case len(pkt) >= header.IPv4MinimumSize && header.IPVersion(pkt) == header.IPv4Version:
@@ -126,17 +148,52 @@ func (e *linkEndpoint) inject(pkt []byte) {
 		proto = header.IPv6ProtocolNumber
 	default:
 		e.c.badPackets.Add(1)
-		return
+		return nil, nil
 	}
 	ref := e.dispatcher.Load()
 	if ref == nil || ref.d == nil {
 		e.c.badPackets.Add(1)
-		return
+		return nil, nil
 	}
 	e.c.packetsIn.Add(1)
 	pb := gstack.NewPacketBuffer(gstack.PacketBufferOptions{Payload: buffer.MakeWithData(pkt)})
-	ref.d.DeliverNetworkPacket(proto, pb)
+	pb.NetworkProtocolNumber = proto
+	pb.RXChecksumValidated = e.caps&gstack.CapabilityRXChecksumOffload != 0
+	return pb, ref.d
+}
+
+// injectBatch coalesces the packets of one batch (see Stack.InjectBatch).
+// gVisor's GRO state is not safe for concurrent use and holds packets
+// until flushed, so a batch holds groMu from beginBatch to end.
+type injectBatch struct{ e *linkEndpoint }
+
+func (e *linkEndpoint) beginBatch() injectBatch {
+	e.groMu.Lock()
+	return injectBatch{e}
+}
+
+// add copies pkt and queues it for coalescing.
+func (b injectBatch) add(pkt []byte) {
+	pb, d := b.e.packetFor(pkt)
+	if pb == nil {
+		return
+	}
+	b.e.gro.Dispatcher = d
+	b.e.gro.Enqueue(pb)
 	pb.DecRef()
+}
+
+// flush delivers every coalesced packet held.
+func (b injectBatch) flush() {
+	if b.e.gro.Dispatcher != nil {
+		b.e.gro.Flush()
+	}
+}
+
+// end flushes and ends the batch.
+func (b injectBatch) end() {
+	b.flush()
+	b.e.groMu.Unlock()
 }
 
 // WritePackets implements stack.LinkWriter. It copies every packet into the

@@ -251,15 +251,31 @@ func (s *Stack) Inject(pkt []byte) {
 	s.injecting.Add(-1)
 }
 
-// InjectBatch injects packets as read by wireguard's tun.Device.Read: packet
-// i is bufs[i][offset:offset+sizes[i]]; n packets are taken from the front
-// (len(sizes) if n < 0).
-func (s *Stack) InjectBatch(bufs [][]byte, sizes []int, offset, n int) {
-	if n < 0 {
-		n = len(sizes)
+// InjectBatch hands a batch of inbound IP packets (as read together from
+// the TUN) to the stack, like Inject for each in order. Consecutive
+// segments of one TCP flow are coalesced (gVisor's GRO) before the stack
+// sees them: a TUN read splits each 64 KB segment the kernel sent into
+// MTU-sized packets, and the stack's TCP costs per segment, not per byte
+// (see docs/performance.md). The batch is flushed at the end, so nothing
+// waits for a later read or a timer. Coalescing needs
+// Config.TrustRXChecksums; without it the packets are delivered one by one.
+func (s *Stack) InjectBatch(pkts [][]byte) {
+	s.injecting.Add(1)
+	defer s.injecting.Add(-1)
+	if s.closed.Load() {
+		return
 	}
-	for i := range n {
-		s.Inject(bufs[i][offset : offset+sizes[i]])
+	b := s.link.beginBatch()
+	defer b.end()
+	for _, pkt := range pkts {
+		if id, netProto, ok := parseSYN(pkt); ok {
+			// The checks below must see the stack as Inject would: with
+			// every earlier packet (a FIN closing the tuple) delivered.
+			b.flush()
+			s.guard.seen(id, synSeq(pkt))
+			s.reclaimTimeWait(id, netProto)
+		}
+		b.add(pkt)
 	}
 }
 

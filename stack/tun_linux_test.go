@@ -187,9 +187,14 @@ func (h *tunHarness) readLoop() {
 		bufs[i] = make([]byte, Headroom+65535)
 	}
 	sizes := make([]int, n)
+	pkts := make([][]byte, 0, n)
 	for {
 		k, err := h.dev.Read(bufs, sizes, Headroom)
-		h.stack.InjectBatch(bufs, sizes, Headroom, k)
+		pkts = pkts[:0]
+		for i := range k {
+			pkts = append(pkts, bufs[i][Headroom:Headroom+sizes[i]])
+		}
+		h.stack.InjectBatch(pkts)
 		if err != nil {
 			if errors.Is(err, tun.ErrTooManySegments) {
 				continue

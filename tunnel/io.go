@@ -27,10 +27,20 @@ func (e *Endpoint) readTUN() {
 	for i := range bufs {
 		bufs[i] = make([]byte, tunOffset+65535)
 	}
+	tcp := make([][]byte, 0, n)
 	for {
 		count, err := e.tun.Read(bufs, sizes, tunOffset)
+		tcp = tcp[:0]
 		for i := 0; i < count; i++ {
-			e.routeFromTUN(bufs[i][tunOffset : tunOffset+sizes[i]])
+			pkt := bufs[i][tunOffset : tunOffset+sizes[i]]
+			if e.routeFromTUN(pkt) {
+				tcp = append(tcp, pkt)
+			}
+		}
+		// A batch's TCP segments go to the stack together, which coalesces
+		// a flow's consecutive segments (stack.InjectBatch).
+		if len(tcp) > 0 {
+			e.stk.InjectBatch(tcp)
 		}
 		if err != nil {
 			if errors.Is(err, tun.ErrTooManySegments) {
@@ -44,19 +54,20 @@ func (e *Endpoint) readTUN() {
 	}
 }
 
-func (e *Endpoint) routeFromTUN(pkt []byte) {
+// routeFromTUN handles a packet read from the TUN, except TCP: true means
+// pkt is TCP for the stack, which the caller injects with its batch.
+func (e *Endpoint) routeFromTUN(pkt []byte) (tcp bool) {
 	e.stats.TunPackets.Add(1)
 	info, ok := parseIP(pkt)
 	if !ok {
 		e.stats.TunMalformed.Add(1)
-		return
+		return false
 	}
 	if !e.localSource(info.src) {
-		return
+		return false
 	}
 	if info.proto == protoTCP {
-		e.stk.Inject(pkt)
-		return
+		return true
 	}
 	a := e.assocFor(info.dst)
 	if a == nil {
@@ -69,7 +80,7 @@ func (e *Endpoint) routeFromTUN(pkt []byte) {
 				e.writeTUNPacket(reply)
 			}
 		}
-		return
+		return false
 	}
 	if err := a.sendDatagram(pkt); err != nil {
 		if errors.Is(err, errNotUp) {
@@ -77,6 +88,7 @@ func (e *Endpoint) routeFromTUN(pkt []byte) {
 		}
 		e.log.Debug("datagram dropped", "peer", a.cfg.Name, "err", err)
 	}
+	return false
 }
 
 // localSource reports whether a packet read from our own TUN may carry
