@@ -34,6 +34,8 @@ type Options struct {
 	KeepLogs   bool
 	Binary     string // endpoint binary; default this executable
 	Verbose    bool
+	Workload   string   // WorkloadDownload or WorkloadPage
+	Page       PageSpec // the page-load workload's page
 }
 
 // Command returns the `bench` command.
@@ -55,6 +57,9 @@ func Command() *cli.Command {
 			&cli.StringFlag{Name: "timeline", Usage: "condition whose goodput over time is plotted (default C2 if selected, else the first)"},
 			&cli.DurationFlag{Name: "probe-every", Value: 500 * time.Millisecond, Usage: "interval of the request/response probe during the download"},
 			&cli.IntFlag{Name: "probe-size", Value: 100, Usage: "bytes of each probe request and response"},
+			&cli.StringFlag{Name: "workload", Value: WorkloadDownload, Usage: "download (a bulk download of --duration with a latency probe) or page (a web page over 6 HTTP/1.1 connections and over one HTTP/2 connection, timed to its last byte)"},
+			&cli.IntFlag{Name: "page-objects", Value: DefaultPage.Objects, Usage: "objects of the page after its HTML (--workload page)"},
+			&cli.IntFlag{Name: "page-max-kb", Value: DefaultPage.MaxSize / 1000, Usage: "largest object of the page in kB; sizes are drawn from 5 kB up to it with a fixed seed (--workload page)"},
 			&cli.BoolFlag{Name: "keep-logs", Usage: "keep the endpoint logs of every scpsvpn run in OUT/logs"},
 			&cli.StringFlag{Name: "binary", Usage: "endpoint binary for the scpsvpn runs (default: this executable)"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log the testbed's and the emulator's steps"},
@@ -92,6 +97,18 @@ func optionsFromFlags(c *cli.Context) (Options, error) {
 	if o.ProbeSize < 1 || o.ProbeSize > maxEchoSize {
 		return o, fmt.Errorf("--probe-size %d: use 1 to %d bytes", o.ProbeSize, maxEchoSize)
 	}
+	switch o.Workload = c.String("workload"); o.Workload {
+	case WorkloadDownload, WorkloadPage:
+	default:
+		return o, fmt.Errorf("--workload %q: use %s or %s", o.Workload, WorkloadDownload, WorkloadPage)
+	}
+	if n := c.Int("page-objects"); n < 1 || n > 1000 {
+		return o, fmt.Errorf("--page-objects %d: use 1 to 1000", n)
+	}
+	if kb := c.Int("page-max-kb"); kb < 1 || kb > 100_000 {
+		return o, fmt.Errorf("--page-max-kb %d: use 1 to 100000", kb)
+	}
+	o.Page = NewPageSpec(c.Int("page-objects"), 1000*c.Int("page-max-kb"))
 	o.Timeline, err = timelineCondition(c.String("timeline"), o.Conditions)
 	if err != nil {
 		return o, fmt.Errorf("--timeline: %w", err)
@@ -177,9 +194,12 @@ func Bench(ctx context.Context, o Options, d *Display, argv []string) *Report {
 	start := time.Now()
 	rep := &Report{
 		Command: CommandLine(argv), Date: start, Machine: DescribeMachine(),
-		DurationS: o.Duration.Seconds(), Seed: o.Seed,
+		DurationS: o.Duration.Seconds(), Seed: o.Seed, Workload: o.Workload,
 		Probe: fmt.Sprintf("a %d-byte request answered by %d bytes every %v on a second connection, opened once the download's first byte arrived",
 			o.ProbeSize, o.ProbeSize, o.ProbeEvery),
+	}
+	if o.Workload == WorkloadPage {
+		rep.Page, rep.Probe = &o.Page, ""
 	}
 	for _, c := range o.Conditions {
 		rep.Conditions = append(rep.Conditions, NewConditionInfo(c))
@@ -203,7 +223,11 @@ func Bench(ctx context.Context, o Options, d *Display, argv []string) *Report {
 	} else {
 		est = est.Round(time.Second)
 	}
-	d.Line(fmt.Sprintf("bench: %d conditions x %d contenders = %d runs of %v (about %v)", len(o.Conditions), len(o.Contenders), total, o.Duration, est))
+	what := o.Duration.String()
+	if o.Workload == WorkloadPage {
+		what = "two page loads"
+	}
+	d.Line(fmt.Sprintf("bench: %d conditions x %d contenders = %d runs of %s (about %v)", len(o.Conditions), len(o.Contenders), total, what, est))
 	log := NewLogger(o.Verbose)
 	logDir := ""
 	if o.KeepLogs {
@@ -222,7 +246,7 @@ func Bench(ctx context.Context, o Options, d *Display, argv []string) *Report {
 				Condition: cond, Contender: ct, Duration: o.Duration, Binary: o.Binary, Seed: o.Seed,
 				Probe: true, ProbeEvery: o.ProbeEvery, ProbeSize: o.ProbeSize,
 				Progress: func(p Progress) { d.Update(label, p) },
-				LogDir:   logDir, Logger: log,
+				LogDir:   logDir, Logger: log, Workload: o.Workload, Page: o.Page,
 			})
 			if ctx.Err() != nil {
 				d.Line(label + " interrupted")
@@ -241,6 +265,9 @@ func Bench(ctx context.Context, o Options, d *Display, argv []string) *Report {
 func RunSummary(r *Result) string {
 	if !r.OK() {
 		return r.Status
+	}
+	if r.Page != nil {
+		return pageSummary(r)
 	}
 	s := fmt.Sprintf("%.1f kB/s (%.0f%% of the link, %.0f%% of the payload limit", r.GoodputKBps, r.Share*100, r.LimitShare*100)
 	if r.SteadyShare > 0 {
@@ -273,7 +300,7 @@ func WriteReport(rep *Report, dir, timeline string) error {
 		return err
 	}
 	var plotErrs []error
-	if len(rep.Results) > 0 {
+	if len(rep.Results) > 0 && rep.Workload != WorkloadPage {
 		if err := rep.PlotGoodput(filepath.Join(dir, "goodput.svg")); err != nil {
 			plotErrs = append(plotErrs, err)
 		} else {

@@ -66,6 +66,8 @@ type Result struct {
 	// Sharing holds the measures of a shared-link workload (share.go);
 	// the goodput fields above are then both flows' together.
 	Sharing *ShareResult `json:"sharing,omitempty"`
+	// Page holds the measures of the page-load workload (pageload.go).
+	Page *PageResult `json:"page_load,omitempty"`
 }
 
 // OutageResult is what a run under an outage saw.

@@ -37,6 +37,10 @@ type Report struct {
 	ElapsedS    float64         `json:"elapsed_s"` // wall clock of the whole run
 	Interrupted bool            `json:"interrupted,omitempty"`
 	Plots       []string        `json:"plots,omitempty"` // file names in the report directory
+	// Workload is WorkloadPage for a page-load run (Page is its page);
+	// empty or WorkloadDownload for downloads.
+	Workload string    `json:"workload,omitempty"`
+	Page     *PageSpec `json:"page,omitempty"`
 }
 
 // Machine describes where the benchmark ran.
@@ -213,7 +217,11 @@ func (rep *Report) RenderMarkdown(w io.Writer) {
 	p("- date: %s\n", rep.Date.Format("2006-01-02 15:04:05 MST"))
 	m := rep.Machine
 	p("- machine: %s, %s, %s, %d cores, load average at start %s, %s\n", orUnknown(m.Hostname), orUnknown(m.Kernel), orUnknown(m.CPU), m.Cores, orUnknown(m.LoadAvg), m.Go)
-	p("- each run: a %s download from site B (server) to site A (client) through the userspace link emulator, on a fresh two-site testbed; loss seed %d (every contender meets the same loss pattern per packet sequence)\n", fmtSeconds(rep.DurationS), rep.Seed)
+	if rep.Page != nil {
+		p("- each run: %s; loss seed %d\n", rep.Page.Describe(), rep.Seed)
+	} else {
+		p("- each run: a %s download from site B (server) to site A (client) through the userspace link emulator, on a fresh two-site testbed; loss seed %d (every contender meets the same loss pattern per packet sequence)\n", fmtSeconds(rep.DurationS), rep.Seed)
+	}
 	if rep.Probe != "" {
 		p("- latency probe: %s\n", rep.Probe)
 	}
@@ -241,6 +249,11 @@ func (rep *Report) RenderMarkdown(w io.Writer) {
 		p("\n")
 	}
 
+	if rep.Workload == WorkloadPage {
+		rep.renderPage(w)
+		rep.renderTail(w)
+		return
+	}
 	names := make([]string, len(rep.Contenders))
 	for i, c := range rep.Contenders {
 		names[i] = c.Name
@@ -307,7 +320,12 @@ func (rep *Report) RenderMarkdown(w io.Writer) {
 			}
 			return fmt.Sprintf("%.3f", *r.LinkPerByte)
 		})
+	rep.renderTail(w)
+}
 
+// renderTail writes the runs that failed, the notes and the plots.
+func (rep *Report) renderTail(w io.Writer) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	var failed []*Result
 	var notes []*Result
 	for _, r := range rep.Results {

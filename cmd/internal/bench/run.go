@@ -45,6 +45,10 @@ type RunConfig struct {
 	Progress   func(Progress) // may be nil
 	LogDir     string         // when set, the endpoint logs are kept here
 	Logger     *slog.Logger   // testbed and emulator messages
+	// Workload is WorkloadDownload ("" too) or WorkloadPage, which loads
+	// Page instead of downloading (DefaultPage when zero).
+	Workload string
+	Page     PageSpec
 	// AssociationTimeout bounds the wait for both endpoints to report the
 	// association up; default 10s plus three round trips.
 	AssociationTimeout time.Duration
@@ -71,6 +75,9 @@ func run(ctx context.Context, rc RunConfig, r *Result) (err error) {
 	}
 	if rc.Contender.Share != "" {
 		return runShare(ctx, rc, r)
+	}
+	if rc.Workload == WorkloadPage {
+		return runPage(ctx, rc, r)
 	}
 	if rc.ProbeEvery <= 0 {
 		rc.ProbeEvery = 500 * time.Millisecond
@@ -196,6 +203,31 @@ func run(ctx context.Context, rc RunConfig, r *Result) (err error) {
 	return nil
 }
 
+// runTestbed builds a run's testbed. A signal tears it down and cancels the
+// returned context; done, deferred with the run's error, keeps the
+// endpoint logs under logName (when rc.LogDir is set and logName is not
+// empty) and tears the testbed down, reporting a failure to in *err.
+func runTestbed(ctx context.Context, rc RunConfig, cfg testbed.Config, logName string) (*testbed.Testbed, context.Context, func(err *error), error) {
+	tb, err := testbed.New(cfg)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("building the testbed: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	stopSignals := tb.CloseOnSignal(func(os.Signal) { cancel() })
+	done := func(err *error) {
+		stopSignals()
+		interrupted := ctx.Err() != nil
+		cancel()
+		if rc.LogDir != "" && logName != "" {
+			keepLogs(tb, rc.LogDir, rc.Condition.Name, logName)
+		}
+		if cerr := tb.Close(); cerr != nil && *err == nil && !interrupted {
+			*err = fmt.Errorf("tearing the testbed down: %w", cerr)
+		}
+	}
+	return tb, ctx, done, nil
+}
+
 // setupLead is how long after the emulator starts a timed condition's
 // transfer begins: more than the contender's setup can take (the scpsvpn
 // association's timeout), so the transfer never starts late.
@@ -246,6 +278,15 @@ func countersBetween(ctx context.Context, emu *linkemu.Emulator, from, to time.D
 // sockets with TCP_CONGESTION set to algo (per socket: a namespace may not
 // be allowed to change its default).
 func kernelPath(tb *testbed.Testbed, algo string, cc *ccCheck, log *slog.Logger) (*Server, Dialer, error) {
+	ln, dial, err := kernelSockets(tb, algo, cc)
+	if err != nil {
+		return nil, nil, err
+	}
+	return Serve(ln, kernelAccepted(algo, cc), log), dial, nil
+}
+
+// kernelSockets is kernelPath's listener and dialer, for any server.
+func kernelSockets(tb *testbed.Testbed, algo string, cc *ccCheck) (net.Listener, Dialer, error) {
 	var ln net.Listener
 	err := tb.Do(testbed.B, func() (err error) {
 		lc := net.ListenConfig{Control: congestionControl(algo)}
@@ -255,22 +296,6 @@ func kernelPath(tb *testbed.Testbed, algo string, cc *ccCheck, log *slog.Logger)
 	if err != nil {
 		return nil, nil, fmt.Errorf("kernel TCP %s: server socket: %w", algo, err)
 	}
-	srv := Serve(ln, func(c net.Conn) error {
-		// Accepted sockets inherit the listener's choice; setting it again
-		// makes sure, and reading it back proves it.
-		if err := setCongestion(c, algo); err != nil {
-			return err
-		}
-		got, err := getCongestion(c)
-		if err != nil {
-			return err
-		}
-		cc.server(got)
-		if got != algo {
-			return fmt.Errorf("server socket runs %q, not %q", got, algo)
-		}
-		return nil
-	}, log)
 	addr := ln.Addr().String()
 	dial := func(ctx context.Context) (net.Conn, error) {
 		var c net.Conn
@@ -293,7 +318,27 @@ func kernelPath(tb *testbed.Testbed, algo string, cc *ccCheck, log *slog.Logger)
 		cc.client(got)
 		return c, nil
 	}
-	return srv, dial, nil
+	return ln, dial, nil
+}
+
+// kernelAccepted is the server's hook on each accepted kernel socket.
+// Accepted sockets inherit the listener's choice; setting it again makes
+// sure, and reading it back proves it.
+func kernelAccepted(algo string, cc *ccCheck) func(net.Conn) error {
+	return func(c net.Conn) error {
+		if err := setCongestion(c, algo); err != nil {
+			return err
+		}
+		got, err := getCongestion(c)
+		if err != nil {
+			return err
+		}
+		cc.server(got)
+		if got != algo {
+			return fmt.Errorf("server socket runs %q, not %q", got, algo)
+		}
+		return nil
+	}
 }
 
 // scpsPath starts both endpoints, waits for their association, and serves
@@ -305,6 +350,15 @@ func scpsPath(ctx context.Context, tb *testbed.Testbed, rc RunConfig) (*Server, 
 // scpsPathOf is scpsPath between the sites client and server (A and B, or
 // the second pair A2 and B2).
 func scpsPathOf(ctx context.Context, tb *testbed.Testbed, rc RunConfig, client, server testbed.Side) (*Server, Dialer, error) {
+	ln, dial, err := scpsSockets(ctx, tb, rc, client, server)
+	if err != nil {
+		return nil, nil, err
+	}
+	return Serve(ln, nil, rc.Logger), dial, nil
+}
+
+// scpsSockets is scpsPathOf's listener and dialer, for any server.
+func scpsSockets(ctx context.Context, tb *testbed.Testbed, rc RunConfig, client, server testbed.Side) (net.Listener, Dialer, error) {
 	for _, side := range []testbed.Side{client, server} {
 		if err := tb.StartEndpoint(side); err != nil {
 			return nil, nil, fmt.Errorf("the endpoint did not start: %s", briefStartError(err))
@@ -326,12 +380,11 @@ func scpsPathOf(ctx context.Context, tb *testbed.Testbed, rc RunConfig, client, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("server socket on %s: %w", addr4, err)
 	}
-	srv := Serve(ln, nil, rc.Logger)
 	addr := ln.Addr().String()
 	dial := func(ctx context.Context) (net.Conn, error) {
 		return tb.DialContext(ctx, client, "tcp4", addr)
 	}
-	return srv, dial, nil
+	return ln, dial, nil
 }
 
 // waitAssociation waits until the endpoint logs of sides all report the

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -133,22 +132,11 @@ func runShare(ctx context.Context, rc RunConfig, r *Result) (err error) {
 		return fmt.Errorf("the shared-link workloads run on conditions without a rate schedule or outage; %s has one (use BEAM or BEAM-CLEAN)", c.Name)
 	}
 	cfg.PeerLinkA, cfg.PeerLinkB = c.PeerLinks("")
-	tb, err := testbed.New(cfg)
+	tb, ctx, done, err := runTestbed(ctx, rc, cfg, ct.Name)
 	if err != nil {
-		return fmt.Errorf("building the testbed: %w", err)
+		return err
 	}
-	defer func() {
-		if rc.LogDir != "" {
-			keepLogs(tb, rc.LogDir, c.Name, ct.Name)
-		}
-		if cerr := tb.Close(); cerr != nil && err == nil && ctx.Err() == nil {
-			err = fmt.Errorf("tearing the testbed down: %w", cerr)
-		}
-	}()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stopSignals := tb.CloseOnSignal(func(os.Signal) { cancel() })
-	defer stopSignals()
+	defer done(&err)
 
 	lag, settle := min(shareLag, rc.Duration/4), min(shareSettle, rc.Duration/4)
 	var (

@@ -114,3 +114,45 @@ func runBench(t *testing.T, bin, out string, args ...string) *Report {
 	}
 	return rep
 }
+
+// TestSmokePage: the page-load workload end to end, briefly: a small page
+// over HTTP/1.1 and HTTP/2, through kernel TCP and through both endpoints.
+func TestSmokePage(t *testing.T) {
+	bin := testenv.SmokeBinary(t)
+	out := filepath.Join(t.TempDir(), "report")
+	rep := runBench(t, bin, out, "--conditions", "B1", "--contenders", "cubic,scpsvpn", "--workload", "page", "--page-objects", "8", "--page-max-kb", "20")
+	if len(rep.Results) != 2 || rep.Workload != WorkloadPage || rep.Page == nil {
+		t.Fatalf("results: %+v", rep.Results)
+	}
+	for _, r := range rep.Results {
+		if !r.OK() || r.Page == nil {
+			t.Errorf("%s: %s", r.Contender, r.Status)
+			continue
+		}
+		for _, l := range []struct {
+			name     string
+			l        *PageLoad
+			maxConns int
+		}{{"HTTP/1.1", r.Page.HTTP1, pageConns}, {"HTTP/2", r.Page.HTTP2, 1}} {
+			if l.l == nil || l.l.Err != "" {
+				t.Errorf("%s %s: %+v", r.Contender, l.name, l.l)
+				continue
+			}
+			// Nothing loads a page faster than its floor; the margin is
+			// the emulator's rounding.
+			if l.l.FloorRatio < 0.9 || l.l.Conns < 1 || l.l.Conns > l.maxConns || l.l.LinkBytes < r.Page.Bytes {
+				t.Errorf("%s %s: %+v (floor %.0f ms)", r.Contender, l.name, l.l, r.Page.FloorMs)
+			}
+		}
+	}
+	if r := rep.Results[0]; r.TCPCongestion != "cubic/cubic" {
+		t.Errorf("kernel run's sockets ran %q", r.TCPCongestion)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "## Page load") || !strings.Contains(string(md), "\n| B1 | scpsvpn | ") {
+		t.Errorf("report.md has no page-load table:\n%s", md)
+	}
+}
