@@ -218,7 +218,7 @@ func pageRun(ctx context.Context, rc RunConfig, spec PageSpec, proto pageProto, 
 		l.LinkBytes = LinkBytes(CountersDelta(before, emu.Counters()))
 	}
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-		err = fmt.Errorf("%s: not loaded within %v: %w", proto.name, limit, err)
+		err = fmt.Errorf("not loaded within %v (4x the floor + 30s): %w", limit.Round(time.Second), err)
 	}
 	if serr := srv.Err(); serr != nil && err == nil {
 		err = serr
@@ -362,14 +362,14 @@ func LoadPage(ctx context.Context, spec PageSpec, proto pageProto, dial Dialer, 
 		}
 		resp, err := client.Do(req)
 		if err != nil {
-			return fmt.Errorf("%s %s: %w", proto.name, path, err)
+			return fmt.Errorf("GET %s: %w", path, err)
 		}
 		defer resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s %s: %s", proto.name, path, resp.Status)
+			return fmt.Errorf("GET %s: %s", path, resp.Status)
 		}
 		if (resp.ProtoMajor == 2) != proto.h2 {
-			return fmt.Errorf("%s %s: answered over %s", proto.name, path, resp.Proto)
+			return fmt.Errorf("GET %s: answered over %s", path, resp.Proto)
 		}
 		buf := make([]byte, 32<<10)
 		var n int
@@ -383,11 +383,11 @@ func LoadPage(ctx context.Context, spec PageSpec, proto pageProto, dial Dialer, 
 				break
 			}
 			if err != nil {
-				return fmt.Errorf("%s %s after %d bytes: %w", proto.name, path, n, err)
+				return fmt.Errorf("GET %s after %d bytes: %w", path, n, err)
 			}
 		}
 		if n != sizes[i] {
-			return fmt.Errorf("%s %s: %d bytes, want %d", proto.name, path, n, sizes[i])
+			return fmt.Errorf("GET %s: %d bytes, want %d", path, n, sizes[i])
 		}
 		return nil
 	}
