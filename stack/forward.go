@@ -12,6 +12,7 @@ import (
 
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
 	"gvisor.dev/gvisor/pkg/waiter"
 )
@@ -31,6 +32,7 @@ type TCPRequest struct {
 	mu   sync.Mutex
 	done bool
 
+	id gstack.TransportEndpointID // fr's, kept: fr forgets it once completed
 	// The SYN guard's (synguard.go), under its lock.
 	guardElem *list.Element
 	isn       uint32 // the client's SYN sequence number, if hasISN
@@ -47,6 +49,7 @@ func (s *Stack) handleForward(fr *tcp.ForwarderRequest) {
 		Dst: netip.AddrPortFrom(addrFrom(id.LocalAddress), id.LocalPort),
 		s:   s,
 		fr:  fr,
+		id:  id,
 	}
 	s.mu.Lock()
 	switch {

@@ -42,8 +42,9 @@ type synGuard struct {
 
 func newSYNGuard(maxInFlight int) *synGuard {
 	// gVisor frees a slot only once the evicted handshake has processed
-	// its RST: keep a quarter of the slots as headroom for that.
-	limit := max(1, maxInFlight*3/4)
+	// its RST, which under a flood takes a while on a busy machine: keep
+	// three quarters of the slots as headroom for evicted handshakes.
+	limit := max(1, maxInFlight/4)
 	return &synGuard{
 		limit:  limit,
 		perSrc: max(1, limit/2),
@@ -70,8 +71,8 @@ func (g *synGuard) seen(id gstack.TransportEndpointID, seq uint32) {
 func (g *synGuard) admit(r *TCPRequest) (evict *TCPRequest) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	r.isn, r.hasISN = g.isn[r.fr.ID()]
-	delete(g.isn, r.fr.ID())
+	r.isn, r.hasISN = g.isn[r.id]
+	delete(g.isn, r.id)
 	src := r.Src.Addr()
 	if g.bySrc[src] >= g.perSrc {
 		for e := g.order.Front(); e != nil; e = e.Next() {
@@ -115,11 +116,14 @@ func (g *synGuard) removeLocked(r *TCPRequest) {
 // refused (RST to the client); one in its local handshake gets an RST as if
 // from the client, which gVisor's handshake takes as the client's refusal.
 // The handshake's endpoint may not exist yet (Accept is on its way into
-// gVisor), so the RST is retried until the handshake is over.
+// gVisor): then the RST is tried again a little later, a few times.
 func (s *Stack) evict(r *TCPRequest) {
 	s.synEvicted.Add(1)
 	if r.complete(true) || !r.hasISN {
 		return // refused; or without an ISN the handshake runs out on its own
+	}
+	if s.resetHandshake(r) {
+		return
 	}
 	// Close waits for the retries; none starts once it began (the
 	// injecting count orders this as for Inject).
@@ -131,27 +135,37 @@ func (s *Stack) evict(r *TCPRequest) {
 	s.evicting.Add(1)
 	go func() {
 		defer s.evicting.Done()
-		id := r.fr.ID()
-		netProto := header.IPv4ProtocolNumber
-		if id.RemoteAddress.Len() == 16 {
-			netProto = header.IPv6ProtocolNumber
-		}
-		rst := buildClientRST(id, r.isn+1)
-		for range 100 {
-			if r.handshakeOver.Load() || s.closed.Load() {
+		for _, d := range []time.Duration{2 * time.Millisecond, 10 * time.Millisecond, 50 * time.Millisecond} {
+			time.Sleep(d)
+			if r.handshakeOver.Load() || s.closed.Load() || s.resetHandshake(r) {
 				return
 			}
-			ep, ok := s.gs.FindTransportEndpoint(netProto, tcp.ProtocolNumber, id, nicID).(*tcp.Endpoint)
-			if ok && ep.EndpointState() == tcp.StateSynRecv {
-				s.injecting.Add(1)
-				if !s.closed.Load() {
-					s.link.inject(rst)
-				}
-				s.injecting.Add(-1)
-			}
-			time.Sleep(2 * time.Millisecond)
 		}
 	}()
+}
+
+// resetHandshake injects the RST that ends r's handshake, if its endpoint
+// is in SYN-RECV; false if there is none (yet).
+func (s *Stack) resetHandshake(r *TCPRequest) bool {
+	id := r.id
+	netProto := header.IPv4ProtocolNumber
+	if id.RemoteAddress.Len() == 16 {
+		netProto = header.IPv6ProtocolNumber
+	}
+	ep, ok := s.gs.FindTransportEndpoint(netProto, tcp.ProtocolNumber, id, nicID).(*tcp.Endpoint)
+	if !ok || ep.EndpointState() != tcp.StateSynRecv {
+		return false
+	}
+	rst := buildClientRST(id, r.isn+1)
+	if rst == nil {
+		return true
+	}
+	s.injecting.Add(1)
+	if !s.closed.Load() {
+		s.link.inject(rst)
+	}
+	s.injecting.Add(-1)
+	return true
 }
 
 // buildClientRST builds an RST from the client of id (the remote end) to

@@ -81,12 +81,15 @@ func TestSYNFloodOldestGivesWay(t *testing.T) {
 	// A burst outruns the RSTs, so gVisor drops some of it: every spoofed
 	// SYN is either dropped or, once more than the bound came, evicted.
 	settled := func(n uint64) func() bool {
-		return func() bool { st := s.Stats(); return st.SYNEvicted+st.InFlightDrops >= n && st.FlowsActive <= 48 }
+		return func() bool {
+			st := s.Stats()
+			return st.SYNEvicted+st.InFlightDrops >= n && st.FlowsActive <= s.guard.limit
+		}
 	}
-	if !waitFor(10*time.Second, settled(200-48)) {
+	if !waitFor(10*time.Second, settled(200-uint64(s.guard.limit))) {
 		t.Fatalf("spoofed handshakes were not evicted: %+v", s.Stats())
 	}
-	handshake(t, s, out, accepted, client4, func() { spoofed(s, 67, 20) })
+	handshake(t, s, out, accepted, client4, func() { spoofed(s, 67, s.guard.limit/2) })
 	t.Logf("%+v", s.Stats())
 }
 
@@ -101,7 +104,7 @@ func TestSYNFloodOneSourceChurnsOnlyItself(t *testing.T) {
 		for i := range 300 {
 			s.Inject(buildTCP(netip.AddrPortFrom(flooder, uint16(1024+i)), server4, header.TCPFlagSyn, 1, nil))
 		}
-		if !waitFor(10*time.Second, func() bool { st := s.Stats(); return st.SYNEvicted+st.InFlightDrops >= 300-24 }) {
+		if !waitFor(10*time.Second, func() bool { st := s.Stats(); return st.SYNEvicted+st.InFlightDrops >= 300-uint64(s.guard.perSrc) }) {
 			t.Fatalf("the flooder's handshakes were not evicted: %+v", s.Stats())
 		}
 	})

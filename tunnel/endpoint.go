@@ -177,9 +177,12 @@ func (e *Endpoint) Run(ctx context.Context) (err error) {
 	cleanup = append(cleanup, e.net.Down)
 
 	e.stk, err = stack.New(stack.Config{
-		MTU:         e.cfg.MTU,
-		MaxFlows:    e.cfg.MaxFlows,
-		MaxInFlight: min(e.cfg.MaxFlows, 1024),
+		MTU:      e.cfg.MTU,
+		MaxFlows: e.cfg.MaxFlows,
+		// Room for a SYN flood: the stack's SYN guard keeps a quarter of
+		// these for handshakes in progress and the rest for the ones it
+		// evicted, until gVisor has let them go.
+		MaxInFlight: min(e.cfg.MaxFlows, 4096),
 		HandleTCP:   e.handleTCP,
 		Output:      e.writeTUN,
 		// Every packet the stack gets comes from our own kernel through the

@@ -45,6 +45,10 @@ type Counters struct {
 	FlowsAccepted   uint64 `json:"flows_accepted"`
 	FlowsRefused    uint64 `json:"flows_refused"`
 	FlowsActive     int64  `json:"flows_active"`
+	// The stack's SYN handling (stack.Stats): SYNs gVisor dropped with
+	// every handshake slot taken, and handshakes evicted for newer SYNs.
+	SYNDropped uint64 `json:"syn_dropped"`
+	SYNEvicted uint64 `json:"syn_evicted"`
 }
 
 // PeerStatus is one peer and its association.
@@ -71,6 +75,7 @@ func (e *Endpoint) Status() Status {
 		}
 	}
 	e.mu.Unlock()
+	sst := e.stk.Stats()
 	st := Status{
 		Interface: cfg.Name,
 		Listen:    e.sock.LocalAddr().String(),
@@ -86,6 +91,7 @@ func (e *Endpoint) Status() Status {
 			UDPStale: s.UDPStale.Load(), TunNoAssoc: s.TunNoAssoc.Load(),
 			FlowsOpened: s.FlowsOpened.Load(), FlowsAccepted: s.FlowsAccepted.Load(),
 			FlowsRefused: s.FlowsRefused.Load(), FlowsActive: s.FlowsActive.Load(),
+			SYNDropped: sst.InFlightDrops, SYNEvicted: sst.SYNEvicted,
 		},
 		Security: e.dev.Stats(),
 	}

@@ -1,0 +1,225 @@
+package e2e
+
+// Issue 10.6: a SYN flood from one LAN host. Spoofed SYNs toward a real
+// server across the link, from sources that never answer; other clients'
+// connections must still open at once, and the far side must not dial the
+// server for the flood.
+
+import (
+	"context"
+	be "encoding/binary"
+	"encoding/json"
+	"io"
+	mrand "math/rand/v2"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"scpsvpn/cmd/internal/linkemu"
+	"scpsvpn/cmd/internal/testbed"
+	"scpsvpn/tunnel"
+)
+
+// synSources are the flood's forged sources: site A routes them nowhere
+// (a blackhole), as a site's gateway reaches forged addresses that do not
+// exist or do not answer.
+var synSources = netip.MustParsePrefix("10.203.0.0/16")
+
+// buildSYN4 returns an IPv4 TCP SYN from src to dst with valid checksums.
+func buildSYN4(src, dst netip.AddrPort, seq uint32) []byte {
+	p := make([]byte, 40)
+	p[0], p[8], p[9] = 0x45, 64, unix.IPPROTO_TCP
+	be.BigEndian.PutUint16(p[2:], 40)
+	s4, d4 := src.Addr().As4(), dst.Addr().As4()
+	copy(p[12:], s4[:])
+	copy(p[16:], d4[:])
+	be.BigEndian.PutUint16(p[10:], ^csum(0, p[:20]))
+	tcp := p[20:]
+	be.BigEndian.PutUint16(tcp[0:], src.Port())
+	be.BigEndian.PutUint16(tcp[2:], dst.Port())
+	be.BigEndian.PutUint32(tcp[4:], seq)
+	tcp[12], tcp[13] = 5<<4, 0x02 // data offset, SYN
+	be.BigEndian.PutUint16(tcp[14:], 64240)
+	var ph [12]byte
+	copy(ph[0:], s4[:])
+	copy(ph[4:], d4[:])
+	ph[9] = unix.IPPROTO_TCP
+	be.BigEndian.PutUint16(ph[10:], 20)
+	be.BigEndian.PutUint16(tcp[16:], ^csum(csum(0, ph[:]), tcp))
+	return p
+}
+
+// csum adds b to the 16-bit ones' complement sum acc.
+func csum(acc uint16, b []byte) uint16 {
+	s := uint32(acc)
+	for ; len(b) >= 2; b = b[2:] {
+		s += uint32(be.BigEndian.Uint16(b))
+	}
+	if len(b) == 1 {
+		s += uint32(b[0]) << 8
+	}
+	for s > 0xffff {
+		s = s>>16 + s&0xffff
+	}
+	return uint16(s)
+}
+
+// synFlood sends rate spoofed SYNs a second to dst from side's namespace
+// until stop is closed, and returns how many it sent.
+func synFlood(t *testing.T, tb *testbed.Testbed, side testbed.Side, dst netip.AddrPort, rate int, stop <-chan struct{}) <-chan int {
+	var fd int
+	if err := tb.Do(side, func() (err error) {
+		fd, err = unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
+		return err
+	}); err != nil {
+		t.Fatalf("raw socket: %v", err)
+	}
+	sent := make(chan int, 1)
+	go func() {
+		defer unix.Close(fd)
+		const tick = 5 * time.Millisecond
+		per := rate * int(tick) / int(time.Second)
+		to := &unix.SockaddrInet4{Addr: dst.Addr().As4()}
+		base := be.BigEndian.Uint32(synSources.Addr().AsSlice())
+		hosts := uint32(1) << (32 - synSources.Bits())
+		tk := time.NewTicker(tick)
+		defer tk.Stop()
+		start, n := time.Now(), 0
+		for {
+			select {
+			case <-stop:
+				sent <- n
+				return
+			case now := <-tk.C:
+				// Catch up after a late tick, so the rate holds.
+				for due := int(now.Sub(start)/tick+1) * per; n < due; n++ {
+					var a [4]byte
+					be.BigEndian.PutUint32(a[:], base+1+mrand.Uint32N(hosts-2))
+					src := netip.AddrPortFrom(netip.AddrFrom4(a), uint16(1024+mrand.IntN(60000)))
+					_ = unix.Sendto(fd, buildSYN4(src, dst, mrand.Uint32()), 0, to)
+				}
+			}
+		}
+	}()
+	return sent
+}
+
+// connectTimes opens n connections from side to addr, one every 50 ms,
+// and returns each one's connect time and time to its first echo.
+func connectTimes(t *testing.T, tb *testbed.Testbed, side testbed.Side, addr string, n int) (connect, echo []time.Duration) {
+	t.Helper()
+	for range n {
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c, err := tb.DialContext(ctx, side, "tcp", addr)
+		cancel()
+		if err != nil {
+			t.Errorf("dial %s: %v", addr, err)
+			connect, echo = append(connect, time.Since(start)), append(echo, time.Since(start))
+			continue
+		}
+		connect = append(connect, time.Since(start))
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Write([]byte("x")); err != nil {
+			t.Error(err)
+		} else if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+			t.Errorf("echo through %s: %v", addr, err)
+		}
+		echo = append(echo, time.Since(start))
+		c.Close()
+		time.Sleep(50 * time.Millisecond)
+	}
+	return connect, echo
+}
+
+func p95(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[(len(s)*95+99)/100-1]
+}
+
+func countersOf(t *testing.T, tb *testbed.Testbed, side testbed.Side) tunnel.Counters {
+	t.Helper()
+	out, err := statusIn(t, tb, side)
+	if err != nil {
+		t.Fatalf("status %s: %v\n%s", side, err, out)
+	}
+	var st tunnel.Status
+	if err := json.Unmarshal(out, &st); err != nil {
+		t.Fatalf("status %s: %v\n%s", side, err, out)
+	}
+	return st.Counters
+}
+
+// TestSYNFlood: 10,000 spoofed SYNs a second from site A toward a server
+// at site B. Another client at A still connects with a p95 connect time
+// within twice (plus 2 ms for a loaded machine's scheduling) the figure
+// without the flood, and its first echo (a round trip to the far server)
+// within twice too; site B dials the server for none of the flood's SYNs.
+//
+// Opt-in (SCPSVPN_SYNFLOOD=1): the flood takes most of this 2-core machine
+// and the figure is not met yet (docs/reliability.md, issue 10.6).
+func TestSYNFlood(t *testing.T) {
+	if os.Getenv("SCPSVPN_SYNFLOOD") == "" {
+		t.Skip("a 10,000 SYN/s flood for half a minute: set SCPSVPN_SYNFLOOD=1 to run it")
+	}
+	const rate, n = 10000, 60
+	dir := linkemu.Dir{Rate: 20_000_000, Delay: 50 * time.Millisecond}
+	link := "rtt = \"100ms\"\nup = \"20Mbit\"\ndown = \"20Mbit\"\n"
+	tb := twoSites(t, testbed.Config{Kind: testbed.Emulated, Link: linkemu.Options{Fwd: dir, Ret: dir}, PeerLinkA: link, PeerLinkB: link})
+	ln, err := tb.Listen(testbed.B, "tcp", hostPort(tb.B.TUN4, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go serveEach(ln, func(c net.Conn) {
+		defer c.Close()
+		io.Copy(c, c)
+	})
+	addr := ln.Addr().String()
+	if out, err := tb.Exec(testbed.A, "ip", "route", "add", "blackhole", synSources.String()); err != nil {
+		t.Fatalf("blackhole route: %v: %s", err, out)
+	}
+
+	connect0, echo0 := connectTimes(t, tb, testbed.A, addr, n)
+	beforeA, beforeB := countersOf(t, tb, testbed.A), countersOf(t, tb, testbed.B)
+	stop := make(chan struct{})
+	start := time.Now()
+	flooded := synFlood(t, tb, testbed.A, netip.MustParseAddrPort(addr), rate, stop)
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+	}()
+	time.Sleep(2 * time.Second) // the flood at full strength first
+	connect1, echo1 := connectTimes(t, tb, testbed.A, addr, n)
+	close(stop)
+	sent := <-flooded
+	elapsed := time.Since(start)
+	afterA, afterB := countersOf(t, tb, testbed.A), countersOf(t, tb, testbed.B)
+
+	t.Logf("flood: %d spoofed SYNs in %v (%.0f/s)", sent, elapsed.Round(time.Millisecond), float64(sent)/elapsed.Seconds())
+	t.Logf("connect p95: %v without the flood, %v with it; first echo p95: %v, %v",
+		p95(connect0), p95(connect1), p95(echo0), p95(echo1))
+	t.Logf("A: SYNs dropped %d, evicted %d; A: flows opened %d (the clients': %d); B: flows accepted %d", afterA.SYNDropped-beforeA.SYNDropped, afterA.SYNEvicted-beforeA.SYNEvicted,
+		afterA.FlowsOpened-beforeA.FlowsOpened, n, afterB.FlowsAccepted-beforeB.FlowsAccepted)
+	if float64(sent) < 0.9*rate*elapsed.Seconds() {
+		t.Errorf("the flooder sent %.0f SYNs a second, want %d", float64(sent)/elapsed.Seconds(), rate)
+	}
+	if p95(connect1) > 2*p95(connect0)+2*time.Millisecond {
+		t.Errorf("connect p95 %v under the flood, %v without", p95(connect1), p95(connect0))
+	}
+	if p95(echo1) > 2*p95(echo0) {
+		t.Errorf("first-echo p95 %v under the flood, %v without", p95(echo1), p95(echo0))
+	}
+	if d := afterB.FlowsAccepted - beforeB.FlowsAccepted; d > n+10 {
+		t.Errorf("site B accepted %d flows for %d clients: it dialed for the flood", d, n)
+	}
+}
