@@ -102,6 +102,13 @@ func optionsFromFlags(c *cli.Context) (Options, error) {
 	default:
 		return o, fmt.Errorf("--workload %q: use %s or %s", o.Workload, WorkloadDownload, WorkloadPage)
 	}
+	if o.Workload == WorkloadPage {
+		for _, ct := range o.Contenders {
+			if ct.Share != "" {
+				return o, fmt.Errorf("--contenders %s: a shared-link workload has its own downloads; it does not load pages (--workload page)", ct.Name)
+			}
+		}
+	}
 	if n := c.Int("page-objects"); n < 1 || n > 1000 {
 		return o, fmt.Errorf("--page-objects %d: use 1 to 1000", n)
 	}

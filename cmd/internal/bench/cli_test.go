@@ -47,6 +47,23 @@ func TestFlagSelection(t *testing.T) {
 	}
 }
 
+func TestFlagPage(t *testing.T) {
+	o, err := parseFlags(t, "--out", "x", "--workload", "page", "--contenders", "bbr,scpsvpn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Workload != WorkloadPage || o.Page != DefaultPage {
+		t.Errorf("workload %q, page %+v", o.Workload, o.Page)
+	}
+	o, err = parseFlags(t, "--out", "x", "--workload", "page", "--page-objects", "8", "--page-max-kb", "20")
+	if err != nil || o.Page != NewPageSpec(8, 20_000) {
+		t.Errorf("a small page: %+v, %v", o.Page, err)
+	}
+	if o, _ := parseFlags(t, "--out", "x"); o.Workload != WorkloadDownload {
+		t.Errorf("default workload %q", o.Workload)
+	}
+}
+
 func TestFlagErrors(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -61,6 +78,10 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"--out", "x", "--probe-every", "1ms"}, "--probe-every"},
 		{[]string{"--out", "x", "--probe-size", "0"}, "--probe-size"},
 		{[]string{"--out", "x", "--conditions", "C1", "--timeline", "C2"}, "--timeline"},
+		{[]string{"--out", "x", "--workload", "video"}, "--workload"},
+		{[]string{"--out", "x", "--workload", "page", "--contenders", "bbr,share-sites"}, "--contenders share-sites"},
+		{[]string{"--out", "x", "--page-objects", "0"}, "--page-objects"},
+		{[]string{"--out", "x", "--page-max-kb", "0"}, "--page-max-kb"},
 	} {
 		_, err := parseFlags(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

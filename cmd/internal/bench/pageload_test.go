@@ -139,6 +139,15 @@ func TestRenderPage(t *testing.T) {
 			t.Errorf("report.md lacks %q:\n%s", want, md)
 		}
 	}
+	if got, want := RunSummary(rep.Results[1]), "HTTP/1.1 8.00 s (1.60x the floor), HTTP/2 6.00 s (1.20x the floor); floor 5.00 s"; got != want {
+		t.Errorf("summary %q, want %q", got, want)
+	}
+	rep.Results[1].Page.HTTP2 = &PageLoad{Err: "GET /o/3: context deadline exceeded"}
+	b.Reset()
+	rep.RenderMarkdown(&b)
+	if want := "| GEO-10/2 | scpsvpn | 5.00 | 8.00 | 1.60x | 0.50x | 6 | failed | | |  |"; !strings.Contains(b.String(), want) {
+		t.Errorf("report.md lacks %q:\n%s", want, b.String())
+	}
 	if strings.Contains(md, "## Goodput") {
 		t.Errorf("a page-load report shows the download tables:\n%s", md)
 	}
