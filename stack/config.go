@@ -26,8 +26,9 @@ const (
 	// DefaultOutQueueLen is the number of outbound packets the link endpoint
 	// buffers for its writer goroutine. It absorbs a TCP burst of several
 	// flows while the writer is inside Output. Worst case memory is
-	// OutQueueLen * (Headroom + max(MTU, 16 KiB)), 16 MiB, when all are data
-	// packets; ACKs use 256-byte buffers.
+	// OutQueueLen * (Headroom + max(MTU, 16 KiB, GSOMaxSize)), 16 MiB (32
+	// MiB with the tunnel's 32 KiB segments), when all are data packets;
+	// ACKs use 256-byte buffers.
 	DefaultOutQueueLen = 1024
 
 	// DefaultOutBlockTimeout is how long gVisor's TCP goroutines may wait for
@@ -40,7 +41,7 @@ const (
 
 	// Headroom is the number of bytes reserved before each packet handed to
 	// Output. wireguard's tun.Device.Write needs at least 10 for its
-	// virtio-net header.
+	// virtio-net header (and so does GSO, Config.GSOMaxSize).
 	Headroom = 16
 
 	// MaxBatch is the largest number of packets in one Output call; it matches
@@ -97,7 +98,20 @@ type Config struct {
 	// through the TUN (wireguard's tun completes partial checksums), never for
 	// packets that crossed a wire.
 	TrustRXChecksums bool
+	// GSOMaxSize, when non-zero, lets the stack's TCP send segments of up to
+	// this many bytes (at most 65535) that the kernel cuts into MSS-sized
+	// packets (TSO through a TUN opened with IFF_VNET_HDR and TSO offloads):
+	// the stack's TCP costs per segment, so this cuts its sending cost many
+	// times over. Output must then write each packet with the 10-byte
+	// virtio-net header the stack puts right before it,
+	// bufs[i][offset-VirtioNetHdrLen:]: the header says how to segment the
+	// packet and that its TCP checksum is still to be completed.
+	GSOMaxSize int
 }
+
+// VirtioNetHdrLen is the size of Linux's struct virtio_net_hdr, which the
+// stack writes before every packet when Config.GSOMaxSize is set.
+const VirtioNetHdrLen = 10
 
 // Validate reports the first thing wrong with c.
 func (c *Config) Validate() error {
@@ -114,6 +128,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("stack: OutQueueLen %d is negative", c.OutQueueLen)
 	case c.OutBlockTimeout < 0:
 		return fmt.Errorf("stack: OutBlockTimeout %v is negative", c.OutBlockTimeout)
+	case c.GSOMaxSize < 0 || c.GSOMaxSize > maxMTU:
+		return fmt.Errorf("stack: GSOMaxSize %d out of range [0, %d]", c.GSOMaxSize, maxMTU)
 	}
 	return nil
 }

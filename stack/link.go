@@ -29,6 +29,7 @@
 package stack
 
 import (
+	"encoding/binary"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -63,7 +64,8 @@ type linkEndpoint struct {
 	log          *slog.Logger
 	blockTimeout time.Duration
 	caps         gstack.LinkEndpointCapabilities
-	limit        int // queue capacity in packets
+	gsoMax       uint32 // Config.GSOMaxSize; 0: no GSO
+	limit        int    // queue capacity in packets
 	c            *linkCounters
 
 	dispatcher atomic.Pointer[dispatcherRef]
@@ -95,7 +97,10 @@ type linkEndpoint struct {
 	wg        sync.WaitGroup
 }
 
-var _ gstack.LinkEndpoint = (*linkEndpoint)(nil)
+var (
+	_ gstack.LinkEndpoint = (*linkEndpoint)(nil)
+	_ gstack.GSOEndpoint  = (*linkEndpoint)(nil)
+)
 
 // newLinkEndpoint creates the endpoint and starts its writer goroutine; Close
 // (called by gVisor when the NIC is removed) stops it and Wait waits for it.
@@ -114,6 +119,10 @@ func newLinkEndpoint(cfg *Config, c *linkCounters) *linkEndpoint {
 		done:         make(chan struct{}),
 	}
 	e.mtu.Store(uint32(cfg.MTU))
+	if cfg.GSOMaxSize > 0 {
+		e.gsoMax = uint32(cfg.GSOMaxSize)
+		e.largeCap = max(e.largeCap, cfg.GSOMaxSize)
+	}
 	if cfg.TrustRXChecksums {
 		e.caps |= gstack.CapabilityRXChecksumOffload
 	}
@@ -247,6 +256,9 @@ func (e *linkEndpoint) enqueue(pkt *gstack.PacketBuffer) bool {
 	}
 	b = b[:need]
 	copyPacket(b[Headroom:], pkt)
+	if e.gsoMax > 0 {
+		putVirtioNetHdr(b[Headroom-VirtioNetHdrLen:Headroom], pkt)
+	}
 
 	e.mu.Lock()
 	wasEmpty := len(e.pending) == 0
@@ -318,6 +330,53 @@ func copyPacket(dst []byte, pkt *gstack.PacketBuffer) {
 		n += copy(dst[n:], s[off:])
 		off = 0
 	}
+}
+
+// Linux's virtio-net header values (include/uapi/linux/virtio_net.h).
+const (
+	virtioNetHdrFNeedsCsum = 1
+	virtioNetHdrGSOTCPv4   = 1
+	virtioNetHdrGSOTCPv6   = 4
+)
+
+// putVirtioNetHdr writes the virtio-net header of pkt into h (10 bytes, the
+// host's byte order as a TUN without TUNSETVNETLE reads it): for a TCP
+// segment of the stack, where its checksum is to be completed and, when it
+// is longer than the MSS, how the kernel is to cut it.
+func putVirtioNetHdr(h []byte, pkt *gstack.PacketBuffer) {
+	clear(h)
+	gso := pkt.GSOOptions
+	if gso.Type == gstack.GSONone {
+		return
+	}
+	ne := binary.NativeEndian
+	ne.PutUint16(h[2:], uint16(pkt.HeaderSize())) // hdr_len
+	if gso.NeedsCsum {
+		h[0] = virtioNetHdrFNeedsCsum
+		ne.PutUint16(h[6:], gso.L3HdrLen)   // csum_start
+		ne.PutUint16(h[8:], gso.CsumOffset) // csum_offset
+	}
+	if pkt.Data().Size() > int(gso.MSS) {
+		switch gso.Type {
+		case gstack.GSOTCPv4:
+			h[1] = virtioNetHdrGSOTCPv4
+		case gstack.GSOTCPv6:
+			h[1] = virtioNetHdrGSOTCPv6
+		}
+		ne.PutUint16(h[4:], gso.MSS) // gso_size
+	}
+}
+
+// GSOMaxSize implements stack.GSOEndpoint.
+func (e *linkEndpoint) GSOMaxSize() uint32 { return e.gsoMax }
+
+// SupportedGSO implements stack.GSOEndpoint: the kernel segments (host GSO)
+// when Config.GSOMaxSize is set.
+func (e *linkEndpoint) SupportedGSO() gstack.SupportedGSO {
+	if e.gsoMax == 0 {
+		return gstack.GSONotSupported
+	}
+	return gstack.HostGSOSupported
 }
 
 // writeLoop is the single writer stage: it drains the queue into Output.

@@ -105,7 +105,10 @@ type tunHarness struct {
 	loopWG sync.WaitGroup
 }
 
-func newTUNHarness(tb testing.TB, mtu int) *tunHarness {
+// newTUNHarness attaches a Stack to a new TUN. With gsoMax > 0 the stack
+// sends segments of up to gsoMax bytes, written with their virtio-net
+// headers straight to the TUN (as the tunnel does), for the kernel to cut.
+func newTUNHarness(tb testing.TB, mtu, gsoMax int) *tunHarness {
 	tb.Helper()
 	requireRoot(tb)
 	h := &tunHarness{ns: newNSThread(tb)}
@@ -158,7 +161,7 @@ func newTUNHarness(tb testing.TB, mtu int) *tunHarness {
 
 	handle, acc := acceptAll()
 	h.accept = acc
-	h.stack, err = New(Config{
+	cfg := Config{
 		MTU:              mtu,
 		HandleTCP:        handle,
 		Logger:           testLogger(),
@@ -167,7 +170,20 @@ func newTUNHarness(tb testing.TB, mtu int) *tunHarness {
 			_, err := h.dev.Write(bufs, offset)
 			return err
 		},
-	})
+		GSOMaxSize: gsoMax,
+	}
+	if gsoMax > 0 {
+		f := h.dev.(*tun.NativeTun).File()
+		cfg.Output = func(bufs [][]byte, offset int) error {
+			for _, b := range bufs {
+				if _, err := f.Write(b[offset-VirtioNetHdrLen:]); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	h.stack, err = New(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -235,7 +251,23 @@ func prefixNet(p netip.Prefix) *net.IPNet {
 }
 
 func TestTUNKernelClient(t *testing.T) {
-	h := newTUNHarness(t, 1500)
+	h := newTUNHarness(t, 1500, 0)
+	testTUNKernelClient(t, h)
+}
+
+// TestTUNKernelClientGSO: the same with the stack's large segments, which
+// the kernel must cut and checksum from their virtio-net headers: every
+// byte arrives, in far fewer packets than MSS-sized ones would take.
+func TestTUNKernelClientGSO(t *testing.T) {
+	h := newTUNHarness(t, 1500, 32<<10)
+	testTUNKernelClient(t, h)
+	// 8 MiB toward the kernel alone is 5,746 packets of 1,460 bytes.
+	if st := h.stack.Stats(); st.PacketsOut >= 5746 {
+		t.Errorf("%d packets out for 8 MiB each way over IPv4 and IPv6: no large segments", st.PacketsOut)
+	}
+}
+
+func testTUNKernelClient(t *testing.T, h *tunHarness) {
 	for _, dst := range []netip.AddrPort{tunServer4, tunServer6} {
 		t.Run(fmt.Sprintf("IPv%d", map[bool]int{true: 4, false: 6}[dst.Addr().Is4()]), func(t *testing.T) {
 			kc := h.dial(t, dst)
@@ -283,7 +315,8 @@ func TestTUNKernelClient(t *testing.T) {
 // BenchmarkTUNKernelToStack measures a bulk transfer from a kernel TCP
 // client through the TUN into the Stack (the upload direction of a site).
 // Run it alone: go test -run XXX -bench TUNKernelToStack -benchtime 1x
-// (1 GB per iteration; STACK_TUN_BENCH_MB overrides the size).
+// (1 GB per iteration; STACK_TUN_BENCH_MB overrides the size;
+// STACK_TUN_BENCH_GSO=1 lets the stack send large segments).
 func BenchmarkTUNKernelToStack(b *testing.B) {
 	benchTUN(b, true)
 }
@@ -300,7 +333,11 @@ func benchTUN(b *testing.B, upload bool) {
 		fmt.Sscan(v, &mb)
 		size = mb << 20
 	}
-	h := newTUNHarness(b, 1500)
+	gsoMax := 0
+	if os.Getenv("STACK_TUN_BENCH_GSO") != "" {
+		gsoMax = 32 << 10
+	}
+	h := newTUNHarness(b, 1500, gsoMax)
 	chunk := make([]byte, 256<<10)
 	b.SetBytes(size)
 	b.ResetTimer()

@@ -16,6 +16,7 @@ import (
 	"golang.zx2c4.com/wireguard/tun"
 
 	"scpsvpn/peers"
+	"scpsvpn/stack"
 )
 
 // readTUN routes every packet the kernel sends into the TUN: TCP into the
@@ -112,6 +113,26 @@ func (e *Endpoint) localSource(src netip.Addr) bool {
 func (e *Endpoint) writeTUN(bufs [][]byte, offset int) error {
 	_, err := e.tun.Write(bufs, offset)
 	return err
+}
+
+// tunGSOMax is the largest segment the stack sends into a TUN with
+// offloads. The outbound queue's data buffers grow to this size, so its
+// worst-case memory is stack.DefaultOutQueueLen times it.
+const tunGSOMax = 32 << 10
+
+// writeTUNGSO is the stack's output when it sends large segments
+// (stack.Config.GSOMaxSize): every packet is written with the virtio-net
+// header the stack put in front of it. wireguard's tun.Write cannot be
+// used: it writes its own headers, which would not ask the kernel to
+// segment or to complete the checksum.
+func writeTUNGSO(f *os.File, bufs [][]byte, offset int) error {
+	var first error
+	for _, b := range bufs {
+		if _, err := f.Write(b[offset-stack.VirtioNetHdrLen:]); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 var tunBufs = sync.Pool{New: func() any { b := make([]byte, tunOffset+65535); return &b }}
