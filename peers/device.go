@@ -107,8 +107,6 @@ func (o *Options) setDefaults() error {
 	switch {
 	case o.RekeyAfterTime < 0 || o.RejectAfterTime <= o.RekeyAfterTime:
 		return fmt.Errorf("options: RejectAfterTime (%v) must exceed RekeyAfterTime (%v), both positive", o.RejectAfterTime, o.RekeyAfterTime)
-	case o.RekeyAfterMessages >= rejectAfterMessages:
-		return fmt.Errorf("options: RekeyAfterMessages %d must be below %d", o.RekeyAfterMessages, uint64(rejectAfterMessages))
 	case o.HandshakeRetransmit < 0 || o.HandshakeRetransmitMax < o.HandshakeRetransmit:
 		return fmt.Errorf("options: HandshakeRetransmitMax (%v) must be at least HandshakeRetransmit (%v)", o.HandshakeRetransmitMax, o.HandshakeRetransmit)
 	case o.HandshakeAttemptTime < o.HandshakeRetransmitMax:
@@ -141,8 +139,11 @@ type Result struct {
 	// Peer the datagram authenticated as; nil if it did not.
 	Peer *Peer
 	// Data is the decrypted association packet (a subslice of dst), nil for
-	// handshake messages and keepalives.
-	Data []byte
+	// handshake messages and keepalives; Counter is the number it was
+	// sealed with (SealOn), authenticated and not seen before on its
+	// session.
+	Data    []byte
+	Counter uint64
 	// Send holds datagrams to send now (a handshake response, or the
 	// keepalive that confirms a new session to its responder).
 	Send []Datagram
@@ -166,6 +167,7 @@ type Result struct {
 // indexEntry is what a receiver index refers to: a session, or an
 // initiation awaiting its response.
 type indexEntry struct {
+	full uint32 // the index in full
 	sess *session
 	init *initiation
 }
@@ -186,7 +188,7 @@ type Device struct {
 	routes atomic.Pointer[routeTable]
 
 	idxMu  sync.RWMutex
-	index  map[uint32]indexEntry
+	index  map[uint32]indexEntry        // by the index's low 13 bits
 	byMAC1 map[[macLen]byte]*initiation // our outstanding initiations, for cookie replies
 
 	limiter *rateLimiter
@@ -365,44 +367,68 @@ func (d *Device) peerByKey(k Key) *Peer {
 	return d.byKey[k]
 }
 
-// allocIndex registers e under a fresh random receiver index. Random
-// indices keep off-path attackers from guessing which index to forge.
-func (d *Device) allocIndex(e indexEntry) uint32 {
+// The index table. Handshake messages name a receiver index in full (32
+// random bits, so an off-path attacker cannot guess which index to forge a
+// response for); transport datagrams carry only its low 13 bits, which
+// are therefore unique among the indices held at once (MaxIndices).
+
+// allocIndex registers e under a fresh random receiver index; false when
+// the table is full (or nearly so: a free slot was not found in 64
+// draws), and the handshake that wanted it fails.
+func (d *Device) allocIndex(e indexEntry) (uint32, bool) {
 	d.idxMu.Lock()
 	defer d.idxMu.Unlock()
-	for {
+	if len(d.index) >= MaxIndices {
+		return 0, false
+	}
+	for range 64 {
 		idx := rand.Uint32()
 		if d.entropy != nil {
 			var b [4]byte
 			io.ReadFull(d.entropy, b[:])
 			idx = binary.LittleEndian.Uint32(b[:])
 		}
-		if _, used := d.index[idx]; idx != 0 && !used {
-			d.index[idx] = e
-			return idx
+		if _, used := d.index[idx&indexMask]; idx != 0 && !used {
+			e.full = idx
+			d.index[idx&indexMask] = e
+			return idx, true
 		}
 	}
+	return 0, false
 }
 
 func (d *Device) setIndex(idx uint32, e indexEntry) {
+	e.full = idx
 	d.idxMu.Lock()
-	d.index[idx] = e
+	d.index[idx&indexMask] = e
 	d.idxMu.Unlock()
 }
 
+// lookupIndex finds the entry of a full index (handshake messages).
 func (d *Device) lookupIndex(idx uint32) indexEntry {
 	d.idxMu.RLock()
-	e := d.index[idx]
+	e := d.index[idx&indexMask]
 	d.idxMu.RUnlock()
+	if e.full != idx {
+		return indexEntry{}
+	}
 	return e
+}
+
+// lookupSession finds the session of a transport datagram's 13-bit index.
+func (d *Device) lookupSession(short uint32) *session {
+	d.idxMu.RLock()
+	e := d.index[short]
+	d.idxMu.RUnlock()
+	return e.sess
 }
 
 // freeIndex removes idx if it still refers to e's session or initiation,
 // and an initiation's mac1.
 func (d *Device) freeIndex(idx uint32, s *session, ini *initiation) {
 	d.idxMu.Lock()
-	if e, ok := d.index[idx]; ok && ((s != nil && e.sess == s) || (ini != nil && e.init == ini)) {
-		delete(d.index, idx)
+	if e, ok := d.index[idx&indexMask]; ok && e.full == idx && ((s != nil && e.sess == s) || (ini != nil && e.init == ini)) {
+		delete(d.index, idx&indexMask)
 	}
 	d.forgetMAC1Locked(ini)
 	d.idxMu.Unlock()
@@ -435,16 +461,17 @@ func (d *Device) drop(r dropReason) (Result, error) {
 }
 
 // Receive handles one UDP datagram from src. Transport data is decrypted
-// into dst (cap(dst) >= len(pkt)-Overhead; dst may be pkt[HeaderLen:] to
+// into dst (cap(dst) >= len(pkt); dst may be pkt[HeaderLen(counter):] to
 // decrypt in place). Any datagram that fails to authenticate returns an
 // error, is counted, and produces nothing to send.
 func (d *Device) Receive(src netip.AddrPort, pkt []byte, dst []byte) (Result, error) {
 	if len(pkt) == 0 {
 		return d.drop(dropMalformed)
 	}
-	switch pkt[0] {
-	case typeTransport:
+	if pkt[0]&transportBit != 0 {
 		return d.receiveTransport(src, pkt, dst)
+	}
+	switch pkt[0] {
 	case typeInitiation:
 		return d.receiveInitiation(src, pkt)
 	case typeResponse:
@@ -461,7 +488,7 @@ func (d *Device) receiveTransport(src netip.AddrPort, pkt, dst []byte) (Result, 
 	if err != nil {
 		return d.drop(dropMalformed)
 	}
-	s := d.lookupIndex(h.receiver).sess
+	s := d.lookupSession(h.receiver)
 	if s == nil || s.dead.Load() {
 		return d.drop(dropUnknownIndex)
 	}
@@ -476,7 +503,7 @@ func (d *Device) receiveTransport(src netip.AddrPort, pkt, dst []byte) (Result, 
 	if p.removed.Load() || s.dead.Load() {
 		return d.drop(dropUnknownIndex)
 	}
-	res := Result{Peer: p, Session: s.id}
+	res := Result{Peer: p, Session: s.id, Counter: h.counter}
 	if !s.confirmed.Load() && p.confirm(s) {
 		res.Established, res.RemotePayload, res.LocalPayload = true, s.remotePayload, s.localPayload
 	}
@@ -487,7 +514,7 @@ func (d *Device) receiveTransport(src netip.AddrPort, pkt, dst []byte) (Result, 
 	}
 	d.stats.rxPackets.Add(1)
 	d.stats.rxBytes.Add(uint64(len(plain)))
-	if len(plain) == 0 {
+	if h.keepalive {
 		d.stats.keepalivesRx.Add(1)
 		return res, nil
 	}

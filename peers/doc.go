@@ -9,11 +9,11 @@
 //	r, err := d.Receive(src, pkt, buf)   // err: dropped and counted, nothing to send
 //	send(r.Send...)                      // handshake answers, confirmations
 //	if r.Established { /* r.RemotePayload, r.LocalPayload: both sides' association parameters */ }
-//	if r.Data != nil { /* an association packet from r.Peer, on session r.Session */ }
+//	if r.Data != nil { /* association packet r.Counter from r.Peer, on session r.Session */ }
 //	// every packet to send:
 //	p, _ := d.Lookup(dstIP)              // or d.Peer(name)
 //	out, to, err := p.Seal(pkt, buf)     // ErrNoSession: p.Initiate(), send it
-//	out, to, err = p.SealOn(id, pkt, buf) // only on session id
+//	out, to, err = p.SealOn(id, pn, pkt, buf) // packet number pn, only on session id
 //	dg, ok, err := p.Connect(fresh)      // a new handshake although a session is current
 //	// every 100-250 ms:
 //	send(d.Tick()...)                    // retransmissions, rekeying

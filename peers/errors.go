@@ -27,6 +27,8 @@ var (
 	ErrBufferTooSmall   = errors.New("peers: destination buffer too small")
 	ErrBufferOverlap    = errors.New("peers: source and destination buffers overlap inexactly")
 	ErrNoSession        = errors.New("peers: no session with peer: call Initiate")
+	ErrCounter          = errors.New("peers: counter not above the last sealed on the session, or beyond MaxCounter")
+	ErrIndexFull        = errors.New("peers: receiver index table full")
 	ErrNoEndpoint       = errors.New("peers: peer has no known endpoint")
 	ErrPeerRemoved      = errors.New("peers: peer was removed from the configuration")
 	ErrPayloadTooLarge  = errors.New("peers: handshake payload too large")
@@ -49,6 +51,7 @@ const (
 	dropAuth
 	dropBuffer
 	dropInternal
+	dropIndexFull
 	numDropReasons
 )
 
@@ -69,6 +72,7 @@ var dropInfo = [numDropReasons]struct {
 	dropAuth:            {"auth", ErrAuth},
 	dropBuffer:          {"buffer", ErrBufferTooSmall},
 	dropInternal:        {"internal", ErrHandshakeFailure},
+	dropIndexFull:       {"index_full", ErrIndexFull},
 }
 
 // reasonOf maps a session-level error back to its drop reason.
@@ -100,7 +104,8 @@ type counters struct {
 type Stats struct {
 	// Drops counts rejected datagrams by reason (malformed, bad_mac,
 	// rate_limited, handshake_auth, unknown_peer, stale_initiation,
-	// unknown_index, session_expired, replay, auth, buffer, internal, ...).
+	// unknown_index, session_expired, replay, auth, buffer, internal,
+	// index_full, ...).
 	Drops map[string]uint64
 
 	RxPackets, RxBytes uint64 // authenticated transport packets and plaintext bytes

@@ -46,7 +46,7 @@ func FuzzReceive(f *testing.F) {
 		f.Add([]byte{203, 0, 113, 5, 0, 1}, g[:len(g)/2])
 	}
 	f.Add([]byte{}, []byte{})
-	f.Add([]byte{1, 2, 3, 4, 5, 6}, []byte{typeTransport, 0, 0, 0, 0})
+	f.Add([]byte{1, 2, 3, 4, 5, 6}, []byte{transportBit | 1<<counterShift, 0, 0, 0, 0})
 	f.Add([]byte{1, 2, 3, 4, 5, 6}, append([]byte{typeInitiation}, make([]byte, initMinLen)...))
 	f.Add([]byte{1, 2, 3, 4, 5, 6}, append([]byte{typeResponse}, make([]byte, respMinLen)...))
 
@@ -114,20 +114,38 @@ func authenticInitiation(t *testing.T, n *node, pkt []byte, from *node) bool {
 }
 
 func FuzzDecodeTransport(f *testing.F) {
-	f.Add([]byte{typeTransport, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28})
-	f.Add([]byte{typeTransport})
+	for code := range byte(4) {
+		f.Add(append([]byte{transportBit | code<<counterShift | 0x1f, 0xff}, make([]byte, 6+TagLen)...))
+	}
+	f.Add(make([]byte, keepaliveLen))
+	f.Add([]byte{transportBit})
 	f.Fuzz(func(t *testing.T, pkt []byte) {
 		h, err := decodeTransport(pkt)
+		var code byte
+		hl := 0
+		if len(pkt) > 0 {
+			code = pkt[0] >> counterShift & 3
+			hl = transportFixed + counterLens[code]
+		}
+		valid := len(pkt) >= transportFixed && pkt[0]&transportBit != 0 && len(pkt) >= hl+TagLen && (code != 0 || len(pkt) == keepaliveLen)
 		if err != nil {
-			if len(pkt) >= Overhead && pkt[0] == typeTransport {
+			if valid {
 				t.Fatalf("valid layout rejected")
 			}
 			return
 		}
-		b := make([]byte, HeaderLen)
-		putTransportHeader(b, h.receiver, h.counter)
-		if !bytes.Equal(b, pkt[:HeaderLen]) || !bytes.Equal(h.nonce, pkt[1:HeaderLen]) || len(h.sealed) != len(pkt)-HeaderLen {
-			t.Fatalf("header does not round-trip: %+v", h)
+		if !valid {
+			t.Fatalf("invalid layout accepted: %+v", h)
+		}
+		if h.receiver > indexMask || h.keepalive != (code == 0) || len(h.header) != hl || len(h.sealed) != len(pkt)-hl {
+			t.Fatalf("fields out of range: %+v", h)
+		}
+		// The shortest form is what putTransportHeader writes back.
+		if h.keepalive || counterCode(h.counter) == code {
+			b := make([]byte, hl)
+			if n := putTransportHeader(b, h.receiver, h.counter, h.keepalive); n != hl || !bytes.Equal(b, pkt[:hl]) {
+				t.Fatalf("header does not round-trip: %x -> %+v -> %x", pkt[:hl], h, b[:n])
+			}
 		}
 	})
 }

@@ -32,7 +32,7 @@ import (
 
 // prologue binds the protocol name and version into every handshake, so a
 // different version fails to authenticate instead of misparsing.
-var prologue = []byte("scpsvpn peers v2")
+var prologue = []byte("scpsvpn peers v3")
 
 var cipherSuite = noise.NewCipherSuite(noise.DH25519, noise.CipherChaChaPoly, noise.HashBLAKE2s)
 
@@ -78,7 +78,10 @@ func (p *Peer) newInitiationLocked(now time.Time) ([]byte, error) {
 		return nil, err
 	}
 	ini := &initiation{peer: p, hs: hs, created: now, blob: blob}
-	ini.local = d.allocIndex(indexEntry{init: ini})
+	var ok bool
+	if ini.local, ok = d.allocIndex(indexEntry{init: ini}); !ok {
+		return nil, ErrIndexFull
+	}
 	// The timestamp only has to grow per peer pair; wall-clock nanoseconds
 	// keep it growing across restarts.
 	ts := max(uint64(now.UnixNano()), p.lastSentTS+1)
@@ -182,7 +185,10 @@ func (d *Device) receiveInitiation(src netip.AddrPort, pkt []byte) (Result, erro
 	// the session exists.
 	s := &session{}
 	s.dead.Store(true)
-	local := d.allocIndex(indexEntry{sess: s})
+	local, ok := d.allocIndex(indexEntry{sess: s})
+	if !ok {
+		return d.drop(dropIndexFull)
+	}
 	resp := make([]byte, 1+idxLen, respMinLen+len(blob))
 	resp[0] = typeResponse
 	putLE32(resp[1:], ip.sender)
@@ -267,7 +273,7 @@ func (d *Device) receiveResponse(src netip.AddrPort, pkt []byte) (Result, error)
 	res.EndpointChanged = p.roam(src)
 	// Confirm the session to the responder at once, so it can send on it
 	// even if we have nothing to send.
-	if ka, err := s.seal(nil, make([]byte, 0, Overhead)); err == nil {
+	if ka, err := s.sealKeepalive(make([]byte, 0, keepaliveLen)); err == nil {
 		res.Send = []Datagram{{To: src, Data: ka}}
 	}
 	return res, nil

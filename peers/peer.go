@@ -167,30 +167,37 @@ func (p *Peer) Handshakes() uint64 { return p.handshakes.Load() }
 // Removed reports whether SetPeers removed the peer.
 func (p *Peer) Removed() bool { return p.removed.Load() }
 
-// Seal encrypts one association packet for the peer into dst (cap(dst) >=
-// len(plaintext)+Overhead; plaintext may already sit at dst[HeaderLen:]) and
-// returns the datagram and its destination. ErrNoSession means call
-// Initiate. An empty plaintext makes a keepalive.
+// Seal encrypts one packet for the peer on the current session with the
+// counter one above the last sealed on it, into dst (cap(dst) >=
+// len(plaintext)+Overhead), and returns the datagram and its destination.
+// ErrNoSession means call Initiate.
 func (p *Peer) Seal(plaintext, dst []byte) ([]byte, netip.AddrPort, error) {
-	return p.seal(p.current.Load(), plaintext, dst)
+	return p.seal(p.current.Load(), 0, true, plaintext, dst)
 }
 
-// SealOn is Seal on the session named id (Result.Session), if it is the
-// current or the previous one and still usable; otherwise ErrNoSession.
-// A caller whose state belongs to some handshakes only (the tunnel's
-// association) thus never sends it under a session the peer may have
-// tied to other state, not even while a new session is being installed.
-func (p *Peer) SealOn(id uint64, plaintext, dst []byte) ([]byte, netip.AddrPort, error) {
+// SealOn encrypts the association packet numbered counter on the session
+// named id (Result.Session), if it is the current or the previous one and
+// still usable (otherwise ErrNoSession), into dst (cap(dst) >=
+// len(plaintext)+OverheadFor(counter); plaintext may already sit at
+// dst[HeaderLen(counter):]). The counter travels in the header and makes
+// the nonce, so the receiver gets it back as Result.Counter; it must be
+// above every counter sealed on the session before (ErrCounter), and at
+// most MaxCounter. A caller whose state belongs to some handshakes only
+// (the tunnel's association) thus never sends it under a session the peer
+// may have tied to other state, not even while a new session is being
+// installed.
+func (p *Peer) SealOn(id, counter uint64, plaintext, dst []byte) ([]byte, netip.AddrPort, error) {
 	s := p.current.Load()
 	if s == nil || s.id != id {
 		if s = p.previous.Load(); s == nil || s.id != id {
 			return nil, netip.AddrPort{}, ErrNoSession
 		}
 	}
-	return p.seal(s, plaintext, dst)
+	return p.seal(s, counter, false, plaintext, dst)
 }
 
-func (p *Peer) seal(s *session, plaintext, dst []byte) ([]byte, netip.AddrPort, error) {
+// seal seals on s with counter, or with next the session's next counter.
+func (p *Peer) seal(s *session, counter uint64, next bool, plaintext, dst []byte) ([]byte, netip.AddrPort, error) {
 	if p.removed.Load() {
 		return nil, netip.AddrPort{}, ErrPeerRemoved
 	}
@@ -202,11 +209,17 @@ func (p *Peer) seal(s *session, plaintext, dst []byte) ([]byte, netip.AddrPort, 
 	if ep == nil {
 		return nil, netip.AddrPort{}, ErrNoEndpoint
 	}
-	out, err := s.seal(plaintext, dst)
+	var out []byte
+	var err error
+	if next {
+		out, err = s.sealNext(plaintext, dst)
+	} else {
+		out, err = s.seal(counter, plaintext, dst)
+	}
 	if err != nil {
 		return nil, netip.AddrPort{}, err
 	}
-	if s.sendCounter.Load() >= d.opts.RekeyAfterMessages || s.sendBytes.Load() >= d.opts.RekeyAfterBytes {
+	if s.sendCount.Load() >= d.opts.RekeyAfterMessages || s.sendBytes.Load() >= d.opts.RekeyAfterBytes {
 		p.rekeyWanted.Store(true)
 	}
 	d.stats.txPackets.Add(1)

@@ -2,6 +2,12 @@
 // with a counter nonce, opening with the replay window, and the limits after
 // which a session must be replaced. Sealing and opening write into caller
 // buffers and do not allocate.
+//
+// The counter of an association packet is the caller's (the association's
+// packet number), so the packet number crosses the wire once, in our
+// header, authenticated. The session guarantees what the nonce needs
+// whatever the caller does: it refuses a counter not above every counter
+// it sealed before, so no nonce repeats under its key.
 
 package peers
 
@@ -9,7 +15,6 @@ import (
 	"crypto/cipher"
 	"encoding/binary"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,9 +24,10 @@ import (
 	"golang.org/x/crypto/chacha20poly1305"
 )
 
-// rejectAfterMessages is the hard limit on a session's counter, far below
-// 2^64 so the counter can never wrap and reuse a nonce.
-const rejectAfterMessages = math.MaxUint64 - (1 << 13)
+// nonces are scratch space for the 12-byte nonce: a nonce on the stack
+// would escape through the AEAD interface and cost an allocation per
+// packet.
+var nonces = sync.Pool{New: func() any { return new([12]byte) }}
 
 type session struct {
 	peer      *Peer
@@ -33,8 +39,15 @@ type session struct {
 	created   time.Time
 	initiator bool // we sent the initiation that made this session
 
-	sendCounter atomic.Uint64
-	sendBytes   atomic.Uint64
+	// sendNext is one above the highest counter sealed (0: none yet);
+	// sendCount and sendBytes count what was sealed, for rekeying.
+	sendNext  atomic.Uint64
+	sendCount atomic.Uint64
+	sendBytes atomic.Uint64
+	// keepaliveSent and keepaliveSeen: a session carries at most one
+	// keepalive each way (its nonce is fixed, see wire.go).
+	keepaliveSent atomic.Bool
+	keepaliveSeen atomic.Bool
 	// confirmed is false for a responder session until the initiator's
 	// first transport packet proves it holds the keys; until then we never
 	// send on it, so a replayed initiation cannot replace working keys.
@@ -77,35 +90,78 @@ func (s *session) expired(now time.Time, rejectAfter time.Duration) bool {
 	return now.Sub(s.created) >= rejectAfter
 }
 
-// seal writes a transport datagram for plaintext into dst. The nonce is the
-// receiver index and counter exactly as they appear in the header (12
-// bytes), so it is unique per key and needs no scratch buffer.
-func (s *session) seal(plaintext, dst []byte) ([]byte, error) {
+// seal writes a transport datagram for the association packet plaintext
+// with counter counter into dst. The header is the additional data and the
+// nonce holds the counter, so every byte of the datagram is authenticated.
+func (s *session) seal(counter uint64, plaintext, dst []byte) ([]byte, error) {
+	if counter > MaxCounter {
+		return nil, ErrCounter
+	}
+	hl := HeaderLen(counter)
 	n := len(plaintext)
-	if cap(dst) < n+Overhead {
+	if cap(dst) < hl+n+TagLen {
 		return nil, ErrBufferTooSmall
 	}
-	out := dst[:HeaderLen]
-	if inexactOverlap(dst[HeaderLen:HeaderLen+n+TagLen], plaintext) || anyOverlap(dst[:HeaderLen], plaintext) {
+	if inexactOverlap(dst[hl:hl+n+TagLen], plaintext) || anyOverlap(dst[:hl], plaintext) {
 		return nil, ErrBufferOverlap
 	}
-	ctr := s.sendCounter.Add(1) - 1
-	if ctr >= rejectAfterMessages {
-		return nil, ErrNoSession
+	for {
+		next := s.sendNext.Load()
+		if counter < next {
+			return nil, ErrCounter
+		}
+		if s.sendNext.CompareAndSwap(next, counter+1) {
+			break
+		}
 	}
-	putTransportHeader(out, s.remote, ctr)
-	out = s.send.Seal(out, out[1:HeaderLen], plaintext, nil)
+	out := dst[:hl]
+	putTransportHeader(out, s.remote, counter, false)
+	nonce := nonces.Get().(*[12]byte)
+	putNonce(nonce, domainData, counter)
+	out = s.send.Seal(out, nonce[:], plaintext, out)
+	nonces.Put(nonce)
+	s.sendCount.Add(1)
 	s.sendBytes.Add(uint64(n))
+	return out, nil
+}
+
+// sealNext seals with the counter one above the last sealed.
+func (s *session) sealNext(plaintext, dst []byte) ([]byte, error) {
+	for {
+		c := s.sendNext.Load()
+		out, err := s.seal(c, plaintext, dst)
+		if err == ErrCounter && c <= MaxCounter && s.sendNext.Load() > c {
+			continue // another Seal took c first
+		}
+		return out, err
+	}
+}
+
+// sealKeepalive writes the session's one keepalive into dst.
+func (s *session) sealKeepalive(dst []byte) ([]byte, error) {
+	if cap(dst) < keepaliveLen {
+		return nil, ErrBufferTooSmall
+	}
+	if !s.keepaliveSent.CompareAndSwap(false, true) {
+		return nil, ErrCounter
+	}
+	out := dst[:transportFixed]
+	putTransportHeader(out, s.remote, 0, true)
+	nonce := nonces.Get().(*[12]byte)
+	putNonce(nonce, domainKeepalive, 0)
+	out = s.send.Seal(out, nonce[:], nil, out)
+	nonces.Put(nonce)
 	return out, nil
 }
 
 // open authenticates and decrypts a transport datagram into dst, checking
 // the replay window before (cheap rejection of duplicates) and after (two
 // goroutines racing with the same packet) decryption. advanced reports
-// whether the packet carried the highest counter seen so far.
+// whether the packet carried the highest counter seen so far (a keepalive:
+// whether it came before any packet).
 func (s *session) open(h transportHeader, dst []byte) (plain []byte, advanced bool, err error) {
-	if h.counter >= rejectAfterMessages {
-		return nil, false, ErrReplay
+	if h.keepalive {
+		return s.openKeepalive(h, dst)
 	}
 	s.replayMu.Lock()
 	fresh := s.replay.check(h.counter)
@@ -117,10 +173,13 @@ func (s *session) open(h transportHeader, dst []byte) (plain []byte, advanced bo
 	if cap(dst) < n {
 		return nil, false, ErrBufferTooSmall
 	}
-	if inexactOverlap(dst[:n], h.sealed) || anyOverlap(dst[:n], h.nonce) {
+	if inexactOverlap(dst[:n], h.sealed) || anyOverlap(dst[:n], h.header) {
 		return nil, false, ErrBufferOverlap
 	}
-	plain, err = s.recv.Open(dst[:0], h.nonce, h.sealed, nil)
+	nonce := nonces.Get().(*[12]byte)
+	putNonce(nonce, domainData, h.counter)
+	plain, err = s.recv.Open(dst[:0], nonce[:], h.sealed, h.header)
+	nonces.Put(nonce)
 	if err != nil {
 		return nil, false, ErrAuth
 	}
@@ -132,6 +191,26 @@ func (s *session) open(h transportHeader, dst []byte) (plain []byte, advanced bo
 		return nil, false, ErrReplay
 	}
 	return plain, advanced, nil
+}
+
+func (s *session) openKeepalive(h transportHeader, dst []byte) (plain []byte, advanced bool, err error) {
+	if s.keepaliveSeen.Load() {
+		return nil, false, ErrReplay
+	}
+	nonce := nonces.Get().(*[12]byte)
+	putNonce(nonce, domainKeepalive, 0)
+	_, err = s.recv.Open(dst[:0], nonce[:], h.sealed, h.header)
+	nonces.Put(nonce)
+	if err != nil {
+		return nil, false, ErrAuth
+	}
+	if !s.keepaliveSeen.CompareAndSwap(false, true) {
+		return nil, false, ErrReplay
+	}
+	s.replayMu.Lock()
+	advanced = !s.replay.any
+	s.replayMu.Unlock()
+	return nil, advanced, nil
 }
 
 // anyOverlap and inexactOverlap mirror crypto/internal/alias: the AEAD

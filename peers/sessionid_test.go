@@ -63,7 +63,8 @@ func TestSessionIDsAndPayloads(t *testing.T) {
 
 // sealOn seals msg from n to peer on session id and delivers it.
 func (s *sim) sealOn(n *node, peer string, id uint64, msg []byte) error {
-	out, ep, err := n.peer(s.t, peer).SealOn(id, msg, make([]byte, len(msg)+Overhead))
+	s.counter++
+	out, ep, err := n.peer(s.t, peer).SealOn(id, s.counter, msg, make([]byte, len(msg)+Overhead))
 	if err != nil {
 		return err
 	}

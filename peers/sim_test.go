@@ -64,6 +64,9 @@ type sim struct {
 	drop   func(from, to netip.AddrPort, data []byte) bool
 	sent   int
 	onRecv func(n *node, r Result, err error)
+	// counter numbers the packets sealOn sends, as an association's packet
+	// numbers would (one count for all sessions: each sees it grow).
+	counter uint64
 }
 
 func newSim(t testing.TB, delay time.Duration) *sim {

@@ -15,23 +15,54 @@ import (
 	"golang.org/x/crypto/blake2s"
 )
 
-// Datagram kinds, the first byte of every datagram.
+// Datagram kinds, the first byte of every datagram: the handshake
+// messages by value; a transport datagram by its top bit (the rest of the
+// byte is header fields, see below).
 const (
 	typeInitiation  byte = 1
 	typeResponse    byte = 2
 	typeCookieReply byte = 3
-	typeTransport   byte = 4
+	transportBit    byte = 0x80
 )
 
+// The transport header: byte 0 is 1 c c i i i i i (c: counter code, i: the
+// top 5 bits of the 13-bit receiver index), byte 1 the index's low 8 bits,
+// then the counter, little-endian, in as many bytes as its code says.
+// Code 0 is a keepalive, which carries no counter.
 const (
-	// HeaderLen is the transport header: type (1), receiver index (4),
-	// counter (8). A caller may place the plaintext at dst[HeaderLen:] before
-	// Seal to encrypt in place.
-	HeaderLen = 1 + 4 + 8
+	indexBits = 13
+	indexMask = 1<<indexBits - 1
+	// MaxIndices is how many receiver indices (sessions and outstanding
+	// handshakes) a device can hold at once.
+	MaxIndices     = 1 << indexBits
+	counterShift   = 5
+	transportFixed = 2 // byte 0 and the index's low byte
+	// MaxCounter is the largest counter a transport datagram carries.
+	MaxCounter = 1<<48 - 1
+)
+
+// counterLens is the counter's size by code.
+var counterLens = [4]int{0, 3, 4, 6}
+
+// counterCode is the code of the shortest form that holds counter.
+func counterCode(counter uint64) byte {
+	switch {
+	case counter < 1<<24:
+		return 1
+	case counter < 1<<32:
+		return 2
+	}
+	return 3
+}
+
+const (
 	// TagLen is the ChaCha20-Poly1305 authentication tag.
 	TagLen = 16
-	// Overhead is what Seal adds to an association packet.
-	Overhead = HeaderLen + TagLen
+	// Overhead is the most Seal adds to an association packet (a counter
+	// of 2^32 or more).
+	Overhead = transportFixed + 6 + TagLen
+	// keepaliveLen is a keepalive's whole datagram: header and tag.
+	keepaliveLen = transportFixed + TagLen
 	// MaxHandshakePayload bounds the opaque payload carried in a handshake
 	// message, so handshake datagrams stay well below a 1280-byte path MTU.
 	MaxHandshakePayload = 1024
@@ -55,34 +86,75 @@ const (
 	cookieReplyLen = 1 + macLen + xNonceLen + cookieLen + aeadTag
 )
 
+// HeaderLen is the size of the transport header of a packet with counter
+// counter; a caller may place the plaintext at dst[HeaderLen(counter):]
+// before SealOn to encrypt in place.
+func HeaderLen(counter uint64) int { return transportFixed + counterLens[counterCode(counter)] }
+
+// OverheadFor is what SealOn adds to a packet with counter counter.
+func OverheadFor(counter uint64) int { return HeaderLen(counter) + TagLen }
+
 var errMalformed = errors.New("malformed")
 
-// transportHeader is a decoded transport datagram. The nonce is the 12 bytes
-// receiver index + counter, taken straight from the packet so sealing and
-// opening need no scratch buffer.
+// Nonce domains: an association packet's nonce holds its counter; a
+// keepalive's is apart, so neither can ever take the other's.
+const (
+	domainData      = 0
+	domainKeepalive = 1
+)
+
+// putNonce writes the 12-byte AEAD nonce: the domain (4 bytes) and the
+// counter (8 bytes), little-endian.
+func putNonce(n *[12]byte, domain uint32, counter uint64) {
+	binary.LittleEndian.PutUint32(n[0:4], domain)
+	binary.LittleEndian.PutUint64(n[4:12], counter)
+}
+
+// transportHeader is a decoded transport datagram.
 type transportHeader struct {
-	receiver uint32
-	counter  uint64
-	nonce    []byte // pkt[1:13]
-	sealed   []byte // ciphertext and tag
+	receiver  uint32 // the 13-bit receiver index
+	keepalive bool
+	counter   uint64
+	header    []byte // the header bytes: the additional data
+	sealed    []byte // ciphertext and tag
 }
 
 func decodeTransport(pkt []byte) (transportHeader, error) {
-	if len(pkt) < Overhead || pkt[0] != typeTransport {
+	if len(pkt) < transportFixed || pkt[0]&transportBit == 0 {
 		return transportHeader{}, errMalformed
 	}
-	return transportHeader{
-		receiver: binary.LittleEndian.Uint32(pkt[1:5]),
-		counter:  binary.LittleEndian.Uint64(pkt[5:13]),
-		nonce:    pkt[1:13],
-		sealed:   pkt[HeaderLen:],
-	}, nil
+	code := pkt[0] >> counterShift & 3
+	hl := transportFixed + counterLens[code]
+	if len(pkt) < hl+TagLen || code == 0 && len(pkt) != keepaliveLen {
+		return transportHeader{}, errMalformed
+	}
+	h := transportHeader{
+		receiver:  uint32(pkt[0]&0x1f)<<8 | uint32(pkt[1]),
+		keepalive: code == 0,
+		header:    pkt[:hl],
+		sealed:    pkt[hl:],
+	}
+	for i := hl - 1; i >= transportFixed; i-- {
+		h.counter = h.counter<<8 | uint64(pkt[i])
+	}
+	return h, nil
 }
 
-func putTransportHeader(b []byte, receiver uint32, counter uint64) {
-	b[0] = typeTransport
-	binary.LittleEndian.PutUint32(b[1:5], receiver)
-	binary.LittleEndian.PutUint64(b[5:13], counter)
+// putTransportHeader writes the header for a packet to receiver index
+// receiver with counter counter (keepalive: no counter) and returns its
+// length.
+func putTransportHeader(b []byte, receiver uint32, counter uint64, keepalive bool) int {
+	var code byte
+	if !keepalive {
+		code = counterCode(counter)
+	}
+	b[0] = transportBit | code<<counterShift | byte(receiver>>8&0x1f)
+	b[1] = byte(receiver)
+	n := counterLens[code]
+	for i := range n {
+		b[transportFixed+i] = byte(counter >> (8 * i))
+	}
+	return transportFixed + n
 }
 
 // initiationParts is a split initiation: the Noise message, and each MAC

@@ -76,10 +76,11 @@ func NewAssociation(cfg Config, now time.Time) (*Association, error) {
 		cfg: cfg,
 		// Internal time starts at one second so that zero can mean "no
 		// timer".
-		epoch:       now.Add(-time.Second),
-		now:         time.Second,
-		maxDatagram: cfg.MaxPacketSize - wire.HeaderLen(varint.Max) - wire.DatagramLen(0) - 1,
+		epoch: now.Add(-time.Second),
+		now:   time.Second,
 	}
+	// A datagram must fit whatever packet number carries it.
+	a.maxDatagram = a.packetRoom(varint.Max) - wire.DatagramLen(0) - 1
 	a.outage.init(cfg, a.now, &a.stats)
 	a.flow.init(cfg, a.now)
 	a.streams.init(cfg)
@@ -110,6 +111,14 @@ func (a *Association) rttNoise() time.Duration {
 // minRTTNoise is the RTT variation assumed of any path (timers,
 // scheduling).
 const minRTTNoise = time.Millisecond
+
+// packetRoom is the most bytes packet pn may hold (Config.HeaderGrowth).
+func (a *Association) packetRoom(pn uint64) int {
+	if a.cfg.HeaderGrowth == nil {
+		return a.cfg.MaxPacketSize
+	}
+	return a.cfg.MaxPacketSize - a.cfg.HeaderGrowth(pn)
+}
 
 // Config returns the configuration in use (defaults filled in).
 func (a *Association) Config() Config { return a.cfg }

@@ -21,11 +21,11 @@ func BenchmarkSessionBulk(b *testing.B) {
 	cfg.InitialRTT = time.Millisecond
 	ca, cb := cfg, cfg
 	ca.EvenStreams = true
-	to := func(peer *atomic.Pointer[Session]) func([][]byte) {
-		return func(p [][]byte) {
+	to := func(peer *atomic.Pointer[Session]) func([]Packet) {
+		return func(p []Packet) {
 			if s := peer.Load(); s != nil {
 				for _, pkt := range p {
-					s.Input(pkt)
+					s.Input(pkt.Number, pkt.Data)
 				}
 			}
 		}

@@ -40,6 +40,11 @@ type Config struct {
 	// WireOverhead is the bytes added below us per packet (AEAD, UDP, IP);
 	// the pacer charges packet + overhead.
 	WireOverhead int
+	// HeaderGrowth, if set, is how many bytes the layer below adds to
+	// packet number pn beyond WireOverhead (it carries the number in a
+	// field that grows with it): packet pn holds at most MaxPacketSize -
+	// HeaderGrowth(pn) bytes, so every datagram fits the same path.
+	HeaderGrowth func(pn uint64) int
 	// InitialRTT is the RTT assumed before the first sample.
 	InitialRTT time.Duration
 	// MinRTO is the floor of the probe timeout.

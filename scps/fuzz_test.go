@@ -25,7 +25,7 @@ func fuzzTarget() (*Association, time.Time) {
 	buf := make([]byte, 2000)
 	for i := 0; i < 60; i++ {
 		now = now.Add(time.Millisecond)
-		for a.Send(now, buf) > 0 {
+		for n, _ := a.Send(now, buf); n > 0; n, _ = a.Send(now, buf) {
 		}
 	}
 	return a, now
@@ -33,6 +33,8 @@ func fuzzTarget() (*Association, time.Time) {
 
 // seedPackets captures what the odd side sends in a short exchange that
 // mirrors fuzzTarget, each packet as a fuzz input and a few concatenated.
+// Every packet the odd side sends passes the observer, so the i-th one
+// seen is packet number i.
 func seedPackets(t testing.TB) [][]byte {
 	link := linkParams{Rate: 10e6, Delay: 5 * time.Millisecond, Loss: 0.05}
 	s := newSim(t, 1, DefaultConfig(), DefaultConfig(), link, link)
@@ -61,17 +63,19 @@ func seedPackets(t testing.TB) [][]byte {
 	var seeds [][]byte
 	var multi []byte
 	for i, p := range pkts {
-		seeds = append(seeds, frameInput(nil, p))
+		seeds = append(seeds, frameInput(nil, uint64(i), p))
 		if i%3 == 0 {
-			multi = frameInput(multi, p)
+			multi = frameInput(multi, uint64(i), p)
 		}
 	}
 	return append(seeds, multi)
 }
 
-// frameInput appends p to a fuzz input as a length-prefixed packet.
-func frameInput(b, p []byte) []byte {
+// frameInput appends packet pn, p, to a fuzz input: its length (2 bytes),
+// its number (8 bytes) and its bytes.
+func frameInput(b []byte, pn uint64, p []byte) []byte {
 	b = binary.BigEndian.AppendUint16(b, uint16(len(p)))
+	b = binary.BigEndian.AppendUint64(b, pn)
 	return append(b, p...)
 }
 
@@ -86,16 +90,17 @@ func FuzzReceive(f *testing.F) {
 		a, now := fuzzTarget()
 		buf := make([]byte, 2000)
 		rd := make([]byte, 4096)
-		for len(data) >= 2 {
+		for len(data) >= 10 {
 			n := int(binary.BigEndian.Uint16(data))
-			data = data[2:]
+			pn := binary.BigEndian.Uint64(data[2:])
+			data = data[10:]
 			if n > len(data) {
 				n = len(data)
 			}
 			pkt := data[:n]
 			data = data[n:]
 			before := a.Stats()
-			err := a.Receive(now, pkt)
+			err := a.Receive(now, pn, pkt)
 			if err != nil && a.Stats().PacketsReceived != before.PacketsReceived && a.Err() == nil {
 				t.Fatalf("rejected packet changed the receive count: %v", err)
 			}
@@ -112,7 +117,10 @@ func FuzzReceive(f *testing.F) {
 			if d := a.Deadline(); !d.IsZero() && !d.After(now) {
 				a.Tick(now)
 			}
-			for i := 0; i < 100 && a.Send(now, buf) > 0; i++ {
+			for i := 0; i < 100; i++ {
+				if n, _ := a.Send(now, buf); n == 0 {
+					break
+				}
 			}
 			_ = a.Stats()
 		}

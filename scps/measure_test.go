@@ -20,11 +20,13 @@ import (
 )
 
 // Tunnel packet geometry over an IPv4 underlay with a 1500-byte path
-// (tunnel/packetsize.go: 1472-byte UDP payload less the 29-byte seal;
-// AEAD, UDP and IPv4 headers below).
+// (tunnel/packetsize.go: 1472-byte UDP payload less the 21-byte seal of a
+// packet number below 2^24, peers/spec.md; seal, UDP and IPv4 headers
+// below).
 const (
-	tunnelPacketSize = 1500 - 20 - 8 - 29
-	tunnelOverhead   = 29 + 8 + 20
+	sealOverhead     = 2 + 3 + 16
+	tunnelPacketSize = 1500 - 20 - 8 - sealOverhead
+	tunnelOverhead   = sealOverhead + 8 + 20
 )
 
 // condition is one link and how the association is configured for it.

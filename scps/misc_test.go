@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"scpsvpn/scps/internal/wire"
+	"scpsvpn/scps/varint"
 )
 
 func TestDatagrams(t *testing.T) {
@@ -52,7 +53,7 @@ func TestDatagrams(t *testing.T) {
 		t.Fatal(err)
 	}
 	buf := make([]byte, s.a[0].Config().MaxPacketSize)
-	if sz := s.a[0].Send(s.clock(), buf); sz == 0 {
+	if sz, _ := s.a[0].Send(s.clock(), buf); sz == 0 {
 		t.Errorf("largest datagram not sent")
 	}
 	// A burst beyond the queue is dropped and counted, never blocks.
@@ -68,7 +69,7 @@ func TestDatagrams(t *testing.T) {
 	// Queued datagrams expire rather than wait long.
 	s.dir[0].p.Down = true
 	s.now += time.Second
-	for s.a[0].Send(s.clock(), buf) > 0 {
+	for n, _ := s.a[0].Send(s.clock(), buf); n > 0; n, _ = s.a[0].Send(s.clock(), buf) {
 	}
 	if s.a[0].dgrams.count != 0 {
 		t.Errorf("%d datagrams still queued after 1s", s.a[0].dgrams.count)
@@ -142,24 +143,24 @@ func TestBadPacketsRejected(t *testing.T) {
 	link := linkParams{Rate: 10e6, Delay: 5 * time.Millisecond}
 	s := newSim(t, 1, DefaultConfig(), DefaultConfig(), link, link)
 	b := s.a[1]
-	valid := wire.AppendStreamHeader(wire.AppendHeader(nil, 0), 0, 0, []byte("m"), true, false, true, 3)
+	valid := wire.AppendStreamHeader(nil, 0, 0, []byte("m"), true, false, true, 3)
 	valid = append(valid, "abc"...)
-	bad := [][]byte{
-		nil,
-		{0x20, 0x00, 0x01}, // wrong version
-		{0x11, 0x00, 0x01}, // reserved bits
-		{0x10},             // no packet number
-		{0x10, 0x05},       // no frames
-		{0x10, 0x05, 0x3f}, // unknown frame
-		append(append([]byte{}, valid...), 0x02, 0x40), // valid STREAM, then truncated ACK
-		{0x10, 0x05, 0x02, 0x09, 0x00, 0x00, 0x00},     // ACK of a packet never sent
-		{0x10, 0x05, 0x11, 0x01, 0x00},                 // STREAM on our own stream 1... never opened
+	bad := []struct {
+		pn  uint64
+		pkt []byte
+	}{
+		{5, nil},          // no frames
+		{5, []byte{0x3f}}, // unknown frame
+		{5, append(append([]byte{}, valid...), 0x02, 0x40)}, // valid STREAM, then truncated ACK
+		{5, []byte{0x02, 0x09, 0x00, 0x00, 0x00}},           // ACK of a packet never sent
+		{5, []byte{0x11, 0x01, 0x00}},                       // STREAM on our own stream 1... never opened
+		{varint.Max + 1, valid},                             // a packet number no ACK could name
 	}
 	before := b.Stats()
 	for i, p := range bad {
-		err := b.Receive(s.clock(), p)
+		err := b.Receive(s.clock(), p.pn, p.pkt)
 		if !errors.Is(err, ErrBadPacket) {
-			t.Errorf("packet %d (%x): err %v", i, p, err)
+			t.Errorf("packet %d (%d: %x): err %v", i, p.pn, p.pkt, err)
 		}
 	}
 	after := b.Stats()
@@ -173,14 +174,14 @@ func TestBadPacketsRejected(t *testing.T) {
 		t.Errorf("bad packets produced events")
 	}
 	// The valid packet alone is accepted.
-	if err := b.Receive(s.clock(), valid); err != nil {
+	if err := b.Receive(s.clock(), 0, valid); err != nil {
 		t.Fatalf("valid packet: %v", err)
 	}
 	if ev, ok := b.PollEvent(); !ok || ev.Kind != EventAccept || ev.StreamID != 0 {
 		t.Errorf("event %+v %v", ev, ok)
 	}
 	// Its duplicate is counted and ignored.
-	if err := b.Receive(s.clock(), valid); err != nil || b.Stats().DuplicatePackets != 1 {
+	if err := b.Receive(s.clock(), 0, valid); err != nil || b.Stats().DuplicatePackets != 1 {
 		t.Errorf("duplicate: %v %d", err, b.Stats().DuplicatePackets)
 	}
 }
@@ -189,9 +190,9 @@ func TestFlowControlViolationCloses(t *testing.T) {
 	link := linkParams{}
 	s := newSim(t, 1, DefaultConfig(), DefaultConfig(), link, link)
 	// One byte beyond the window the receiver grants a new stream.
-	p := wire.AppendStreamHeader(wire.AppendHeader(nil, 0), 0, s.a[1].cfg.initialStreamWindow(), nil, false, false, true, 1)
+	p := wire.AppendStreamHeader(nil, 0, s.a[1].cfg.initialStreamWindow(), nil, false, false, true, 1)
 	p = append(p, 'x')
-	err := s.a[1].Receive(s.clock(), p)
+	err := s.a[1].Receive(s.clock(), 0, p)
 	if !errors.Is(err, ErrProtocol) || !errors.Is(s.a[1].Err(), ErrProtocol) {
 		t.Fatalf("err %v, association %v", err, s.a[1].Err())
 	}
@@ -297,4 +298,51 @@ func contains(s, sub string) bool {
 		}
 	}
 	return false
+}
+
+// TestPacketsShrinkAsTheirNumberGrows: with Config.HeaderGrowth, packet pn
+// holds at most MaxPacketSize - HeaderGrowth(pn) bytes, and full packets
+// fill exactly that, so every datagram the layer below makes is the same
+// size whatever number it carries.
+func TestPacketsShrinkAsTheirNumberGrows(t *testing.T) {
+	now := simEpoch
+	cfg := DefaultConfig()
+	cfg.EvenStreams = true
+	cfg.SendRate = 100e6
+	cfg.HeaderGrowth = func(pn uint64) int {
+		if pn >= 5 {
+			return 3
+		}
+		return 0
+	}
+	a, err := NewAssociation(cfg, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := a.OpenStream([]byte("bulk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.StreamWrite(id, make([]byte, 60_000))
+	buf := make([]byte, cfg.MaxPacketSize+100)
+	largest := map[bool]int{} // by pn >= 5
+	for range 200 {
+		now = now.Add(time.Millisecond)
+		for {
+			n, pn := a.Send(now, buf)
+			if n == 0 {
+				break
+			}
+			if room := cfg.MaxPacketSize - cfg.HeaderGrowth(pn); n > room {
+				t.Fatalf("packet %d: %d bytes, room %d", pn, n, room)
+			}
+			largest[pn >= 5] = max(largest[pn >= 5], n)
+		}
+	}
+	if largest[false] != cfg.MaxPacketSize || largest[true] != cfg.MaxPacketSize-3 {
+		t.Errorf("largest packets %d (pn < 5), %d (pn >= 5); want %d, %d", largest[false], largest[true], cfg.MaxPacketSize, cfg.MaxPacketSize-3)
+	}
+	if a.MaxDatagramSize() > cfg.MaxPacketSize-3-2 {
+		t.Errorf("MaxDatagramSize %d does not leave room for the largest header growth", a.MaxDatagramSize())
+	}
 }

@@ -14,22 +14,23 @@ import (
 	"scpsvpn/scps/varint"
 )
 
-// Receive processes one association packet. A malformed packet returns an
-// error wrapping ErrBadPacket and changes nothing but Stats.BadPackets. A
-// well-formed packet that breaks the protocol (flow control, final size)
-// closes the association and returns an error wrapping ErrProtocol.
-// Packets after close are ignored.
-func (a *Association) Receive(now time.Time, pkt []byte) error {
+// Receive processes one association packet, pkt, numbered pn (the number
+// the peer's Send returned, carried beside the packet by the layer below,
+// which authenticates both). A malformed packet returns an error wrapping
+// ErrBadPacket and changes nothing but Stats.BadPackets. A well-formed
+// packet that breaks the protocol (flow control, final size) closes the
+// association and returns an error wrapping ErrProtocol. Packets after
+// close are ignored.
+func (a *Association) Receive(now time.Time, pn uint64, pkt []byte) error {
 	a.setNow(now)
 	if a.state != stateOpen {
 		return nil
 	}
-	pn, hl, err := wire.ParseHeader(pkt)
-	if err != nil {
+	if pn > varint.Max {
 		a.stats.BadPackets++
-		return fmt.Errorf("%w: header: %w", ErrBadPacket, err)
+		return fmt.Errorf("%w: packet number %d beyond %d", ErrBadPacket, pn, uint64(varint.Max))
 	}
-	eliciting, err := a.validate(pkt[hl:])
+	eliciting, err := a.validate(pkt)
 	if a.ack.duplicate(pn) && (err == nil || errors.Is(err, ErrRangesFull)) {
 		a.stats.DuplicatePackets++
 		return nil
@@ -50,7 +51,7 @@ func (a *Association) Receive(now time.Time, pkt []byte) error {
 	defer a.maybeResume()
 
 	var f wire.Frame
-	for p := hl; p < len(pkt); {
+	for p := 0; p < len(pkt); {
 		n, _ := wire.ParseFrame(pkt[p:], &f) // validated above
 		p += n
 		if err := a.apply(&f); err != nil {

@@ -7,10 +7,10 @@ import (
 	"scpsvpn/scps/internal/wire"
 )
 
-// sparsePacket is packet pn with one 1-byte STREAM frame on stream id at
+// sparsePacket is a packet with one 1-byte STREAM frame on stream id at
 // each offset (the first frame of stream id carries its metadata).
-func sparsePacket(pn, id uint64, offsets ...uint64) []byte {
-	p := wire.AppendHeader(nil, pn)
+func sparsePacket(id uint64, offsets ...uint64) []byte {
+	var p []byte
 	for _, off := range offsets {
 		meta := off == 0
 		p = wire.AppendStreamHeader(p, id, off, []byte("m"), meta, false, true, 1)
@@ -31,7 +31,7 @@ func TestSparseFramesBounded(t *testing.T) {
 	pn := uint64(0)
 	recv := func(p []byte) error {
 		pn++
-		return b.Receive(s.clock(), p)
+		return b.Receive(s.clock(), pn-1, p)
 	}
 	// Stream 0: holes up to the stream bound, 64 per packet.
 	off := uint64(0)
@@ -41,7 +41,7 @@ func TestSparseFramesBounded(t *testing.T) {
 			offs = append(offs, off)
 			off += 2
 		}
-		if err := recv(sparsePacket(pn, 0, offs...)); err != nil {
+		if err := recv(sparsePacket(0, offs...)); err != nil {
 			t.Fatalf("packet %d (stream at %d ranges): %v", pn, b.streams.byID[0].recvd.Len(), err)
 		}
 	}
@@ -51,14 +51,14 @@ func TestSparseFramesBounded(t *testing.T) {
 	}
 	// One more hole: dropped, and not acknowledged.
 	acked := b.ack.received.Total()
-	if err := recv(sparsePacket(pn, 0, off)); !errors.Is(err, ErrRangesFull) {
+	if err := recv(sparsePacket(0, off)); !errors.Is(err, ErrRangesFull) {
 		t.Fatalf("a packet past the stream bound: %v", err)
 	}
 	if b.ack.received.Total() != acked || b.Stats().RecvRangeDrops != 1 || st.recvd.Len() != maxStreamRanges {
 		t.Fatalf("the refused packet was recorded: acked %d -> %d, drops %d, ranges %d", acked, b.ack.received.Total(), b.Stats().RecvRangeDrops, st.recvd.Len())
 	}
 	// Data that fills holes is always taken: [1, 2) merges two ranges.
-	if err := recv(sparsePacket(pn, 0, 1)); err != nil {
+	if err := recv(sparsePacket(0, 1)); err != nil {
 		t.Fatalf("a repair: %v", err)
 	}
 	if st.recvd.Len() != maxStreamRanges-1 || b.streams.recvRanges != maxStreamRanges-1 {
@@ -80,7 +80,7 @@ func TestSparseFramesBounded(t *testing.T) {
 		for i := range uint64(64) {
 			offs = append(offs, i*2)
 		}
-		if err := recv(sparsePacket(pn, id, offs...)); err != nil {
+		if err := recv(sparsePacket(id, offs...)); err != nil {
 			t.Fatalf("stream %d at %d association ranges: %v", id, b.streams.recvRanges, err)
 		}
 		id += 2
@@ -89,7 +89,7 @@ func TestSparseFramesBounded(t *testing.T) {
 	for i := range uint64(65) {
 		offs = append(offs, i*2)
 	}
-	if err := recv(sparsePacket(pn, id, offs...)); !errors.Is(err, ErrRangesFull) {
+	if err := recv(sparsePacket(id, offs...)); !errors.Is(err, ErrRangesFull) {
 		t.Fatalf("a packet past the association bound (%d ranges): %v", b.streams.recvRanges, err)
 	}
 	if b.streams.recvRanges > maxAssocRanges {
@@ -100,7 +100,7 @@ func TestSparseFramesBounded(t *testing.T) {
 		if i > maxRangeStrikes {
 			t.Fatalf("still open after %d refused packets", i)
 		}
-		recv(sparsePacket(pn, 0, off+uint64(2*i)))
+		recv(sparsePacket(0, off+uint64(2*i)))
 	}
 	if !errors.Is(b.Err(), ErrProtocol) || b.Stats().RangeAbuseCloses != 1 {
 		t.Fatalf("closed with %v, abuse closes %d", b.Err(), b.Stats().RangeAbuseCloses)
@@ -115,7 +115,7 @@ func BenchmarkHostileSparseFrames(b *testing.B) {
 	s := newSim(b, 1, DefaultConfig(), DefaultConfig(), link, link)
 	r := s.a[1]
 	top := r.cfg.initialStreamWindow() - 2
-	if err := r.Receive(s.clock(), sparsePacket(0, 0, 0)); err != nil {
+	if err := r.Receive(s.clock(), 0, sparsePacket(0, 0)); err != nil {
 		b.Fatal(err)
 	}
 	most := 0
@@ -129,7 +129,7 @@ func BenchmarkHostileSparseFrames(b *testing.B) {
 		if top < 256 {
 			top = r.cfg.initialStreamWindow() - 3 // an odd lattice, as fresh
 		}
-		r.Receive(s.clock(), sparsePacket(uint64(i+1), 0, offs...))
+		r.Receive(s.clock(), uint64(i+1), sparsePacket(0, offs...))
 		most = max(most, r.streams.recvRanges)
 	}
 	b.ReportMetric(float64(most), "max-ranges")

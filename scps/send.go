@@ -48,36 +48,44 @@ func (a *Association) sendReady() bool {
 	return a.sent.paced()
 }
 
-// Send writes the next packet due now into buf and returns its length; 0
-// means nothing is due (see Deadline). buf should hold MaxPacketSize bytes.
-func (a *Association) Send(now time.Time, buf []byte) int {
+// Send writes the next packet due now into buf and returns its length
+// and its packet number, which the caller carries beside it (the packet
+// holds frames only); a length of 0 means nothing is due (see Deadline).
+// buf should hold MaxPacketSize bytes.
+func (a *Association) Send(now time.Time, buf []byte) (n int, pn uint64) {
 	a.setNow(now)
+	pn = a.sent.hist.nextPN()
 	switch a.state {
 	case stateClosed:
-		return 0
+		return 0, 0
 	case stateClosing:
-		return a.sendClose(buf)
+		return a.sendClose(buf), pn
 	}
 	if a.outage.active {
 		if !a.outage.probeDue(a.now) {
-			return 0
+			return 0, 0
 		}
-		return a.sendProbe(buf)
+		return a.sendProbe(buf), pn
 	}
-	limit := min(len(buf), a.cfg.MaxPacketSize)
+	limit := a.limit(buf, pn)
 	if limit < 64 {
-		return 0
+		return 0, 0
 	}
 	plan, ok := a.plan()
 	if !ok {
-		return 0
+		return 0, 0
 	}
 	p, ok := a.assemble(buf[:0:limit], plan)
 	if !ok {
-		return 0
+		return 0, 0
 	}
 	a.onSent(p)
-	return p.size
+	return p.size, pn
+}
+
+// limit is how much of buf packet pn may fill.
+func (a *Association) limit(buf []byte, pn uint64) int {
+	return min(len(buf), a.packetRoom(pn))
 }
 
 // sendPlan is what the next packet may carry.
@@ -122,8 +130,6 @@ type builtPacket struct {
 // when nothing fitted; the frame records are then dropped.
 func (a *Association) assemble(b []byte, plan sendPlan) (p builtPacket, ok bool) {
 	limit := cap(b)
-	b = wire.AppendHeader(b, a.sent.hist.nextPN())
-	hdrLen := len(b)
 	p.firstFrame = a.sent.hist.frameEnd()
 	if a.ack.pending && (plan.ackDue || plan.work || plan.probe) {
 		n := len(b)
@@ -167,7 +173,7 @@ func (a *Association) assemble(b []byte, plan sendPlan) (p builtPacket, ok bool)
 		a.sent.hist.addFrame().kind = sfPing
 		p.eliciting = true
 	}
-	if len(b) == hdrLen {
+	if len(b) == 0 {
 		a.sent.hist.dropFramesFrom(p.firstFrame)
 		return builtPacket{}, false
 	}
@@ -211,12 +217,11 @@ func (a *Association) onSent(p builtPacket) {
 }
 
 func (a *Association) sendClose(buf []byte) int {
-	limit := min(len(buf), a.cfg.MaxPacketSize)
+	limit := a.limit(buf, a.sent.hist.nextPN())
 	if limit < 64 {
 		return 0
 	}
-	b := wire.AppendHeader(buf[:0:limit], a.sent.hist.nextPN())
-	b = wire.AppendClose(b, a.closeCode, a.closeWhy)
+	b := wire.AppendClose(buf[:0:limit], a.closeCode, a.closeWhy)
 	// The packet number is used up but not tracked: nothing in it is
 	// retransmitted.
 	a.sent.skipPacket(a.now)
@@ -234,12 +239,12 @@ func (a *Association) sendClose(buf []byte) int {
 // at once what arrived before the outage. Probes are not counted in flight
 // and do not wait for the pacer: a few dozen bytes per interval.
 func (a *Association) sendProbe(buf []byte) int {
-	limit := min(len(buf), a.cfg.MaxPacketSize)
+	limit := a.limit(buf, a.sent.hist.nextPN())
 	if limit < 64 {
 		return 0
 	}
 	firstFrame := a.sent.hist.frameEnd()
-	b := wire.AppendHeader(buf[:0:limit], a.sent.hist.nextPN())
+	b := buf[:0:limit]
 	if a.ack.any {
 		b = a.appendAck(b, limit-1)
 	}

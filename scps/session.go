@@ -19,12 +19,21 @@ import (
 // maxBatch is how many packets one Transmit call carries at most.
 const maxBatch = 64
 
+// Packet is one association packet on its way out: its number and its
+// bytes. The layer below carries the number beside the bytes and hands
+// both to the peer's Input.
+type Packet struct {
+	Number uint64
+	Data   []byte
+}
+
 // SessionConfig configures a Session.
 type SessionConfig struct {
 	Config
 	// Transmit is called from the session goroutine with a batch of
-	// packets; the buffers are valid only during the call.
-	Transmit func(pkts [][]byte)
+	// packets, in packet number order; the buffers are valid only during
+	// the call.
+	Transmit func(pkts []Packet)
 	// OnDatagram is called for each received datagram, on the goroutine
 	// that called Input; p is valid only during the call. It must not
 	// block. It may call into the Session.
@@ -63,7 +72,7 @@ type Session struct {
 	stateMu sync.Mutex // serializes OnState calls
 
 	bufs  [][]byte
-	batch [][]byte
+	batch []Packet
 }
 
 // NewSession validates cfg, builds the association and starts the session
@@ -89,7 +98,7 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 		acceptCh: make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		bufs:     make([][]byte, maxBatch),
-		batch:    make([][]byte, 0, maxBatch),
+		batch:    make([]Packet, 0, maxBatch),
 	}
 	size := a.Config().MaxPacketSize
 	for i := range s.bufs {
@@ -118,11 +127,11 @@ func (s *Session) run() {
 		batch := s.batch[:0]
 		for len(batch) < maxBatch {
 			buf := s.bufs[len(batch)]
-			n := s.a.Send(now, buf)
+			n, pn := s.a.Send(now, buf)
 			if n == 0 {
 				break
 			}
-			batch = append(batch, buf[:n])
+			batch = append(batch, Packet{Number: pn, Data: buf[:n]})
 		}
 		s.dispatchLocked()
 		finished := s.a.Done()
@@ -249,14 +258,14 @@ func signal(c chan struct{}) {
 	}
 }
 
-// Input hands the session a packet received from the peer. It may be
-// called from any goroutine; pkt may be reused after it returns.
-func (s *Session) Input(pkt []byte) {
+// Input hands the session packet number pn received from the peer. It may
+// be called from any goroutine; pkt may be reused after it returns.
+func (s *Session) Input(pn uint64, pkt []byte) {
 	s.inputMu.Lock()
 	defer s.inputMu.Unlock()
 	s.mu.Lock()
 	now := time.Now()
-	err := s.a.Receive(now, pkt)
+	err := s.a.Receive(now, pn, pkt)
 	s.dispatchLocked()
 	s.kickAtLocked(now)
 	if s.a.Done() {

@@ -22,7 +22,7 @@ import (
 // dropping a fraction (seeded) and dropping when its queue is full, like a
 // network would.
 type pipe struct {
-	ch   chan []byte
+	ch   chan Packet
 	loss float64
 	rng  *rand.Rand
 	mu   sync.Mutex
@@ -32,11 +32,11 @@ type pipe struct {
 }
 
 func newPipe(loss float64, seed uint64) *pipe {
-	return &pipe{ch: make(chan []byte, 4096), loss: loss, rng: rand.New(rand.NewPCG(seed, 1)), done: make(chan struct{})}
+	return &pipe{ch: make(chan Packet, 4096), loss: loss, rng: rand.New(rand.NewPCG(seed, 1)), done: make(chan struct{})}
 }
 
-func (p *pipe) transmit(pkts [][]byte) {
-	for _, b := range pkts {
+func (p *pipe) transmit(pkts []Packet) {
+	for _, pkt := range pkts {
 		p.mu.Lock()
 		drop := p.loss > 0 && p.rng.Float64() < p.loss
 		p.mu.Unlock()
@@ -44,7 +44,7 @@ func (p *pipe) transmit(pkts [][]byte) {
 			continue
 		}
 		select {
-		case p.ch <- append([]byte(nil), b...):
+		case p.ch <- Packet{Number: pkt.Number, Data: append([]byte(nil), pkt.Data...)}:
 		default: // queue full: dropped
 		}
 	}
@@ -57,8 +57,8 @@ func (p *pipe) start(to *Session) {
 		defer p.wg.Done()
 		for {
 			select {
-			case b := <-p.ch:
-				p.to.Input(b)
+			case pkt := <-p.ch:
+				p.to.Input(pkt.Number, pkt.Data)
 			case <-p.done:
 				return
 			}

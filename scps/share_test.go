@@ -83,11 +83,11 @@ func (n *netSim) step(limit time.Duration) {
 		for side := 0; side < 2; side++ {
 			f.apps[side].pump()
 			for {
-				m := f.a[side].Send(n.clock(), n.buf)
+				m, pn := f.a[side].Send(n.clock(), n.buf)
 				if m == 0 {
 					break
 				}
-				n.transmit(2*k+side, n.buf[:m])
+				n.transmit(2*k+side, pn, n.buf[:m])
 			}
 			f.apps[side].pump()
 			if d := f.a[side].Deadline(); !d.IsZero() {
@@ -108,7 +108,7 @@ func (n *netSim) step(limit time.Duration) {
 	n.now = next
 	for len(n.q) > 0 && n.q[0].at <= n.now {
 		d := heap.Pop(&n.q).(delivery)
-		_ = n.flows[d.to/2].a[d.to%2].Receive(n.clock(), d.data)
+		_ = n.flows[d.to/2].a[d.to%2].Receive(n.clock(), d.pn, d.data)
 	}
 	for _, f := range n.flows {
 		for side := 0; side < 2 && f.a[0] != nil; side++ {
@@ -119,16 +119,16 @@ func (n *netSim) step(limit time.Duration) {
 	}
 }
 
-// transmit puts a packet of association from (flow from/2, side from%2)
+// transmit puts packet pn of association from (flow from/2, side from%2)
 // on the shared link of its direction.
-func (n *netSim) transmit(from int, pkt []byte) {
+func (n *netSim) transmit(from int, pn uint64, pkt []byte) {
 	d := n.dir[from%2]
 	d.sent++
 	d.bytes += uint64(len(pkt))
 	at, copies := d.carry(n.now, n.rng, len(pkt))
 	for i := 0; i < copies; i++ {
 		n.seq++
-		heap.Push(&n.q, delivery{at: at, seq: n.seq, to: from ^ 1, data: append([]byte(nil), pkt...)})
+		heap.Push(&n.q, delivery{at: at, seq: n.seq, to: from ^ 1, pn: pn, data: append([]byte(nil), pkt...)})
 	}
 }
 

@@ -53,6 +53,7 @@ type delivery struct {
 	at   time.Duration
 	seq  uint64
 	to   int
+	pn   uint64
 	data []byte
 }
 
@@ -86,6 +87,8 @@ type sim struct {
 	buf   []byte
 	apps  [2]*simApp
 	steps int
+	// sent counts each side's packets: Send must number them 0, 1, 2, ...
+	sent [2]uint64
 	// observe, if set, sees every packet handed to the link; returning
 	// true drops it.
 	observe func(from int, pkt []byte) (drop bool)
@@ -121,8 +124,8 @@ func (s *sim) getBuf(n int) []byte {
 	return make([]byte, n, max(n, 2048))
 }
 
-// transmit puts a packet sent by side from on the link.
-func (s *sim) transmit(from int, pkt []byte) {
+// transmit puts packet pn sent by side from on the link.
+func (s *sim) transmit(from int, pn uint64, pkt []byte) {
 	d := s.dir[from]
 	d.sent++
 	d.bytes += uint64(len(pkt))
@@ -135,7 +138,7 @@ func (s *sim) transmit(from int, pkt []byte) {
 		b := s.getBuf(len(pkt))
 		copy(b, pkt)
 		s.seq++
-		heap.Push(&s.q, delivery{at: at + time.Duration(i)*time.Microsecond, seq: s.seq, to: 1 - from, data: b})
+		heap.Push(&s.q, delivery{at: at + time.Duration(i)*time.Microsecond, seq: s.seq, to: 1 - from, pn: pn, data: b})
 	}
 }
 
@@ -199,11 +202,15 @@ func (d *simDir) carry(now time.Duration, rng *rand.Rand, size int) (at time.Dur
 func (s *sim) flush() {
 	for i := 0; i < 2; i++ {
 		for {
-			n := s.a[i].Send(s.clock(), s.buf)
+			n, pn := s.a[i].Send(s.clock(), s.buf)
 			if n == 0 {
 				break
 			}
-			s.transmit(i, s.buf[:n])
+			if pn != s.sent[i] {
+				s.t.Fatalf("side %d: packet numbered %d, want %d", i, pn, s.sent[i])
+			}
+			s.sent[i]++
+			s.transmit(i, pn, s.buf[:n])
 		}
 	}
 }
@@ -251,7 +258,7 @@ func (s *sim) step() bool {
 	s.now = next
 	for len(s.q) > 0 && s.q[0].at <= s.now {
 		d := heap.Pop(&s.q).(delivery)
-		_ = s.a[d.to].Receive(s.clock(), d.data)
+		_ = s.a[d.to].Receive(s.clock(), d.pn, d.data)
 		s.pool = append(s.pool, d.data)
 	}
 	for i := 0; i < 2; i++ {

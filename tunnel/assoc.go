@@ -32,6 +32,10 @@ import (
 	"scpsvpn/scps"
 )
 
+// sealGrowth is how much more than for packet number 0 the seal adds to
+// packet pn (scps.Config.HeaderGrowth).
+func sealGrowth(pn uint64) int { return peers.OverheadFor(pn) - peers.OverheadFor(0) }
+
 // associationWait is how long a new flow waits for an association that is
 // not up (the first handshake, or the one after either side's association
 // ended), on top of two configured round trips. Beyond it the flow is
@@ -137,8 +141,12 @@ func (a *assoc) sessionConfig(addr netip.Addr) scps.Config {
 	link := a.cfg.Link
 	cfg := scps.DefaultConfig()
 	cfg.EvenStreams = bytes.Compare(ourPub[:], a.cfg.PublicKey[:]) < 0
-	cfg.MaxPacketSize = maxDatagram(link.MTU, addr) - peers.Overhead
-	cfg.WireOverhead = peers.Overhead + underlayHeaders(addr)
+	// The seal's header grows with the packet number it carries
+	// (peers.HeaderLen): packets shrink to match, so each datagram fills
+	// the path and no more.
+	cfg.MaxPacketSize = maxDatagram(link.MTU, addr) - peers.OverheadFor(0)
+	cfg.WireOverhead = peers.OverheadFor(0) + underlayHeaders(addr)
+	cfg.HeaderGrowth = sealGrowth
 	cfg.InitialRTT = link.RTT
 	cfg.SendRate = link.Up
 	cfg.RecvRate = link.Down
@@ -273,7 +281,7 @@ func (a *assoc) begin(id uint64, theirs assocParams) {
 		a.watch(ctx, as)
 	}()
 	a.log.Info("association up", "instance", fmt.Sprintf("%016x", theirs.instance), "association", fmt.Sprintf("%016x", id),
-		"peer_up", theirs.up, "peer_down", theirs.down, "peer_rtt_ms", theirs.rttMS, "packet", scfg.MaxPacketSize+peers.Overhead)
+		"peer_up", theirs.up, "peer_down", theirs.down, "peer_rtt_ms", theirs.rttMS, "packet", scfg.MaxPacketSize+peers.OverheadFor(0))
 	if m := sess.MaxDatagramSize(); m < a.tunMTU {
 		a.log.Warn("non-TCP packets larger than the path to the peer carries are dropped: lower interface.mtu or raise this peer's link.mtu",
 			"largest", m, "interface.mtu", a.tunMTU, "link.mtu", a.cfg.Link.MTU)
@@ -435,20 +443,20 @@ func (a *assoc) handleRx(it rxItem) {
 		a.established(it.session, it.local, it.remote)
 		return
 	}
-	a.input(it.session, (*it.buf)[:it.n])
+	a.input(it.session, it.pn, (*it.buf)[:it.n])
 }
 
-// input takes one decrypted association packet from the peer, which came
-// on session id. Packets of sessions that do not carry the current
+// input takes one decrypted association packet from the peer, number pn
+// (the counter it was sealed with), which came on session id. Packets of sessions that do not carry the current
 // association (an older association's, or a session whose handshake began
 // none) are dropped: they belong to state that no longer exists here.
-func (a *assoc) input(id uint64, pkt []byte) {
+func (a *assoc) input(id, pn uint64, pkt []byte) {
 	as := a.cur.Load()
 	if as == nil || !as.carries(id) {
 		a.e.stats.UDPStale.Add(1)
 		return
 	}
-	as.sess.Input(pkt)
+	as.sess.Input(pn, pkt)
 }
 
 // close ends the association for good (the peer was removed or changed,
@@ -483,11 +491,11 @@ func (a *assoc) close() {
 // packet for the peer, on a session of the association, and sends the
 // batch. The scratch buffers belong to the one session goroutine that
 // calls it.
-func (a *assoc) transmitter(as *association, size int) func(pkts [][]byte) {
+func (a *assoc) transmitter(as *association, size int) func(pkts []scps.Packet) {
 	var bufs [][]byte
 	var out [][]byte
 	var to netip.AddrPort
-	return func(pkts [][]byte) {
+	return func(pkts []scps.Packet) {
 		if as.dead.Load() {
 			return
 		}
@@ -500,7 +508,9 @@ func (a *assoc) transmitter(as *association, size int) func(pkts [][]byte) {
 		}
 		out = out[:0]
 		for i, pkt := range pkts {
-			sealed, dst, err := p.SealOn(as.send.Load(), pkt, bufs[i])
+			// The packet number is the seal's counter: it crosses once,
+			// in the peers header, and makes the nonce.
+			sealed, dst, err := p.SealOn(as.send.Load(), pkt.Number, pkt.Data, bufs[i])
 			if errors.Is(err, peers.ErrNoSession) {
 				// Its sessions expired (an outage beyond the session
 				// lifetime): a handshake carries the association on.

@@ -189,7 +189,7 @@ func (e *Endpoint) handleUDP(src netip.AddrPort, pkt, plain []byte) {
 		a.rx.pushEstablished(res.Session, res.LocalPayload, res.RemotePayload)
 	}
 	if res.Data != nil {
-		a.rx.pushData(res.Session, res.Data)
+		a.rx.pushData(res.Session, res.Counter, res.Data)
 	}
 }
 

@@ -21,9 +21,11 @@ import (
 	"scpsvpn/scps/varint"
 )
 
-// wireVersion is the version of the tunnel's formats (spec.md): 3 since
-// the parameters' integers are the association's varints (2 had LEB128).
-const wireVersion = 3
+// wireVersion is the version of the formats the tunnel speaks (spec.md):
+// 4 since association packets are frames only, their packet number the
+// seal's counter (scps and peers formats of issue 11); 3 had the
+// association's varints in the parameters, 2 LEB128.
+const wireVersion = 4
 
 type assocParams struct {
 	version  uint8

@@ -20,10 +20,11 @@ import (
 // association: about 1.5 MB, a few milliseconds of a fast link.
 const rxQueueLen = 1024
 
-// rxItem is a decrypted association packet, or a completed handshake, of
-// peers session session.
+// rxItem is a decrypted association packet (number pn), or a completed
+// handshake, of peers session session.
 type rxItem struct {
 	session       uint64
+	pn            uint64
 	buf           *[]byte // pooled; the packet is (*buf)[:n]
 	n             int
 	established   bool
@@ -46,7 +47,7 @@ func newPeerRx(drops *atomic.Uint64) *peerRx {
 
 // pushData queues a copy of pkt; with the queue full it is dropped and
 // counted, as a loss on the link would be (the association repairs it).
-func (r *peerRx) pushData(session uint64, pkt []byte) {
+func (r *peerRx) pushData(session, pn uint64, pkt []byte) {
 	bp := rxBufs.Get().(*[]byte)
 	if cap(*bp) < len(pkt) {
 		b := make([]byte, len(pkt))
@@ -54,7 +55,7 @@ func (r *peerRx) pushData(session uint64, pkt []byte) {
 	}
 	n := copy((*bp)[:cap(*bp)], pkt)
 	select {
-	case r.q <- rxItem{session: session, buf: bp, n: n}:
+	case r.q <- rxItem{session: session, pn: pn, buf: bp, n: n}:
 	default:
 		rxBufs.Put(bp)
 		r.drops.Add(1)

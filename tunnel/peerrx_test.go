@@ -45,7 +45,7 @@ func TestPeerRxIsolation(t *testing.T) {
 	pushed := make(chan struct{})
 	go func() {
 		for i := 0; i < 3*rxQueueLen; i++ {
-			slow.pushData(1, make([]byte, 1+i%1400))
+			slow.pushData(1, uint64(i), make([]byte, 1+i%1400))
 		}
 		slow.pushEstablished(2, nil, []byte("params"))
 		close(pushed)
@@ -56,7 +56,7 @@ func TestPeerRxIsolation(t *testing.T) {
 		t.Fatal("pushing to a stuck peer's queue blocked")
 	}
 	for range 100 {
-		fast.pushData(1, []byte("hello"))
+		fast.pushData(1, 0, []byte("hello"))
 	}
 	if !waitFor(waitTime, func() bool { mu.Lock(); defer mu.Unlock(); return gotB == 100 }) {
 		t.Fatalf("the other peer got %d of 100 packets while one peer was stuck", gotB)

@@ -741,19 +741,19 @@ func TestReplayChangesNothing(t *testing.T) {
 	}
 	var replay [][]byte
 	kinds := map[byte]int{}
-	var index []byte // receiver index of the latest session
+	var index uint32 // receiver index of the latest session
 	for _, p := range capt.Select(func(p testbed.UDPPacket) bool { return !p.Outgoing && p.Src == spokeAP && p.Dst == hubAP }) {
 		replay = append(replay, p.Payload)
 		if len(p.Payload) > 0 {
-			kinds[p.Payload[0]]++
+			kinds[kindOf(p.Payload)]++
 		}
-		if len(p.Payload) >= 13 && p.Payload[0] == 4 {
-			index = p.Payload[1:5]
+		if h, ok := parseTransport(p.Payload); ok {
+			index = h.index
 		}
 	}
 	current := 0
 	for _, p := range replay {
-		if len(p) >= 13 && p[0] == 4 && bytes.Equal(p[1:5], index) {
+		if h, ok := parseTransport(p); ok && h.index == index {
 			current++
 		}
 	}
@@ -872,7 +872,7 @@ func TestReplayChangesNothing(t *testing.T) {
 					inits++
 				}
 				continue // the hub's own handshake, checked against its counter below
-			case len(p.Payload) == 0 || p.Payload[0] != 4:
+			case kindOf(p.Payload) != kindTransport:
 				t.Errorf("the hub sent a non-transport datagram (type %v) toward the spoke %v after the replay", p.Payload[:min(1, len(p.Payload))], p.Time.Sub(t1))
 			}
 			if p.Time.After(t1) && p.Time.Before(t2) {
@@ -959,7 +959,7 @@ func TestGarbageGetsNoReply(t *testing.T) {
 		rand.Read(b)
 		add(b)
 	}
-	for _, typ := range []byte{1, 2, 3, 4, 255} { // right type byte, random rest
+	for _, typ := range []byte{1, 2, 3, 4, 0x80, 0xa0, 255} { // right type byte (transport: top bit set), random rest
 		for _, l := range []int{1, 13, 29, 92, 148, 200, 1400} {
 			b := make([]byte, l)
 			rand.Read(b)
@@ -986,20 +986,20 @@ func TestGarbageGetsNoReply(t *testing.T) {
 	// can reject them, and a window that moved for them would stall the
 	// association.
 	var forged int
-	var current []byte // receiver index of the spoke's latest session
+	var current uint32 // receiver index of the spoke's latest session
 	for _, r := range real {
-		if len(r) >= 13+16 && r[0] == 4 {
-			current = r[1:5]
+		if h, ok := parseTransport(r); ok {
+			current = h.index
 		}
 	}
 	for _, r := range real {
-		if len(r) < 13+16+1 || r[0] != 4 || !bytes.Equal(r[1:5], current) {
+		h, ok := parseTransport(r)
+		if !ok || h.keepalive || h.index != current {
 			continue
 		}
-		for _, ahead := range []uint64{1 << 20, 1<<60 - 1} {
-			b := slices.Clone(r)
-			ctr := be.LittleEndian.Uint64(b[5:13])
-			be.LittleEndian.PutUint64(b[5:13], ctr+ahead)
+		for _, ctr := range []uint64{h.counter + 1<<20, 1<<48 - 1} {
+			b := appendTransportHeader(nil, h.index, ctr)
+			b = append(b, r[h.len:]...)
 			b[len(b)-1] ^= 0x80
 			add(b)
 			forged++
@@ -1187,4 +1187,63 @@ func TestHubRefusesLoop(t *testing.T) {
 	if c1.FlowsAccepted+c1.StreamsBadSrc+c1.DatagramsIn+c1.DatagramsBadSrc != c0.FlowsAccepted+c0.StreamsBadSrc+c0.DatagramsIn+c0.DatagramsBadSrc {
 		t.Errorf("traffic came back to spoke 1: counters %+v, before %+v", c1, c0)
 	}
+}
+
+// The peers transport header (peers/spec.md, "Transport"), read and
+// written here from the spec, so these tests also check that the bytes on
+// the wire are the ones it describes.
+const kindTransport = 4 // what kindOf calls a transport datagram
+
+// kindOf is a datagram's kind: 1, 2, 3 for the handshake messages (their
+// first byte), kindTransport for a transport datagram (top bit set).
+func kindOf(p []byte) byte {
+	switch {
+	case len(p) == 0:
+		return 0
+	case p[0]&0x80 != 0:
+		return kindTransport
+	}
+	return p[0]
+}
+
+type transportHdr struct {
+	index     uint32 // 13 bits
+	counter   uint64
+	keepalive bool
+	len       int // header bytes
+}
+
+var counterBytes = [4]int{0, 3, 4, 6}
+
+// parseTransport reads a transport datagram's header; false if p is none.
+func parseTransport(p []byte) (transportHdr, bool) {
+	if kindOf(p) != kindTransport || len(p) < 2 {
+		return transportHdr{}, false
+	}
+	code := p[0] >> 5 & 3
+	h := transportHdr{index: uint32(p[0]&0x1f)<<8 | uint32(p[1]), keepalive: code == 0, len: 2 + counterBytes[code]}
+	if len(p) < h.len+16 {
+		return transportHdr{}, false
+	}
+	for i := h.len - 1; i >= 2; i-- {
+		h.counter = h.counter<<8 | uint64(p[i])
+	}
+	return h, true
+}
+
+// appendTransportHeader appends the header of a data datagram to index
+// with counter (below 2^48), in the shortest code that holds it.
+func appendTransportHeader(b []byte, index uint32, counter uint64) []byte {
+	code := byte(3)
+	switch {
+	case counter < 1<<24:
+		code = 1
+	case counter < 1<<32:
+		code = 2
+	}
+	b = append(b, 0x80|code<<5|byte(index>>8&0x1f), byte(index))
+	for i := range counterBytes[code] {
+		b = append(b, byte(counter>>(8*i)))
+	}
+	return b
 }

@@ -1,13 +1,15 @@
-// Package wire owns the byte layout of SCPS association packets: the packet
-// header and every frame (integers are varints, scps/varint). It encodes
-// into caller-provided buffers and decodes without allocating, so the
-// per-packet path of the association stays allocation free. spec.md in the
-// parent directory is the normative description of these bytes.
+// Package wire owns the byte layout of SCPS association packets: every
+// frame (integers are varints, scps/varint). A packet is frames only: its
+// packet number travels beside it, in the layer below (the peers header,
+// where it also makes the seal's nonce). It encodes into caller-provided
+// buffers and decodes without allocating, so the per-packet path of the
+// association stays allocation free. spec.md in the parent directory is
+// the normative description of these bytes.
 package wire
 
-// This file owns the packet header and the frame codecs. Every frame starts
-// with one type byte; all integers are varints; values are absolute, so a
-// packet decodes on its own whatever was lost before it.
+// This file owns the frame codecs. Every frame starts with one type byte;
+// all integers are varints; values are absolute, so a packet decodes on
+// its own whatever was lost before it.
 
 import (
 	"errors"
@@ -15,14 +17,6 @@ import (
 
 	"scpsvpn/scps/varint"
 )
-
-// Version is the wire format version carried in the high nibble of the
-// first header byte.
-const Version = 1
-
-// headerByte is the first byte of every version-1 packet: the version in the
-// high nibble, the (reserved, zero) flags in the low nibble.
-const headerByte = Version << 4
 
 // Frame types. STREAM occupies 0x10..0x17; its low three bits are flags.
 const (
@@ -53,33 +47,6 @@ const (
 var ErrMalformed = errors.New("malformed")
 
 func malformed(what string) error { return fmt.Errorf("%w: %s", ErrMalformed, what) }
-
-// AppendHeader appends the packet header for packet number pn.
-func AppendHeader(b []byte, pn uint64) []byte {
-	return varint.Append(append(b, headerByte), pn)
-}
-
-// HeaderLen is the size of the header of packet pn.
-func HeaderLen(pn uint64) int { return 1 + varint.Len(pn) }
-
-// ParseHeader decodes the header at the start of pkt and returns the packet
-// number and the header length.
-func ParseHeader(pkt []byte) (pn uint64, n int, err error) {
-	if len(pkt) == 0 {
-		return 0, 0, malformed("empty packet")
-	}
-	if pkt[0] != headerByte {
-		if pkt[0]>>4 != Version {
-			return 0, 0, fmt.Errorf("%w: version %d", ErrMalformed, pkt[0]>>4)
-		}
-		return 0, 0, fmt.Errorf("%w: reserved header bits %#x", ErrMalformed, pkt[0]&0x0f)
-	}
-	pn, l := varint.Read(pkt[1:])
-	if l == 0 {
-		return 0, 0, malformed("packet number")
-	}
-	return pn, 1 + l, nil
-}
 
 // AckRange is an inclusive range of packet numbers.
 type AckRange struct{ Smallest, Largest uint64 }

@@ -1,6 +1,6 @@
 package wire
 
-// This file tests and fuzzes the header and frame codecs.
+// This file tests and fuzzes the frame codecs.
 
 import (
 	"bytes"
@@ -8,24 +8,6 @@ import (
 	"math/rand/v2"
 	"testing"
 )
-
-func TestHeader(t *testing.T) {
-	for _, pn := range []uint64{0, 63, 64, 1 << 40} {
-		b := AppendHeader(nil, pn)
-		if len(b) != HeaderLen(pn) {
-			t.Fatalf("header len %d, HeaderLen %d", len(b), HeaderLen(pn))
-		}
-		got, n, err := ParseHeader(b)
-		if err != nil || got != pn || n != len(b) {
-			t.Errorf("pn %d: %d %d %v", pn, got, n, err)
-		}
-	}
-	for _, b := range [][]byte{nil, {0x20, 0}, {0x11, 0}, {0x10}, {0x10, 0x40}} {
-		if _, _, err := ParseHeader(b); !errors.Is(err, ErrMalformed) {
-			t.Errorf("%x: %v", b, err)
-		}
-	}
-}
 
 func parseAll(t *testing.T, b []byte) []Frame {
 	t.Helper()
@@ -200,24 +182,6 @@ func FuzzParseFrame(f *testing.F) {
 		if fr2.Type != fr.Type || fr2.StreamID != fr.StreamID || fr2.Offset != fr.Offset ||
 			!bytes.Equal(fr2.Data, fr.Data) || fr2.Ack.Largest != fr.Ack.Largest || fr2.Ack.Smallest != fr.Ack.Smallest {
 			t.Fatalf("round trip changed the frame: %+v vs %+v", fr, fr2)
-		}
-	})
-}
-
-// FuzzParseHeader checks the header decoder.
-func FuzzParseHeader(f *testing.F) {
-	f.Add(AppendHeader(nil, 0))
-	f.Add(AppendHeader(nil, 1<<40))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		pn, n, err := ParseHeader(b)
-		if err != nil {
-			return
-		}
-		if n < 2 || n > len(b) {
-			t.Fatalf("header %x -> length %d", b, n)
-		}
-		if pn2, _, err := ParseHeader(AppendHeader(nil, pn)); err != nil || pn2 != pn {
-			t.Fatalf("pn %d does not round-trip: %d %v", pn, pn2, err)
 		}
 	})
 }
