@@ -108,8 +108,13 @@ type PageLoad struct {
 	Conns         int     `json:"connections"`
 	// LinkBytes is what the emulated link carried both ways during the
 	// load.
-	LinkBytes int64  `json:"link_bytes"`
-	Err       string `json:"error,omitempty"`
+	LinkBytes int64 `json:"link_bytes"`
+	// DownBytes and DownPackets are what the server's side offered the
+	// link toward the client (IP packets, lost ones included): the page's
+	// bytes per packet show the transport's own overhead.
+	DownBytes   int64  `json:"down_link_bytes"`
+	DownPackets int64  `json:"down_packets"`
+	Err         string `json:"error,omitempty"`
 }
 
 // pageProto is one way of fetching the page.
@@ -215,7 +220,8 @@ func pageRun(ctx context.Context, rc RunConfig, spec PageSpec, proto pageProto, 
 	before := emu.Counters()
 	l, err = LoadPage(lctx, spec, proto, dial, ln.Addr().String())
 	if err == nil {
-		l.LinkBytes = LinkBytes(CountersDelta(before, emu.Counters()))
+		d := CountersDelta(before, emu.Counters())
+		l.LinkBytes, l.DownBytes, l.DownPackets = LinkBytes(d), int64(d.Ret.InBytes), int64(d.Ret.InPackets)
 	}
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		err = fmt.Errorf("not loaded within %v (4x the floor + 30s): %w", limit.Round(time.Second), err)

@@ -140,7 +140,7 @@ func TestSmokePage(t *testing.T) {
 			}
 			// Nothing loads a page faster than its floor; the margin is
 			// the emulator's rounding.
-			if l.l.FloorRatio < 0.9 || l.l.Conns < 1 || l.l.Conns > l.maxConns || l.l.LinkBytes < r.Page.Bytes {
+			if l.l.FloorRatio < 0.9 || l.l.Conns < 1 || l.l.Conns > l.maxConns || l.l.LinkBytes < r.Page.Bytes || l.l.DownBytes < r.Page.Bytes || l.l.DownPackets < r.Page.Bytes/1500 {
 				t.Errorf("%s %s: %+v (floor %.0f ms)", r.Contender, l.name, l.l, r.Page.FloorMs)
 			}
 		}
