@@ -324,3 +324,22 @@ func TestMeasureShare(t *testing.T) {
 	}
 	t.Logf("\n%s", formatShare(rs))
 }
+
+// TestSharesBesideLossBased: hybrid beside a loss-based flow that starts
+// 5 s later on the one beam (issue 11.4) keeps between a third and two
+// thirds of the link, told the rates and not; before competition mode it
+// kept 1% told and 12% not told.
+func TestSharesBesideLossBased(t *testing.T) {
+	for _, told := range []bool{true, false} {
+		r := runShare(t, shareBesideLossBased(told, "hybrid"), 1)
+		t.Logf("\n%s", formatShare([]shareResult{r}))
+		for i, f := range r.flows {
+			if share := r.rates[i] / r.limit; share < 0.3 || share > 0.7 {
+				t.Errorf("%s: %s holds %.1f%% of the link, want a third to two thirds", r.name, f, 100*share)
+			}
+		}
+		if r.total < 0.9 {
+			t.Errorf("%s: together %.1f%% of the link", r.name, 100*r.total)
+		}
+	}
+}

@@ -122,6 +122,7 @@ type Hybrid struct {
 	peakRate     float64
 	roundAckRate float64   // ackRate at the end of the last round
 	lastDecrease time.Time // when the window last shrank
+	comp         compete   // beside a loss-based flow (compete.go)
 }
 
 // NewHybrid builds a hybrid controller.
@@ -238,7 +239,7 @@ func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
 	diff := queue / float64(c.mss)
 	grew := c.grew
 	c.grew = false
-	if c.resume(now, diff, in) {
+	if c.competing(now, rtt, in) || c.resume(now, diff, in) {
 		return
 	}
 	switch {
@@ -341,6 +342,7 @@ func (c *Hybrid) OnCongestionEvent(now time.Time, ev LossEvent) {
 		c.ssthresh = max(c.cwnd/2, minWindowPackets*c.mss)
 		c.cwnd, c.ss, c.resumed, c.lastDecrease = minWindowPackets*c.mss, true, false, now
 		c.rates, c.ackRate, c.peakRate = [rateRounds]float64{}, 0, 0 // pace the new slow start from scratch
+		c.comp = compete{}
 		c.recoveryStart, c.inRecovery = now, true
 		return
 	}
@@ -349,7 +351,7 @@ func (c *Hybrid) OnCongestionEvent(now time.Time, ev LossEvent) {
 	}
 	c.recoveryStart, c.inRecovery = now, true
 	w := float64(c.cwnd) * hybridLossFactor
-	if rtt := c.r.recentMinRTT(now, c.p.RTT.Smoothed()/8, 1); rtt > 0 {
+	if rtt := c.r.recentMinRTT(now, c.p.RTT.Smoothed()/8, 1); rtt > 0 && !c.comp.on {
 		w = min(w, float64(c.target(now, ev.PriorInFlight, rtt)))
 	}
 	c.decrease(now, w)
