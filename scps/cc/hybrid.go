@@ -96,6 +96,12 @@ const (
 	// reprobeBelow: told a rate, slow start resumes only while the
 	// delivery rate is below this share of it.
 	reprobeBelow = 0.85
+	// resumeGain and maxFutile: a resumed slow start that ends with the
+	// best rate seen not above resumeGain of what it was finds nothing,
+	// and doubles the quiet rounds the next one needs, up to maxFutile
+	// times.
+	resumeGain = 1.05
+	maxFutile  = 4
 )
 
 // Hybrid is the "hybrid" controller.
@@ -121,6 +127,8 @@ type Hybrid struct {
 	// resumed slow start begins.
 	peakRate     float64
 	roundAckRate float64   // ackRate at the end of the last round
+	resumePeak   float64   // peakRate when slow start last resumed
+	futile       int       // resumes in a row that found no more rate
 	lastDecrease time.Time // when the window last shrank
 	comp         compete   // beside a loss-based flow (compete.go)
 }
@@ -219,6 +227,7 @@ func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
 	}
 	if c.ss {
 		if queue > hybridGamma*float64(c.mss) {
+			c.resumeFound()
 			c.decrease(now, float64(min(c.cwnd, c.target(now, in, rtt))))
 			c.ss, c.resumed, c.quiet = false, false, 0
 			// The packets already sent overshot: losses among them are
@@ -304,11 +313,38 @@ func (c *Hybrid) resume(now time.Time, diff float64, in int) bool {
 	// Told a rate, and far below what the link carried before, one round
 	// suffices: a fade has ended. Growing beyond the best rate seen
 	// needs the evidence of quietRounds.
-	if c.quiet < quietRounds && (c.p.SendRate == 0 || c.ackRate >= belowPeak*c.peakRate) {
+	// Each resume that found nothing beyond the best rate seen doubles
+	// the evidence the next one needs (resumeFound), unless the link
+	// delivers far less than it did (a fade).
+	need := quietRounds << c.futile
+	if c.ackRate < belowPeak*c.peakRate {
+		need = quietRounds
+		if c.p.SendRate > 0 {
+			need = 1
+		}
+	}
+	if c.quiet < need {
 		return false
 	}
 	c.ss, c.resumed, c.quiet, c.ssthresh = true, true, 0, maxWindow
+	c.resumePeak = c.peakRate
 	return true
+}
+
+// resumeFound ends a resumed slow start: if the link delivered no more
+// than resumeGain of the best rate seen before it, the probe was futile
+// (a link with random loss whose window losses keep below the pipe, a
+// configured rate above the link's) and the next needs twice the quiet
+// rounds, up to maxFutile doublings; one that found more resets that.
+func (c *Hybrid) resumeFound() {
+	if !c.resumed {
+		return
+	}
+	if c.peakRate > resumeGain*c.resumePeak {
+		c.futile = 0
+	} else {
+		c.futile = min(c.futile+1, maxFutile)
+	}
 }
 
 // decrease sets the window to w (clamped) at now and remembers when it
@@ -355,6 +391,9 @@ func (c *Hybrid) OnCongestionEvent(now time.Time, ev LossEvent) {
 		w = min(w, float64(c.target(now, ev.PriorInFlight, rtt)))
 	}
 	c.decrease(now, w)
+	if c.ss {
+		c.resumeFound()
+	}
 	c.ss, c.resumed = false, false
 }
 
