@@ -291,6 +291,13 @@ func TestSessionCloseUnblocksEverything(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A stream of the peer's, accepted before the waiters start: opened
+	// later, it could reach a before Close and answer the blocked
+	// AcceptStream with a nil error (seen under -race on a loaded machine).
+	peerStream, _ := b.OpenStream([]byte("peer"))
+	if _, err := a.AcceptStream(ctx); err != nil {
+		t.Fatal(err)
+	}
 	errs := make(chan error, 4)
 	go func() { // blocks: the peer never reads, buffers fill
 		_, err := wst.Write(make([]byte, 8<<20))
@@ -305,7 +312,6 @@ func TestSessionCloseUnblocksEverything(t *testing.T) {
 		errs <- err
 	}()
 	time.Sleep(100 * time.Millisecond)
-	peerStream, _ := b.OpenStream(nil)
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
