@@ -67,6 +67,8 @@ type assoc struct {
 	seeking time.Time     // since when a flow has been waiting for an association
 	remote  uint64        // the peer's endpoint instance from its last handshake
 
+	quota peerQuotas // what the peer holds here (quota.go)
+
 	rx     *peerRx            // the peer's decrypted packets and handshakes (peerrx.go)
 	stopRx context.CancelFunc // ends the routine draining rx; nil until started
 }
@@ -549,7 +551,7 @@ func (a *assoc) onDatagram(p []byte) {
 	// A hub relays datagrams between its peers directly.
 	if other := a.e.assocFor(info.dst); other != nil {
 		if other != a {
-			_ = other.sendDatagram(p)
+			a.relayDatagram(other, p)
 		}
 		return
 	}

@@ -64,23 +64,25 @@ type Endpoint struct {
 
 // Stats counts what the endpoint did with packets and flows.
 type Stats struct {
-	TunPackets      atomic.Uint64 // packets read from the TUN
-	TunNoPeer       atomic.Uint64 // non-TCP packets to no peer's subnet, dropped
-	TunMalformed    atomic.Uint64
-	DatagramsIn     atomic.Uint64 // datagrams from peers written to the TUN
-	DatagramsBadSrc atomic.Uint64 // datagrams whose source is not the sending peer's
-	StreamsBadSrc   atomic.Uint64 // streams whose client address is not the opening peer's
-	TunBadSrc       atomic.Uint64 // packets from our own TUN with a source in a peer's subnet
-	UDPIn           atomic.Uint64
-	UDPDropped      atomic.Uint64 // failed authentication or decoding
-	RepliesDropped  atomic.Uint64 // handshake answers dropped: more queued than the socket took, or the socket busy
-	RxQueueDrops    atomic.Uint64 // peer packets dropped: that peer's receive queue was full
-	UDPStale        atomic.Uint64 // authentic, but of a session that carries no current association
-	TunNoAssoc      atomic.Uint64 // datagrams for a peer whose association is not up, dropped
-	FlowsOpened     atomic.Uint64 // local TCP connections carried to a peer
-	FlowsAccepted   atomic.Uint64 // connections re-originated for a peer
-	FlowsRefused    atomic.Uint64
-	FlowsActive     atomic.Int64
+	TunPackets         atomic.Uint64 // packets read from the TUN
+	TunNoPeer          atomic.Uint64 // non-TCP packets to no peer's subnet, dropped
+	TunMalformed       atomic.Uint64
+	DatagramsIn        atomic.Uint64 // datagrams from peers written to the TUN
+	DatagramsBadSrc    atomic.Uint64 // datagrams whose source is not the sending peer's
+	StreamsBadSrc      atomic.Uint64 // streams whose client address is not the opening peer's
+	TunBadSrc          atomic.Uint64 // packets from our own TUN with a source in a peer's subnet
+	UDPIn              atomic.Uint64
+	UDPDropped         atomic.Uint64 // failed authentication or decoding
+	RepliesDropped     atomic.Uint64 // handshake answers dropped: more queued than the socket took, or the socket busy
+	RxQueueDrops       atomic.Uint64 // peer packets dropped: that peer's receive queue was full
+	UDPStale           atomic.Uint64 // authentic, but of a session that carries no current association
+	TunNoAssoc         atomic.Uint64 // datagrams for a peer whose association is not up, dropped
+	FlowsOpened        atomic.Uint64 // local TCP connections carried to a peer
+	FlowsAccepted      atomic.Uint64 // connections re-originated for a peer
+	FlowsRefused       atomic.Uint64
+	FlowsOverQuota     atomic.Uint64 // peers' streams refused: the peer at its share of max_flows (quota.go)
+	DatagramsOverQuota atomic.Uint64 // datagrams not relayed: over the sender's share of the next peer's uplink
+	FlowsActive        atomic.Int64
 }
 
 // New prepares an endpoint; Run starts it. The zero Options opens the real

@@ -97,6 +97,13 @@ func (e *Endpoint) serveStream(a *assoc, st *scps.Stream) {
 			st.Reset(codeDenied) // the peer's own subnet: a routing loop
 			return
 		}
+		if !e.admitFlow(&a.quota.streams) {
+			e.stats.FlowsRefused.Add(1)
+			e.log.Debug("relay refused: the peer is at its share of flows", "from", a.cfg.Name, "to", other.cfg.Name)
+			st.Reset(codeRefused)
+			return
+		}
+		defer a.quota.streams.release()
 		out, err := other.openStream(e.ctx, st.Meta())
 		if err != nil {
 			e.stats.FlowsRefused.Add(1)
@@ -108,6 +115,13 @@ func (e *Endpoint) serveStream(a *assoc, st *scps.Stream) {
 		e.splice(streamEnd{st}, streamEnd{out})
 		return
 	}
+	if !e.admitFlow(&a.quota.served) {
+		e.stats.FlowsRefused.Add(1)
+		e.log.Debug("flow refused: the peer is at its share of flows", "peer", a.cfg.Name, "src", m.src, "dst", m.dst)
+		st.Reset(codeRefused)
+		return
+	}
+	defer a.quota.served.release()
 	ctx, cancel := context.WithTimeout(e.ctx, dialTimeout)
 	conn, err := e.stk.DialTCP(ctx, m.src, m.dst)
 	cancel()

@@ -191,6 +191,7 @@ type site struct {
 	wireAddr netip.AddrPort // the socket's address, known once it runs
 	realUDP  bool           // a real UDP socket on loopback, not the wire
 	lan      []netip.Prefix
+	iface    string // more [interface] lines, if any
 
 	host      *stack.Stack
 	tun       atomic.Pointer[memTUN] // the running endpoint's, nil between runs
@@ -356,7 +357,7 @@ func (s *site) config(ps ...peerSpec) *configs.Config {
 	for _, p := range s.lan {
 		addrs = append(addrs, fmt.Sprintf("%q", netip.PrefixFrom(p.Addr().Next(), p.Addr().BitLen())))
 	}
-	fmt.Fprintf(&b, "address = [%s]\n", strings.Join(addrs, ", "))
+	fmt.Fprintf(&b, "address = [%s]\n%s", strings.Join(addrs, ", "), s.iface)
 	for _, p := range ps {
 		subnets := p.subnets
 		if len(subnets) == 0 {

@@ -28,23 +28,25 @@ type Status struct {
 
 // Counters is the endpoint's Stats as plain numbers.
 type Counters struct {
-	TunPackets      uint64 `json:"tun_packets"`
-	TunNoPeer       uint64 `json:"tun_no_peer"`
-	TunMalformed    uint64 `json:"tun_malformed"`
-	DatagramsIn     uint64 `json:"datagrams_in"`
-	DatagramsBadSrc uint64 `json:"datagrams_bad_src"`
-	StreamsBadSrc   uint64 `json:"streams_bad_src"`
-	TunBadSrc       uint64 `json:"tun_bad_src"`
-	UDPIn           uint64 `json:"udp_in"`
-	UDPDropped      uint64 `json:"udp_dropped"`
-	RepliesDropped  uint64 `json:"replies_dropped"`
-	RxQueueDrops    uint64 `json:"rx_queue_drops"`
-	UDPStale        uint64 `json:"udp_stale"`
-	TunNoAssoc      uint64 `json:"tun_no_association"`
-	FlowsOpened     uint64 `json:"flows_opened"`
-	FlowsAccepted   uint64 `json:"flows_accepted"`
-	FlowsRefused    uint64 `json:"flows_refused"`
-	FlowsActive     int64  `json:"flows_active"`
+	TunPackets         uint64 `json:"tun_packets"`
+	TunNoPeer          uint64 `json:"tun_no_peer"`
+	TunMalformed       uint64 `json:"tun_malformed"`
+	DatagramsIn        uint64 `json:"datagrams_in"`
+	DatagramsBadSrc    uint64 `json:"datagrams_bad_src"`
+	StreamsBadSrc      uint64 `json:"streams_bad_src"`
+	TunBadSrc          uint64 `json:"tun_bad_src"`
+	UDPIn              uint64 `json:"udp_in"`
+	UDPDropped         uint64 `json:"udp_dropped"`
+	RepliesDropped     uint64 `json:"replies_dropped"`
+	RxQueueDrops       uint64 `json:"rx_queue_drops"`
+	UDPStale           uint64 `json:"udp_stale"`
+	TunNoAssoc         uint64 `json:"tun_no_association"`
+	FlowsOpened        uint64 `json:"flows_opened"`
+	FlowsAccepted      uint64 `json:"flows_accepted"`
+	FlowsRefused       uint64 `json:"flows_refused"`
+	FlowsActive        int64  `json:"flows_active"`
+	FlowsOverQuota     uint64 `json:"flows_over_quota"`
+	DatagramsOverQuota uint64 `json:"datagrams_over_quota"`
 	// The stack's SYN handling (stack.Stats): SYNs gVisor dropped with
 	// every handshake slot taken, and handshakes evicted for newer SYNs.
 	SYNDropped uint64 `json:"syn_dropped"`
@@ -92,6 +94,7 @@ func (e *Endpoint) Status() Status {
 			FlowsOpened: s.FlowsOpened.Load(), FlowsAccepted: s.FlowsAccepted.Load(),
 			FlowsRefused: s.FlowsRefused.Load(), FlowsActive: s.FlowsActive.Load(),
 			SYNDropped: sst.InFlightDrops, SYNEvicted: sst.SYNEvicted,
+			FlowsOverQuota: s.FlowsOverQuota.Load(), DatagramsOverQuota: s.DatagramsOverQuota.Load(),
 		},
 		Security: e.dev.Stats(),
 	}

@@ -1,0 +1,103 @@
+package tunnel
+
+import (
+	"bytes"
+	"net/netip"
+	"testing"
+	"time"
+)
+
+// TestPeerFlowQuota: at a hub with max_flows = 8 and two spokes (a share
+// of 4 each), spoke 1 holding 4 relayed flows open gets its further relay
+// streams refused once the hub carries half of max_flows, while spoke 2
+// still opens flows, relayed and to the hub's own LAN.
+func TestPeerFlowQuota(t *testing.T) {
+	h := newHarness(t)
+	hub := h.addSite("hub", "192.0.2.10:4700", "10.0.0.0/24")
+	hub.iface = "max_flows = 8\n"
+	s1 := h.addSite("s1", "192.0.2.11:4700", "10.1.0.0/24")
+	s2 := h.addSite("s2", "192.0.2.12:4700", "10.2.0.0/24")
+	hub.start(hub.peer(s1), hub.peer(s2))
+	s1.start(peerSpec{s: hub, subnets: []string{"10.0.0.0/24", "10.2.0.0/24"}})
+	s2.start(peerSpec{s: hub, subnets: []string{"10.0.0.0/24", "10.1.0.0/24"}})
+	hub.waitUp(s1, s2)
+	s1.waitUp(hub)
+	s2.waitUp(hub)
+	s2.echo(7)
+	s1.echo(7)
+	hub.echo(7)
+
+	for range 4 {
+		openEcho(t, s1, "10.2.0.5:7") // held open until the test ends
+	}
+	// The fifth: over the share, with the hub at half of max_flows.
+	c, err := s1.dial("10.1.0.7:0", "10.2.0.5:7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := echoCheck(c, 1000); err == nil {
+		t.Error("spoke 1's fifth relayed flow was carried, want it refused")
+	} else if !isReset(err) {
+		t.Errorf("spoke 1's fifth relayed flow: %v, want a reset", err)
+	}
+	c.Close()
+	if n := hub.ep.Stats().FlowsOverQuota.Load(); n != 1 {
+		t.Errorf("hub refused %d flows over quota, want 1", n)
+	}
+	// Spoke 2 is within its share: relayed and to the hub's LAN.
+	for _, dst := range []string{"10.1.0.5:7", "10.0.0.5:7"} {
+		c, err := s2.dial("10.2.0.7:0", dst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := echoCheck(c, 1000); err != nil {
+			t.Errorf("spoke 2 -> %s: %v", dst, err)
+		}
+		c.Close()
+	}
+}
+
+// TestPeerDatagramQuota: datagrams a spoke sends for the other spoke are
+// relayed at most at half of the other spoke's configured uplink; what
+// goes beyond is dropped and counted at the hub.
+func TestPeerDatagramQuota(t *testing.T) {
+	h := newHarness(t)
+	hub := h.addSite("hub", "192.0.2.10:4700", "10.0.0.0/24")
+	s1 := h.addSite("s1", "192.0.2.11:4700", "10.1.0.0/24")
+	s2 := h.addSite("s2", "192.0.2.12:4700", "10.2.0.0/24")
+	s2spec := hub.peer(s2)
+	s2spec.link = "rtt = \"20ms\"\nup = \"1Mbit\"\ndown = \"1Mbit\""
+	hub.start(hub.peer(s1), s2spec)
+	s1.start(peerSpec{s: hub, subnets: []string{"10.0.0.0/24", "10.2.0.0/24"}})
+	s2.start(peerSpec{s: hub, subnets: []string{"10.0.0.0/24", "10.1.0.0/24"}})
+	hub.waitUp(s1, s2)
+	s1.waitUp(hub)
+	s2.waitUp(hub)
+
+	// 400 datagrams of 1000 bytes over 0.8 s: 4 Mbit/s offered, the quota
+	// half of 1 Mbit/s after a burst of 64 KB.
+	pkt := udpPacket(netip.MustParseAddrPort("10.1.0.7:5000"), netip.MustParseAddrPort("10.2.0.5:53"), bytes.Repeat([]byte{1}, 1000))
+	start := time.Now()
+	for range 40 {
+		for range 10 {
+			s1.inject(pkt)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	st := hub.ep.Stats()
+	if !waitFor(5*time.Second, func() bool { return st.DatagramsIn.Load() >= 300 }) {
+		t.Fatalf("hub: %d of 400 datagrams in", st.DatagramsIn.Load())
+	}
+	in, over := st.DatagramsIn.Load(), st.DatagramsOverQuota.Load()
+	passed := in - over
+	// The burst plus the rate over the run, with a datagram's slack.
+	allowed := (65535 + 62500*elapsed.Seconds()) / 1000
+	t.Logf("in %d, relayed %d, dropped over quota %d in %v (allowed about %.0f)", in, passed, over, elapsed.Round(time.Millisecond), allowed)
+	if float64(passed) > allowed+2 {
+		t.Errorf("hub relayed %d datagrams of 1000 bytes in %v, the quota allows %.0f", passed, elapsed, allowed)
+	}
+	if over == 0 {
+		t.Error("nothing dropped over the quota")
+	}
+}
