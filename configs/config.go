@@ -37,6 +37,7 @@ type Interface struct {
 	Address        []string `toml:"address,omitempty"`
 	LogLevel       string   `toml:"log_level,omitempty"`
 	MaxFlows       int      `toml:"max_flows,omitempty"`
+	Memory         string   `toml:"memory,omitempty"`
 	Metrics        string   `toml:"metrics,omitempty"`
 }
 
@@ -117,6 +118,7 @@ type Config struct {
 	Addresses      []netip.Prefix
 	LogLevel       string
 	MaxFlows       int
+	Memory         int64          // bytes: the endpoint's memory budget (DefaultMemory when not set)
 	Metrics        netip.AddrPort // Prometheus endpoint; invalid = off
 	Peers          []PeerConfig
 }
@@ -244,6 +246,9 @@ func (f *File) Validate() (*Config, error) {
 	}
 	if c.MaxFlows < 1 || c.MaxFlows > 1<<20 {
 		return nil, fmt.Errorf("interface.max_flows: %d is out of range: use 1..1048576", c.MaxFlows)
+	}
+	if c.Memory, err = memoryKey(in.Memory); err != nil {
+		return nil, err
 	}
 	if in.Metrics != "" {
 		ap, err := netip.ParseAddrPort(in.Metrics)
@@ -458,6 +463,7 @@ func (c *Config) Effective() ([]byte, error) {
 		PrivateKeyFile: c.PrivateKeyFile,
 		LogLevel:       c.LogLevel,
 		MaxFlows:       c.MaxFlows,
+		Memory:         strconv.FormatInt(c.Memory, 10),
 	}}
 	if c.Metrics.IsValid() {
 		f.Interface.Metrics = c.Metrics.String()

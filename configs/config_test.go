@@ -40,7 +40,7 @@ func TestParseGood(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.MTU != DefaultMTU || c.LogLevel != "info" || c.MaxFlows != DefaultMaxFlows {
+	if c.MTU != DefaultMTU || c.LogLevel != "info" || c.MaxFlows != DefaultMaxFlows || c.Memory != DefaultMemory() {
 		t.Errorf("defaults not applied: %+v", c)
 	}
 	p := c.Peers[0]
@@ -68,7 +68,7 @@ func TestParseGood(t *testing.T) {
 	if c.Metrics.String() != "127.0.0.1:9477" {
 		t.Errorf("metrics = %v", c.Metrics)
 	}
-	if c2.Peers[0].Link != c.Peers[0].Link || c2.Listen != c.Listen || c2.Metrics != c.Metrics {
+	if c2.Peers[0].Link != c.Peers[0].Link || c2.Listen != c.Listen || c2.Metrics != c.Metrics || c2.Memory != c.Memory {
 		t.Errorf("round trip changed the config:\n%s", out)
 	}
 }
@@ -100,6 +100,10 @@ outage_after = "20s"
 max_outage = "10s"`, `peer[0] (site-b).link.max_outage: 10s is shorter than outage_after (20s)`},
 		{"max_outage below the default outage_after", `rtt = "600ms"`, `rtt = "600ms"
 max_outage = "2s"`, `peer[0] (site-b).link.max_outage: 2s is shorter than outage_after (3s)`},
+		{"small memory", `name = "scps0"`, `name = "scps0"
+memory = "16MiB"`, `interface.memory: "16MiB" is out of range: use 32MiB..1TiB`},
+		{"bad memory", `name = "scps0"`, `name = "scps0"
+memory = "lots"`, `interface.memory: "lots" is not a size`},
 		{"no key file", `private_key_file = "/etc/scpsvpn/private.key"`, ``, `interface.private_key_file: missing`},
 	}
 	for _, tc := range cases {
@@ -216,5 +220,25 @@ func TestPathMTU(t *testing.T) {
 	c2, err := Parse(out)
 	if err != nil || c2.Peers[0].Link.MTU != 1400 {
 		t.Fatalf("effective config lost the mtu (%v):\n%s", err, out)
+	}
+}
+
+// TestMemory: [interface] memory takes a size; without it the budget is
+// derived from the machine, within its bounds.
+func TestMemory(t *testing.T) {
+	c, err := Parse([]byte(strings.Replace(good, `name = "scps0"`, `name = "scps0"
+memory = "256MiB"`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Memory != 256<<20 {
+		t.Errorf("memory = %d, want %d", c.Memory, 256<<20)
+	}
+	d := DefaultMemory()
+	if d < MinDefaultMemory || d > MaxDefaultMemory {
+		t.Errorf("default memory %d outside %d..%d", d, MinDefaultMemory, MaxDefaultMemory)
+	}
+	if m := machineMemory(); m != fallbackMachineMemory && m >= 4*MinDefaultMemory && m <= 4*MaxDefaultMemory && d != m/4 {
+		t.Errorf("default memory %d is not a quarter of the machine's %d", d, m)
 	}
 }

@@ -51,6 +51,7 @@ type Association struct {
 
 	streams streamMap
 	flow    connFlow
+	mem     memBudget
 
 	rangeStrikes int // packets dropped in a row for the received-range bounds (recvranges.go)
 
@@ -82,6 +83,7 @@ func NewAssociation(cfg Config, now time.Time) (*Association, error) {
 	// A datagram must fit whatever packet number carries it.
 	a.maxDatagram = a.packetRoom(varint.Max) - wire.DatagramLen(0) - 1
 	a.outage.init(cfg, a.now, &a.stats)
+	a.mem.limit = cfg.Memory
 	a.flow.init(cfg, a.now)
 	a.streams.init(cfg)
 	if err := a.sent.init(cfg, a.epoch, a.now, a.rttNoise(), a, &a.stats); err != nil {

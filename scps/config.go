@@ -29,6 +29,10 @@ const (
 	MaxAckDelay = 25 * time.Millisecond
 	// MaxMetaSize is the largest stream-open metadata.
 	MaxMetaSize = 512
+	// MinMemory is the least memory budget (Config.Memory): the initial
+	// connection credit both ways, and the initial stream credit of the
+	// fewest streams a peer may always open.
+	MinMemory = 2*InitialConnCredit + InitialMaxStreams*InitialStreamCredit
 )
 
 // Config holds the parameters of one association.
@@ -82,7 +86,14 @@ type Config struct {
 	// auto: up to maxAutoWindow.
 	SendBuffer int
 	// MaxStreams is how many streams the peer may have open at once.
+	// With Memory set, at most as many as fit three quarters of it at the
+	// initial stream credit each.
 	MaxStreams int
+	// Memory is the association's memory budget in bytes: what its
+	// streams may hold in send buffers (unacknowledged) and in receive
+	// credit (granted and not consumed), shared fairly by the streams
+	// (memory.go); 0 = no budget, only the windows' own limits.
+	Memory uint64
 	// IdleTimeout closes the association when nothing was received for
 	// this long; 0 = never.
 	IdleTimeout time.Duration
@@ -261,9 +272,24 @@ func (c Config) initialStreamWindow() uint64 {
 	return min(max(w, InitialStreamCredit), c.streamWindowLimit())
 }
 
-// initialConnWindow is the association credit granted at once.
+// initialConnWindow is the association credit granted at once, at most
+// half the memory budget.
 func (c Config) initialConnWindow() uint64 {
-	return min(max(2*c.initialStreamWindow(), InitialConnCredit), c.connWindowLimit())
+	w := min(max(2*c.initialStreamWindow(), InitialConnCredit), c.connWindowLimit())
+	if c.Memory > 0 {
+		w = max(min(w, c.Memory/2), InitialConnCredit)
+	}
+	return w
+}
+
+// streamLimit is how many streams the peer may have open at once: with a
+// memory budget, no more than fit three quarters of it at the protocol's
+// initial stream credit, which every stream has (memory.go).
+func (c Config) streamLimit() int {
+	if c.Memory == 0 {
+		return c.MaxStreams
+	}
+	return min(c.MaxStreams, max(InitialMaxStreams, int(c.Memory*3/4/InitialStreamCredit)))
 }
 
 // sendBufferLimit is how far a stream's send buffer may grow.
@@ -331,6 +357,8 @@ func (c Config) Validate() error {
 		return bad("ConnWindow", c.ConnWindow, fmt.Sprintf("must be 0 (auto) or at least %d bytes and at least StreamWindow (%d), at most 4 GiB", InitialConnCredit, c.StreamWindow))
 	case c.SendBuffer != 0 && (c.SendBuffer < 64<<10 || c.SendBuffer > 1<<30):
 		return bad("SendBuffer", c.SendBuffer, "must be 0 (auto) or between 64 KiB and 1 GiB")
+	case c.Memory != 0 && (c.Memory < MinMemory || c.Memory > 1<<40):
+		return bad("Memory", c.Memory, fmt.Sprintf("must be 0 (no budget) or between %d bytes and 1 TiB", MinMemory))
 	case c.MaxStreams < InitialMaxStreams || c.MaxStreams > 1<<20:
 		return bad("MaxStreams", c.MaxStreams, fmt.Sprintf("must be between %d and %d", InitialMaxStreams, 1<<20))
 	case c.IdleTimeout < 0:

@@ -14,16 +14,7 @@ import (
 // connection credit returned only on reads, the stalled streams' unread
 // data held all of it and the fresh stream froze.
 func TestStalledReadersIsolated(t *testing.T) {
-	fwd := linkParams{Rate: 10e6, Delay: 300 * time.Millisecond, QueueBytes: 750_000, Overhead: tunnelOverhead}
-	rev := linkParams{Rate: 2e6, Delay: 300 * time.Millisecond, QueueBytes: 150_000, Overhead: tunnelOverhead}
-	cfg := DefaultConfig()
-	cfg.MaxPacketSize, cfg.WireOverhead = tunnelPacketSize, tunnelOverhead
-	cfg.InitialRTT = 600 * time.Millisecond
-	ca, cb := cfg, cfg
-	ca.SendRate, ca.RecvRate = 10e6, 2e6
-	cb.SendRate, cb.RecvRate = 2e6, 10e6
-	s := newSim(t, 1, ca, cb, fwd, rev)
-	s.attach()
+	s := newGEOSim(t, 10e6, 2e6, 0)
 	stall := true
 	s.apps[1].onAccept = func(id uint64, meta []byte) *appStream {
 		return &appStream{expect: -1, resetAfter: -1, stallRead: stall}
@@ -52,6 +43,26 @@ func TestStalledReadersIsolated(t *testing.T) {
 	if rate < 0.9*limit {
 		t.Errorf("fresh stream: %.2f Mbit/s beside ten stalled ones, want at least 90%% of %.2f", rate/1e6, limit/1e6)
 	}
+}
+
+// newGEOSim is a GEO link (600 ms RTT, queues of a BDP) carrying ab bit/s
+// from side 0 to side 1 and ba back, both rates configured, and memory the
+// budget of both associations (0: none); the applications are attached.
+func newGEOSim(t *testing.T, ab, ba float64, memory uint64) *sim {
+	const rtt = 600 * time.Millisecond
+	dir := func(rate float64) linkParams {
+		return linkParams{Rate: rate, Delay: rtt / 2, QueueBytes: int(rate / 8 * rtt.Seconds()), Overhead: tunnelOverhead}
+	}
+	cfg := DefaultConfig()
+	cfg.MaxPacketSize, cfg.WireOverhead = tunnelPacketSize, tunnelOverhead
+	cfg.InitialRTT = rtt
+	cfg.Memory = memory
+	ca, cb := cfg, cfg
+	ca.SendRate, ca.RecvRate = int64(ab), int64(ba)
+	cb.SendRate, cb.RecvRate = int64(ba), int64(ab)
+	s := newSim(t, 1, ca, cb, dir(ab), dir(ba))
+	s.attach()
+	return s
 }
 
 // TestAbortReturnsHeldCredit: streams reset while data waits behind holes

@@ -47,6 +47,7 @@ package scps
 //	streamqueue.go        streamQueue: FIFO of streams for the scheduler
 //	streamapi.go          the Association's stream operations
 //	connflow.go           connFlow: connection-level flow control
+//	memory.go             memBudget: the association's memory budget
 //	window.go             window: the auto-tuned size of receive windows
 //	                      and send buffers
 //	config.go             Config, defaults and validation

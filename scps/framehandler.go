@@ -65,6 +65,7 @@ func (a *Association) streamDataAcked(f *sentFrame) {
 		if end > s.ackedPrefix {
 			s.acked.Add(max(f.off, s.ackedPrefix), end)
 			if first := s.acked.First(); first.Start <= s.ackedPrefix {
+				a.sendReleased(first.End - s.ackedPrefix)
 				s.ackedPrefix = first.End
 				s.acked.RemoveBelow(s.ackedPrefix)
 				s.sendBuf.Release(s.ackedPrefix)

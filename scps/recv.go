@@ -209,6 +209,7 @@ func (a *Association) onStreamFrame(f *wire.Frame) error {
 	}
 	if f.Fin && !s.finKnown {
 		s.finKnown, s.finalSize = true, end
+		a.recvAccount(s)
 	}
 	if f.HasMeta && !s.local && !s.metaKnown {
 		s.meta = append([]byte(nil), f.Meta...)

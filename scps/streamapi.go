@@ -15,16 +15,17 @@ import "io"
 // stream, with the first ACK for a peer's), so a known link fills from the
 // second round trip on.
 func (a *Association) newStream(id uint64, local bool) *streamState {
-	w := a.cfg.initialStreamWindow()
 	s := &streamState{
 		id:      id,
 		local:   local,
 		peerMax: InitialStreamCredit,
-		recvMax: w,
 	}
+	a.streams.byID[id] = s
+	w := min(a.cfg.initialStreamWindow(), a.recvWindowLimit(s))
+	s.recvMax = w
+	a.recvAccount(s)
 	s.recvWin.init(w, a.now, 0)
 	s.sendWin.init(a.cfg.initialSendBuffer(), a.now, 0)
-	a.streams.byID[id] = s
 	if w > InitialStreamCredit {
 		s.maxDataQueued = true
 		a.streams.scheduleCtrl(s)
@@ -96,15 +97,22 @@ func (a *Association) StreamWrite(id uint64, p []byte) (int, error) {
 	case s.finQueued:
 		return 0, ErrWriteClosed
 	}
-	n := min(len(p), s.sendSpace())
+	space, budget := a.sendSpace(s)
+	n := min(len(p), space)
 	if n < len(p) {
-		s.writeWait, s.sendLimited = true, true
+		s.writeWait = true
+		if budget {
+			a.waitForBudget(s)
+		} else {
+			s.sendLimited = true
+		}
 	}
 	if n <= 0 {
 		return 0, nil
 	}
 	s.sendBuf.Write(s.writeOff, p[:n])
 	s.writeOff += uint64(n)
+	a.mem.sendHeld += uint64(n)
 	a.streams.scheduleNew(s)
 	return n, nil
 }
@@ -115,7 +123,8 @@ func (a *Association) StreamWritable(id uint64) int {
 	if !ok || s.aborted() || s.finQueued || s.localErr != nil {
 		return 0
 	}
-	return max(s.sendSpace(), 0)
+	space, _ := a.sendSpace(s)
+	return max(space, 0)
 }
 
 // StreamRead copies received in-order data into p. It returns io.EOF after
@@ -157,8 +166,10 @@ func (a *Association) StreamRead(id uint64, p []byte) (int, error) {
 	a.recvdChanged(s, before)
 	a.flow.consumed += uint64(n)
 	a.stats.StreamBytesReceived += uint64(n)
+	a.recvAccount(s)
 	a.maybeStreamCredit(s)
 	a.maybeConnCredit()
+	a.budgetReleased()
 	return n, nil
 }
 
@@ -223,6 +234,7 @@ func (a *Association) StreamClose(id uint64) error {
 	s.localErr = ErrStreamClosed
 	s.readClosed = true
 	s.recvBuf.Free()
+	a.recvAccount(s)
 	a.maybeFinish(s)
 	return nil
 }
@@ -257,6 +269,10 @@ func (a *Association) resetStream(s *streamState, code uint64) {
 // abortStream drops both directions' data; bytes the peer sent that will
 // never be read are returned to connection credit.
 func (a *Association) abortStream(s *streamState) {
+	if !s.sendFreed {
+		s.sendFreed = true
+		a.sendReleased(s.writeOff - s.ackedPrefix)
+	}
 	s.sendBuf.Free()
 	s.acked.Clear()
 	s.retx.Clear()
@@ -271,6 +287,7 @@ func (a *Association) abortStream(s *streamState) {
 	s.recvd.Clear()
 	a.recvdChanged(s, before)
 	s.maxDataQueued = false
+	a.recvAccount(s)
 	a.maybeConnCredit()
 }
 
@@ -283,7 +300,9 @@ func (a *Association) maybeStreamCredit(s *streamState) {
 	if s.recvMax-s.readOff > s.recvWin.size*3/4 {
 		return
 	}
-	s.recvWin.update(s.readOff, a.cfg.streamWindowLimit(), a.now, a.sent.rtt.Smoothed())
+	limit := a.recvWindowLimit(s)
+	s.recvWin.update(s.readOff, limit, a.now, a.sent.rtt.Smoothed())
+	s.recvWin.size = min(s.recvWin.size, limit) // more streams: a smaller share
 	if want := s.recvWin.size * 3 / 2; want > a.flow.window.size {
 		a.flow.window.size = min(want, a.cfg.connWindowLimit())
 	}
@@ -291,6 +310,7 @@ func (a *Association) maybeStreamCredit(s *streamState) {
 		s.recvMax = m
 		s.maxDataQueued = true
 		a.streams.scheduleCtrl(s)
+		a.recvAccount(s)
 	}
 }
 
@@ -315,8 +335,7 @@ func (a *Association) maybeGrowSendBuffer(s *streamState) {
 // maybeConnCredit grants more connection credit as data arrives in order
 // and as the application reads (connFlow.maybeCredit).
 func (a *Association) maybeConnCredit() {
-	limit := a.cfg.connWindowLimit()
-	a.flow.maybeCredit(a.now, a.sent.rtt.Smoothed(), limit, limit)
+	a.flow.maybeCredit(a.now, a.sent.rtt.Smoothed(), a.cfg.connWindowLimit(), a.connHold())
 }
 
 // settle returns the connection credit of s's bytes below off: they
@@ -351,6 +370,7 @@ func (a *Association) maybeFinish(s *streamState) {
 
 func (a *Association) removeStream(s *streamState) {
 	s.gone = true
+	a.recvAccount(s)
 	s.sendBuf.Free()
 	s.recvBuf.Free()
 	a.streams.remove(s)

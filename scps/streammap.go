@@ -33,7 +33,7 @@ type streamMap struct {
 }
 
 func (m *streamMap) init(cfg Config) {
-	m.evenLocal, m.maxStreams = cfg.EvenStreams, cfg.MaxStreams
+	m.evenLocal, m.maxStreams = cfg.EvenStreams, cfg.streamLimit()
 	m.byID = make(map[uint64]*streamState)
 	m.peerMax, m.localMax = InitialMaxStreams, InitialMaxStreams
 	if !cfg.EvenStreams {

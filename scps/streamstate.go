@@ -42,6 +42,8 @@ type streamState struct {
 
 	sendWin     window // send buffer size, auto-tuned on the acknowledged offset
 	sendLimited bool   // the buffer was full for the application this epoch
+	budgetWait  bool   // the writer waits for the memory budget (memory.go)
+	sendFreed   bool   // aborted: the send buffer's bytes left the budget
 
 	resetQueued bool // our RESET_STREAM must (again) go out
 	resetSent   bool // our RESET_STREAM went out (or is queued): the stream is aborted
@@ -59,6 +61,7 @@ type streamState struct {
 	finalSize   uint64
 	recvMax     uint64 // credit we granted
 	recvWin     window // receive window, auto-tuned on the read offset
+	credited    uint64 // recvMax-readOff counted in memBudget.recvGranted
 
 	maxDataQueued bool // a MAX_STREAM_DATA for this stream is queued
 	metaKnown     bool // peer stream: its metadata arrived (accept event sent)

@@ -107,6 +107,9 @@ type Config struct {
 	// bufs[i][offset-VirtioNetHdrLen:]: the header says how to segment the
 	// packet and that its TCP checksum is still to be completed.
 	GSOMaxSize int
+	// BufferMemory bounds the TCP endpoints' buffers together (budget.go);
+	// 0 = no bound beyond each buffer's own maximum.
+	BufferMemory int64
 }
 
 // VirtioNetHdrLen is the size of Linux's struct virtio_net_hdr, which the
@@ -126,6 +129,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("stack: MaxInFlight %d is negative", c.MaxInFlight)
 	case c.OutQueueLen < 0:
 		return fmt.Errorf("stack: OutQueueLen %d is negative", c.OutQueueLen)
+	case c.BufferMemory < 0:
+		return fmt.Errorf("stack: BufferMemory %d is negative", c.BufferMemory)
 	case c.OutBlockTimeout < 0:
 		return fmt.Errorf("stack: OutBlockTimeout %v is negative", c.OutBlockTimeout)
 	case c.GSOMaxSize < 0 || c.GSOMaxSize > maxMTU:

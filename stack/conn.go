@@ -37,6 +37,8 @@ type Conn struct {
 	*gonet.TCPConn
 	ep tcpip.Endpoint
 	s  *Stack
+	// charge is what the connection took from the buffer budget.
+	charge int64
 
 	closeOnce sync.Once
 }

@@ -69,6 +69,8 @@ type Stack struct {
 	// client's SYN answered, its ACK awaited).
 	accepting int
 	closing   bool
+	// bufCharged is what open Conns took from Config.BufferMemory.
+	bufCharged int64
 
 	accepted     atomic.Uint64
 	dialed       atomic.Uint64
@@ -402,6 +404,8 @@ func (s *Stack) forget(c *Conn) {
 		delete(s.conns, c)
 		s.flows--
 	}
+	s.bufCharged -= c.charge
+	c.charge = 0
 	s.mu.Unlock()
 }
 

@@ -56,6 +56,7 @@ type assoc struct {
 	// non-TCP packet the LAN may hand us for the peer.
 	guess  netip.Addr
 	tunMTU int
+	memory uint64 // the association's part of [interface] memory (memory.go)
 
 	// The per-packet path reads cur and up without taking mu.
 	cur atomic.Pointer[association] // nil while there is none
@@ -106,9 +107,9 @@ func (as *association) addSession(id uint64) {
 // newAssoc prepares the association of a configured peer; its scps
 // configuration is checked here, so a peer that cannot run is refused
 // before anything changes.
-func (e *Endpoint) newAssoc(pc configs.PeerConfig) (*assoc, error) {
+func (e *Endpoint) newAssoc(pc configs.PeerConfig, peers int) (*assoc, error) {
 	a := &assoc{e: e, cfg: pc, log: e.log.With("peer", pc.Name), ready: make(chan struct{}), rx: newPeerRx(&e.stats.RxQueueDrops),
-		guess: underlayGuess(pc, e.cfg.Listen), tunMTU: e.cfg.MTU}
+		guess: underlayGuess(pc, e.cfg.Listen), tunMTU: e.cfg.MTU, memory: assocMemory(e.cfg.Memory, peers)}
 	a.scfg = a.sessionConfig(a.guess)
 	if err := a.scfg.Validate(); err != nil {
 		return nil, fmt.Errorf("peer %s: association: %w", pc.Name, err)
@@ -160,6 +161,7 @@ func (a *assoc) sessionConfig(addr netip.Addr) scps.Config {
 	if link.Window > 0 {
 		cfg.StreamWindow = uint64(link.Window)
 	}
+	cfg.Memory = a.memory
 	return cfg
 }
 

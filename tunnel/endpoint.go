@@ -44,15 +44,16 @@ type Endpoint struct {
 	assocs   map[string]*assoc // by peer name
 	announce sync.Map          // peer name -> *assoc, for handshake payloads (read under peers' locks)
 
-	opts Options
-	tun  TUN
-	net  NetConfig
-	sock PacketConn
-	stk  *stack.Stack
-	dev  *peers.Device
-	ctx  context.Context
-	stop context.CancelFunc
-	wg   sync.WaitGroup
+	opts     Options
+	copyBufs *sync.Pool // the flows' copy buffers, sized by the budget (memory.go)
+	tun      TUN
+	net      NetConfig
+	sock     PacketConn
+	stk      *stack.Stack
+	dev      *peers.Device
+	ctx      context.Context
+	stop     context.CancelFunc
+	wg       sync.WaitGroup
 
 	stats   Stats
 	started time.Time
@@ -96,6 +97,7 @@ func New(cfg *configs.Config, log *slog.Logger, opts Options) (*Endpoint, error)
 		log:      log,
 		cfg:      cfg,
 		opts:     opts,
+		copyBufs: copyBufPool(cfg.Memory, cfg.MaxFlows),
 		instance: binary.BigEndian.Uint64(b[:]),
 		assocs:   map[string]*assoc{},
 		ready:    make(chan struct{}),
@@ -203,6 +205,7 @@ func (e *Endpoint) Run(ctx context.Context) (err error) {
 		// TUN (wireguard's tun completes partial checksums); the satellite
 		// hop is covered by the AEAD. Verifying again is wasted CPU.
 		TrustRXChecksums: true,
+		BufferMemory:     stackMemory(e.cfg.Memory),
 		Logger:           e.log.With("part", "stack"),
 	})
 	if err != nil {
@@ -212,7 +215,7 @@ func (e *Endpoint) Run(ctx context.Context) (err error) {
 
 	as := make([]*assoc, 0, len(e.cfg.Peers))
 	for _, pc := range e.cfg.Peers {
-		a, err := e.newAssoc(pc)
+		a, err := e.newAssoc(pc, len(e.cfg.Peers))
 		if err != nil {
 			return err
 		}
@@ -293,7 +296,7 @@ func (e *Endpoint) Reload(cfg *configs.Config) error {
 			keep[pc.Name] = true
 			continue
 		}
-		a, err := e.newAssoc(pc)
+		a, err := e.newAssoc(pc, len(cfg.Peers))
 		if err != nil {
 			return fmt.Errorf("reload: %w", err)
 		}

@@ -29,8 +29,6 @@ const (
 // never answers fails here rather than holding the client forever.
 const dialTimeout = 30 * time.Second
 
-var copyBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
-
 // handleTCP is called by the stack for each new local connection (a SYN).
 func (e *Endpoint) handleTCP(req *stack.TCPRequest) {
 	a := e.assocFor(req.Dst.Addr())
@@ -167,7 +165,7 @@ func (e *Endpoint) splice(x, y flowEnd) {
 		})
 	}
 	half := func(dst, src flowEnd) {
-		if err := copyData(dst, src); err != nil {
+		if err := copyData(e.copyBufs, dst, src); err != nil {
 			abort()
 		} else if err := dst.CloseWrite(); err != nil {
 			abort()
@@ -185,9 +183,9 @@ func (e *Endpoint) splice(x, y flowEnd) {
 	y.Close()
 }
 
-func copyData(dst io.Writer, src io.Reader) error {
-	bp := copyBufs.Get().(*[]byte)
-	defer copyBufs.Put(bp)
+func copyData(bufs *sync.Pool, dst io.Writer, src io.Reader) error {
+	bp := bufs.Get().(*[]byte)
+	defer bufs.Put(bp)
 	_, err := io.CopyBuffer(onlyWriter{dst}, onlyReader{src}, *bp)
 	if errors.Is(err, io.EOF) {
 		return nil

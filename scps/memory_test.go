@@ -1,0 +1,87 @@
+package scps
+
+// This file checks the memory budget (memory.go): many stalled streams
+// stay within it, and a new stream still starts at once.
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestMemoryBudgetStalledUploads: 300 uploads over GEO 10/2 toward a
+// reader that never reads fill what the budget lets them; both sides stay
+// within it (plus each stream's floor), and a request opened beside them
+// gets its reply's first byte within 2 RTTs.
+func TestMemoryBudgetStalledUploads(t *testing.T) {
+	const (
+		n      = 300
+		budget = 32 << 20
+		rtt    = 600 * time.Millisecond
+	)
+	s := newGEOSim(t, 2e6, 10e6, budget)
+	stall := true
+	s.apps[1].onAccept = func(id uint64, meta []byte) *appStream {
+		if stall {
+			return &appStream{expect: -1, resetAfter: -1, stallRead: true}
+		}
+		return &appStream{expect: -1, resetAfter: -1, replyAfterEOF: 5 << 20}
+	}
+	for i := range n {
+		s.apps[0].open(fmt.Sprintf("stream-%d", 2*i), 1<<40, 0)
+	}
+	bound := uint64(budget + n*sendFloor)
+	var peak [2]int
+	last, since := uint64(0), time.Duration(0)
+	s.runUntil(300*time.Second, func() bool {
+		for i := range 2 {
+			peak[i] = max(peak[i], s.a[i].Stats().BufferedBytes)
+			if r := s.a[i].flow.recvMax - s.a[i].flow.consumed; r > budget {
+				t.Fatalf("side %d: %d bytes of receive credit outstanding, budget %d", i, r, budget)
+			}
+			if h := s.a[i].mem.sendHeld; h > bound {
+				t.Fatalf("side %d: %d bytes in send buffers, bound %d", i, h, bound)
+			}
+		}
+		if got := s.a[1].flow.recvd; got != last {
+			last, since = got, s.now
+		}
+		return s.now-since > 10*time.Second
+	})
+	t.Logf("%d stalled uploads: %d bytes crossed in %v; peak buffered A %d, B %d (budget %d, bound with floors %d)",
+		n, last, s.now.Round(time.Second), peak[0], peak[1], budget, bound)
+	for i := range 2 {
+		if uint64(peak[i]) > bound {
+			t.Errorf("side %d held %d bytes in stream buffers, over %d", i, peak[i], bound)
+		}
+	}
+	stall = false
+	st := s.apps[0].open(fmt.Sprintf("stream-%d", 2*n), 100, -1)
+	start := s.now
+	s.runUntil(start+10*rtt, func() bool { return st.received > 0 })
+	if st.received == 0 {
+		t.Fatalf("a request beside %d stalled uploads got no reply in %v", n, 10*rtt)
+	}
+	wait := s.now - start
+	t.Logf("a request beside them got its first reply byte after %v (%.1f RTT)", wait, wait.Seconds()/rtt.Seconds())
+	if wait > 2*rtt+100*time.Millisecond {
+		t.Errorf("first reply byte after %v, want within 2 RTTs (%v)", wait, 2*rtt)
+	}
+}
+
+// TestMemoryBudgetKeepsOneStreamFast: a modest budget does not slow one
+// bulk download over GEO 10 Mbit/s: its share covers the windows the link
+// needs.
+func TestMemoryBudgetKeepsOneStreamFast(t *testing.T) {
+	s := newGEOSim(t, 10e6, 2e6, 32<<20)
+	s.apps[0].open("stream-0", 1<<40, 0)
+	s.runUntil(5*time.Second, func() bool { return false })
+	b0 := s.apps[1].streams[0].received
+	s.runUntil(15*time.Second, func() bool { return false })
+	rate := float64(s.apps[1].streams[0].received-b0) * 8 / 10
+	limit := payloadLimit(10e6, 0)
+	t.Logf("one download with a 32 MiB budget: %.2f Mbit/s (%.1f%% of the payload limit)", rate/1e6, 100*rate/limit)
+	if rate < 0.9*limit {
+		t.Errorf("%.2f Mbit/s, want at least 90%% of %.2f", rate/1e6, limit/1e6)
+	}
+}

@@ -1,0 +1,54 @@
+// This file owns the stack's buffer budget (Config.BufferMemory): the
+// bytes the TCP endpoints' receive and send buffers may take together.
+// A stalled leg fills its buffers (a LAN client that stopped reading, or
+// the tunnel waiting for the satellite), so what thousands of stalled
+// connections hold is what their buffers allow. Each new connection gets
+// a share of what the budget has free: the full auto-tuned range while
+// plenty is free, smaller fixed buffers as it fills, never below
+// minConnBuffers. The total stays within the budget plus minConnBuffers
+// per connection; a connection keeps its share until it closes.
+
+package stack
+
+import "gvisor.dev/gvisor/pkg/tcpip"
+
+const (
+	// minConnBuffers is the least a connection gets, receive and send
+	// together: 16 KiB each way still carries tens of Mbit/s over a LAN
+	// leg's sub-millisecond round trip.
+	minConnBuffers = 32 << 10
+	// fullConnBuffers is what a connection may grow to with auto-tuning,
+	// and what it is charged when it gets that.
+	fullConnBuffers = rcvBufMax + sndBufMax
+	// budgetShareDiv: a new connection gets 1/budgetShareDiv of what is
+	// free, so the budget is never taken by the first few connections.
+	budgetShareDiv = 16
+)
+
+// chargeBuffers sizes a new connection's buffers from the budget and
+// returns what it was charged (0 without a budget).
+func (s *Stack) chargeBuffers(ep tcpip.Endpoint) int64 {
+	if s.cfg.BufferMemory == 0 {
+		return 0
+	}
+	s.mu.Lock()
+	free := max(s.cfg.BufferMemory-s.bufCharged, 0)
+	charge := min(max(free/budgetShareDiv, minConnBuffers), fullConnBuffers)
+	s.bufCharged += charge
+	s.mu.Unlock()
+	if charge < fullConnBuffers {
+		// Fixed sizes: auto-tuning could grow them past the share.
+		ops := ep.SocketOptions()
+		ops.SetReceiveBufferSize(charge/2, true)
+		ops.SetSendBufferSize(charge/2, true)
+	}
+	return charge
+}
+
+// BufferCharged is what open connections were charged against the buffer
+// budget.
+func (s *Stack) BufferCharged() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bufCharged
+}

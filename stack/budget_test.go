@@ -1,0 +1,41 @@
+package stack
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+)
+
+// TestBufferBudget: connections share Config.BufferMemory: each takes a
+// sixteenth of what is free (at least minConnBuffers), its buffers are
+// fixed at that size, the total stays within the budget plus the floors,
+// and closing gives it all back.
+func TestBufferBudget(t *testing.T) {
+	const budget = 2 << 20
+	h, acc := acceptAll()
+	n := newTestNet(t, Config{HandleTCP: h, BufferMemory: budget}, Config{})
+	var conns []*Conn
+	free := int64(budget)
+	for i := range 40 {
+		cc := dial(t, n.b, netip.AddrPortFrom(client4.Addr(), uint16(40000+i)), server4)
+		sc := recvAccepted(t, acc).conn
+		conns = append(conns, cc, sc)
+		want := max(free/budgetShareDiv, minConnBuffers)
+		if sc.charge != want {
+			t.Fatalf("connection %d charged %d, want %d", i, sc.charge, want)
+		}
+		if got := sc.ep.SocketOptions().GetReceiveBufferSize(); got != want/2 {
+			t.Errorf("connection %d: receive buffer %d, want %d", i, got, want/2)
+		}
+		free -= want
+	}
+	if got := n.a.BufferCharged(); got > budget+40*minConnBuffers || got != int64(budget)-free {
+		t.Errorf("charged %d for 40 connections, budget %d", got, budget)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	if !waitFor(5*time.Second, func() bool { return n.a.BufferCharged() == 0 }) {
+		t.Errorf("after closing every connection %d bytes are still charged", n.a.BufferCharged())
+	}
+}
