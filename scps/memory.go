@@ -92,22 +92,31 @@ func (a *Association) waitForBudget(s *streamState) {
 	}
 }
 
-// budgetReleased wakes the writers waiting for the budget once some of it
-// is free: acknowledged data, reads or resets released memory.
+// budgetReleased wakes writers waiting for the budget once some of it is
+// free (acknowledged data, reads or resets released memory): the longest
+// waiting first, as many as a share each can serve, so thousands of
+// stalled writers are not all woken for every acknowledgement. A writer
+// that still finds no room waits again at the back.
 func (a *Association) budgetReleased() {
 	m := &a.mem
-	if len(m.waiters) == 0 || m.sendFree(a.flow.recvMax-a.flow.consumed) == 0 {
+	if len(m.waiters) == 0 {
 		return
 	}
-	for _, s := range m.waiters {
+	free := m.sendFree(a.flow.recvMax - a.flow.consumed)
+	share := m.sendShare(len(a.streams.byID))
+	i := 0
+	for ; i < len(m.waiters) && free > 0; i++ {
+		s := m.waiters[i]
 		s.budgetWait = false
 		if !s.gone && s.writeWait {
 			s.writeWait = false
 			a.notify(s)
+			free -= min(free, share)
 		}
 	}
-	clear(m.waiters)
-	m.waiters = m.waiters[:0]
+	n := copy(m.waiters, m.waiters[i:])
+	clear(m.waiters[n:])
+	m.waiters = m.waiters[:n]
 }
 
 // sendReleased accounts n bytes of send buffer acknowledged (or dropped

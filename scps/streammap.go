@@ -113,7 +113,7 @@ func (m *streamMap) scheduleNew(s *streamState) {
 		return
 	}
 	s.queued |= inNewQ
-	if s.unsent() <= lightThreshold {
+	if s.unsent() <= lightThreshold && !s.writeWait {
 		m.lightQ.push(s)
 	} else {
 		m.bulkQ.push(s)

@@ -11,9 +11,12 @@ import (
 	"scpsvpn/scps/internal/ranges"
 )
 
-// lightThreshold: a stream with at most this much unsent new data is
-// scheduled in the light queue, ahead of bulk streams, so a request made
-// during a big download waits for no queue.
+// lightThreshold: a stream with at most this much unsent new data, whose
+// writer is not waiting for room, is scheduled in the light queue, ahead
+// of bulk streams, so a request made during a big download waits for no
+// queue. A writer that waits has more to send than its buffer holds: bulk,
+// however small the buffer (a memory budget shared by thousands of
+// uploads leaves each a few KiB, memory.go).
 const lightThreshold = 16 << 10
 
 type streamState struct {
