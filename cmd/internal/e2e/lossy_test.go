@@ -15,7 +15,7 @@ import (
 
 // TestLossyLinkIntegrity sends data both ways at once over a link that
 // loses 2% (1% back), holds back 2% of the packets by 10 ms behind later
-// ones, and goes down for 2.5 s every 6 s. Every byte must arrive exactly
+// ones, and goes down for 2 s every 4 s. Every byte must arrive exactly
 // once and in order, and the endpoints must go through outage mode (probing)
 // and back without resetting the connections.
 func TestLossyLinkIntegrity(t *testing.T) {
@@ -24,8 +24,8 @@ func TestLossyLinkIntegrity(t *testing.T) {
 	}
 	const (
 		size   = 6 << 20
-		every  = 6 * time.Second
-		outage = 2500 * time.Millisecond
+		every  = 4 * time.Second
+		outage = 2 * time.Second
 	)
 	dir := func(loss float64) linkemu.Dir {
 		return linkemu.Dir{Rate: 10_000_000, Delay: 25 * time.Millisecond, Loss: loss,
@@ -39,8 +39,9 @@ func TestLossyLinkIntegrity(t *testing.T) {
 		Link: linkemu.Options{
 			Fwd: dir(0.02), Ret: dir(0.01),
 			// The first outage comes one interval after the emulator
-			// starts. Each transfer takes longer than every-outage (3.5 s),
-			// so wherever it starts, one falls inside it.
+			// starts, then one begins every interval. Each transfer takes
+			// longer than an interval (6 MiB at 10 Mbit/s is over 5 s,
+			// however fast the transport), so one begins inside it.
 			OutageEvery: linkemu.Periodic{Every: every, Duration: outage},
 			Seed:        1,
 		},
