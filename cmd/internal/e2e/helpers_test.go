@@ -201,6 +201,19 @@ func serveEach(ln net.Listener, f func(net.Conn)) {
 	}
 }
 
+// listenEcho listens on side's TUN address and echoes every connection
+// (echoServer) until the test ends.
+func listenEcho(t *testing.T, tb *testbed.Testbed, side testbed.Side) net.Listener {
+	t.Helper()
+	ln, err := tb.Listen(side, "tcp", hostPort(tb.Site(side).TUN4, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go echoServer(ln, nil)
+	return ln
+}
+
 // recordSources sends the source of every datagram pc receives to got,
 // until pc is closed.
 func recordSources(pc net.PacketConn, got chan<- netip.AddrPort) {

@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"io"
 	mrand "math/rand/v2"
-	"net"
 	"net/netip"
 	"os"
 	"slices"
@@ -172,16 +171,7 @@ func TestSYNFlood(t *testing.T) {
 	dir := linkemu.Dir{Rate: 20_000_000, Delay: 50 * time.Millisecond}
 	link := "rtt = \"100ms\"\nup = \"20Mbit\"\ndown = \"20Mbit\"\n"
 	tb := twoSites(t, testbed.Config{Kind: testbed.Emulated, Link: linkemu.Options{Fwd: dir, Ret: dir}, PeerLinkA: link, PeerLinkB: link})
-	ln, err := tb.Listen(testbed.B, "tcp", hostPort(tb.B.TUN4, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go serveEach(ln, func(c net.Conn) {
-		defer c.Close()
-		io.Copy(c, c)
-	})
-	addr := ln.Addr().String()
+	addr := listenEcho(t, tb, testbed.B).Addr().String()
 	if out, err := tb.Exec(testbed.A, "ip", "route", "add", "blackhole", synSources.String()); err != nil {
 		t.Fatalf("blackhole route: %v: %s", err, out)
 	}

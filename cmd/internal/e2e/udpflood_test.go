@@ -134,15 +134,7 @@ func TestUDPFloodBesideTCP(t *testing.T) {
 			}
 		}
 	})
-	echo, err := tb.Listen(testbed.B, "tcp", hostPort(tb.B.TUN4, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer echo.Close()
-	go serveEach(echo, func(c net.Conn) {
-		defer c.Close()
-		io.Copy(c, c)
-	})
+	echo := listenEcho(t, tb, testbed.B)
 	udp, err := tb.ListenPacket(testbed.B, "udp", hostPort(tb.B.TUN4, 0))
 	if err != nil {
 		t.Fatal(err)
