@@ -134,6 +134,10 @@ var (
 	descHandshakeTimeo = desc("handshake_timeouts_total", "Handshake attempts given up unanswered.")
 	descCookiesSent    = desc("handshake_cookie_replies_sent_total", "Initiations answered with a cookie instead of a handshake (we were under load).")
 	descCookiesRcvd    = desc("handshake_cookies_received_total", "Cookies a loaded peer sent us.")
+	descSYNDropped     = desc("syn_dropped_total", "LAN clients' SYNs the netstack dropped with every handshake slot taken (a SYN flood).")
+	descSYNEvicted     = desc("syn_evicted_total", "Local handshakes in progress ended by the SYN guard to make room for newer SYNs.")
+	descFlowsOverQuota = desc("flows_over_quota_total", "Streams a peer opened past its share of max_flows, refused.")
+	descDgramsOverQ    = desc("datagrams_over_quota_total", "Datagrams not relayed: over the sender's share of the next peer's uplink.")
 )
 
 // Describe sends every metric's description.
@@ -143,7 +147,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	for _, d := range []*prometheus.Desc{descLossEvents, descStreamsOpened, descPeerDrops, descInfo, descFlowsActive,
 		descFlows, descFlowsRefused, descBuffered, descTunPackets, descTunDrops, descStreamsBadSrc, descUDPPackets, descUDPDrops,
-		descInitiations, descHandshakeTimeo, descCookiesSent, descCookiesRcvd} {
+		descInitiations, descHandshakeTimeo, descCookiesSent, descCookiesRcvd,
+		descSYNDropped, descSYNEvicted, descFlowsOverQuota, descDgramsOverQ} {
 		ch <- d
 	}
 }
@@ -202,4 +207,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descHandshakeTimeo, st.Security.HandshakeTimeouts)
 	counter(descCookiesSent, st.Security.CookieRepliesSent)
 	counter(descCookiesRcvd, st.Security.CookiesReceived)
+	counter(descSYNDropped, k.SYNDropped)
+	counter(descSYNEvicted, k.SYNEvicted)
+	counter(descFlowsOverQuota, k.FlowsOverQuota)
+	counter(descDgramsOverQ, k.DatagramsOverQuota)
 }
