@@ -5,8 +5,12 @@
 #   and unit (systemd-analyze verify); run the *installed* binary as user
 #   scpsvpn holding only CAP_NET_ADMIN at both ends of two network
 #   namespaces (both TUNs named scps0), carry a TCP download and a ping,
-#   read status and scrape the metrics; dpkg -r (no unit or enablement
-#   left), dpkg --purge (no /etc/scpsvpn).
+#   read status and scrape the metrics; then boot systemd as PID 1 in a
+#   container per site (systemd-nspawn, the host's /usr read-only, a copy
+#   of its /etc, the same two network namespaces) and bring both sites up
+#   with `systemctl enable --now scpsvpn@scps0`, carry traffic, reload and
+#   stop them; dpkg -r (no unit or enablement left), dpkg --purge (no
+#   /etc/scpsvpn).
 # Everything it makes is removed on any exit. SKIP_BUILD=1 reuses dist/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,10 +34,15 @@ nsA="scpspkg-$id-a" nsB="scpspkg-$id-b"
 pids=()
 had_user=0
 getent passwd scpsvpn >/dev/null && had_user=1
+containers=()
 cleanup() {
 	set +e
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+	stop_containers
+	for r in "$tmp"/root-*; do
+		mountpoint -q "$r/usr" && umount "$r/usr"
+	done
 	for ns in "$nsA" "$nsB"; do
 		ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null
 		ip netns del "$ns" 2>/dev/null
@@ -44,7 +53,19 @@ cleanup() {
 		userdel scpsvpn 2>/dev/null
 		getent group scpsvpn >/dev/null && groupdel scpsvpn 2>/dev/null
 	fi
-	rm -rf "$tmp"
+	rm -rf --one-file-system "$tmp"
+}
+# stop_containers halts the site containers (nspawn asks the container's
+# systemd to power off on SIGTERM) and kills what is left after 20 s.
+stop_containers() {
+	local p
+	for p in "${containers[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+	for p in "${containers[@]}"; do
+		for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.2; done
+		kill -KILL "$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+	done
+	containers=()
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -52,6 +73,7 @@ trap 'exit 130' INT TERM
 need=()
 command -v systemd-analyze >/dev/null || need+=(systemd)
 command -v setpriv >/dev/null || need+=(util-linux)
+command -v systemd-nspawn >/dev/null || need+=(systemd-container)
 command -v curl >/dev/null || need+=(curl)
 command -v python3 >/dev/null || need+=(python3)
 command -v ping >/dev/null || need+=(iputils-ping)
@@ -165,6 +187,107 @@ for p in "${pids[@]:0:2}"; do kill -TERM "$p"; done
 codes=0
 for p in "${pids[@]:0:2}"; do wait "$p" || codes=1; done
 check "both endpoints stop cleanly on SIGTERM" test "$codes" = 0
+
+# --- the same two sites as systemd services ---------------------------------
+# Each site is a container whose PID 1 is systemd (systemd-nspawn): the
+# host's /usr read-only (the installed package), a copy of its /etc (the
+# package's user, key and /etc/scpsvpn; no host services enabled), its own
+# /tmp, /run and cgroups, and the site's network namespace from above.
+# There, as a newcomer would: systemctl enable --now scpsvpn@scps0.
+in_site() { # in_site NS COMMAND...: run a command inside the site's container
+	local leader
+	leader=$(ps --ppid "${containers[$1]}" -o pid=,comm= | awk '$2 == "systemd" {print $1; exit}')
+	nsenter -t "$leader" -a "${@:2}"
+}
+boot_site() { # boot_site INDEX NS SITE
+	local r="$tmp/root-$3"
+	mkdir -p "$r"/{usr,var,dev,proc,sys,run,tmp,root,srv}
+	for l in bin sbin lib lib64; do ln -sfn "usr/$l" "$r/$l"; done
+	mount --bind /usr "$r/usr" && mount -o remount,bind,ro "$r/usr"
+	cp -a /etc "$r/etc"
+	find "$r/etc/systemd/system" -mindepth 1 -maxdepth 1 -name '*.wants' -exec rm -rf {} +
+	: >"$r/etc/machine-id" # a machine id of its own, made at boot
+	cp -a "/etc/scpsvpn/$3.toml" "$r/etc/scpsvpn/scps0.toml"
+	setsid systemd-nspawn -D "$r" --keep-unit --register=no --machine="scpspkg-$id-$1" \
+		--capability=CAP_NET_ADMIN --network-namespace-path="/run/netns/$2" \
+		--bind="$tmp/tun:/dev/net/tun" --console=passive --boot \
+		>"$tmp/container-$3.log" 2>&1 </dev/null &
+	containers[$1]=$!
+}
+boot_site 0 "$nsA" site-a
+boot_site 1 "$nsB" site-b
+booted=1
+for i in 0 1; do
+	for _ in $(seq 100); do
+		ps --ppid "${containers[$i]}" -o comm= 2>/dev/null | grep -qx systemd && break
+		sleep 0.2
+	done
+	# Until its manager answers on its bus, systemctl prints nothing.
+	for _ in $(seq 200); do
+		state=$(in_site "$i" systemctl is-system-running 2>/dev/null) || true
+		case "$state" in "" | initializing | starting) sleep 0.3 ;; *) break ;; esac
+	done
+	[ "$state" = running ] || { booted=0; echo "container $i: ${state:-no answer}"; tail -n 20 "$tmp"/container-*.log; }
+done
+check "systemd boots as PID 1 in both site containers" test "$booted" = 1
+unit=scpsvpn@scps0.service
+prop() { in_site "$1" systemctl show -p "$2" --value "$unit"; } # prop SITE PROPERTY
+service_up() { # the unit is active and enabled, and its status came through sd_notify
+	[ "$(in_site "$1" systemctl is-active "$unit")" = active ] &&
+		[ "$(in_site "$1" systemctl is-enabled "$unit")" = enabled ] &&
+		[ -n "$(prop "$1" StatusText)" ]
+}
+least_privilege() { # the service's process: user scpsvpn, CAP_NET_ADMIN only
+	in_site 0 cat "/proc/$(prop 0 MainPID)/status" >"$tmp/main.status" &&
+		grep -q "^Uid:\s*$(id -u scpsvpn)\s" "$tmp/main.status" &&
+		grep -q '^CapEff:\s*0000000000001000' "$tmp/main.status" &&
+		grep -q '^CapBnd:\s*0000000000001000' "$tmp/main.status"
+}
+download() {
+	in_site 0 curl -sS --max-time 60 -o /root/got http://10.2.0.1:8080/blob &&
+		cmp -s "$tmp/blob" "$tmp/root-site-a/root/got"
+}
+reload_keeps() { # a reload keeps the process and says so in the journal
+	local before
+	before=$(prop 0 MainPID)
+	in_site 0 systemctl reload "$unit" &&
+		[ "$(prop 0 MainPID)" = "$before" ] &&
+		[ "$(in_site 0 systemctl is-active "$unit")" = active ] &&
+		in_site 0 journalctl -u "$unit" --no-pager | grep -q 'reload done'
+}
+stops_cleanly() {
+	in_site "$1" systemctl stop "$unit" &&
+		[ "$(prop "$1" Result)" = success ] && [ "$(prop "$1" ExecMainStatus)" = 0 ]
+}
+pings() { in_site 0 ping -c 3 -i 0.2 -W 2 10.2.0.1 | grep -q ' 0% packet loss'; }
+no_errors() { ! in_site "$1" journalctl -u "$unit" --no-pager | grep -q 'level=ERROR'; }
+
+for i in 0 1; do
+	check "site $i: systemctl enable --now $unit" in_site "$i" systemctl enable --now --quiet "$unit"
+done
+for i in 0 1; do
+	check "site $i: the unit is active and enabled, READY through sd_notify" service_up "$i"
+done
+check "site A's service runs as scpsvpn with CAP_NET_ADMIN only" least_privilege
+up=0
+for _ in $(seq 150); do
+	in_site 0 scpsvpn status 2>/dev/null | grep -Eq '^site-b +up ' && { up=1; break; }
+	sleep 0.2
+done
+check "scpsvpn status in site A's container shows site-b up" test "$up" = 1
+cp "$tmp/blob" "$tmp/root-site-b/srv/blob"
+in_site 1 python3 -m http.server --bind 10.2.0.1 --directory /srv 8080 >"$tmp/http-sd.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 50); do in_site 1 bash -c 'exec 3<>/dev/tcp/10.2.0.1/8080' 2>/dev/null && break; sleep 0.1; done
+check "services: TCP download of 20 MB across the tunnel, every byte equal" download
+check "services: ping across the tunnel" pings
+check "systemctl reload $unit: same process, still active" reload_keeps
+for i in 0 1; do
+	check "site $i: systemctl stop: the endpoint exits cleanly" stops_cleanly "$i"
+	check "site $i: no errors in the unit's journal" no_errors "$i"
+done
+stop_containers
+for r in "$tmp"/root-*; do umount "$r/usr"; done
 
 # --- remove and purge ------------------------------------------------------
 dpkg -r scpsvpn >/dev/null
