@@ -343,3 +343,24 @@ func TestSharesBesideLossBased(t *testing.T) {
 		}
 	}
 }
+
+// TestTwoSitesFillBeam: two sites' associations told the beam's rates
+// (10/2 Mbit/s, 600 ms, 1% loss), the second opening 10 s after the
+// first, fill at least 95% of it together, evenly (Jain >= 0.98), and the
+// late one reaches its share within 5 s (issue 11.4). Before resumes
+// noticed a shared link (Hybrid.shared), each site took its half share
+// for a fade, resumed slow start every third round trip into the other's
+// queue and together they filled 92.5%.
+func TestTwoSitesFillBeam(t *testing.T) {
+	r := runShare(t, shareBeam(true, "hybrid"), 1)
+	t.Logf("\n%s", formatShare([]shareResult{r}))
+	if r.total < 0.95 {
+		t.Errorf("together %.1f%% of the beam, want >= 95%%", 100*r.total)
+	}
+	if r.jain < 0.98 {
+		t.Errorf("Jain's index %.3f, want >= 0.98", r.jain)
+	}
+	if r.late < 0 || r.late > 5*time.Second {
+		t.Errorf("the late site reached its share after %v, want within 5 s", r.late)
+	}
+}

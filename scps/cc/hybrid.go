@@ -102,6 +102,11 @@ const (
 	// times.
 	resumeGain = 1.05
 	maxFutile  = 4
+	// sharedGain: a resumed slow start that raised the delivery rate by
+	// more than this, but not to belowPeak of the best seen, took the
+	// rate from another flow in the bottleneck's queue, not from a link
+	// that recovered (Hybrid.shared).
+	sharedGain = 1.15
 )
 
 // Hybrid is the "hybrid" controller.
@@ -126,9 +131,20 @@ type Hybrid struct {
 	// peakRate is the best delivery rate of any round so far: where a
 	// resumed slow start begins.
 	peakRate     float64
-	roundAckRate float64   // ackRate at the end of the last round
-	resumePeak   float64   // peakRate when slow start last resumed
-	futile       int       // resumes in a row that found no more rate
+	roundAckRate float64 // ackRate at the end of the last round
+	resumePeak   float64 // peakRate when slow start last resumed
+	resumeRate   float64 // ackRate when slow start last resumed
+	futile       int     // resumes in a row that found no more rate
+	// shared: the last resume found the link shared: it raised the
+	// delivery rate only by pushing another flow's share aside, not to
+	// the best seen as when a fade ends. Two sites behind one beam each
+	// deliver half the best rate they saw alone, which looked like a
+	// fade: told a rate, each resumed every third round trip, rammed a
+	// bandwidth-delay product into the other's queue and both cut; the
+	// beam was idle 4-7% of the time (10/2 Mbit/s, 600 ms: together
+	// 92.5%). While shared, the fade's shortcut (one quiet round when far
+	// below the best rate) is off and resumes back off as futile ones do.
+	shared       bool
 	lastDecrease time.Time // when the window last shrank
 	comp         compete   // beside a loss-based flow (compete.go)
 }
@@ -315,9 +331,10 @@ func (c *Hybrid) resume(now time.Time, diff float64, in int) bool {
 	// needs the evidence of quietRounds.
 	// Each resume that found nothing beyond the best rate seen doubles
 	// the evidence the next one needs (resumeFound), unless the link
-	// delivers far less than it did (a fade).
+	// delivers far less than it did (a fade) and the last resume did not
+	// find the link shared.
 	need := quietRounds << c.futile
-	if c.ackRate < belowPeak*c.peakRate {
+	if c.ackRate < belowPeak*c.peakRate && !c.shared {
 		need = quietRounds
 		if c.p.SendRate > 0 {
 			need = 1
@@ -327,7 +344,7 @@ func (c *Hybrid) resume(now time.Time, diff float64, in int) bool {
 		return false
 	}
 	c.ss, c.resumed, c.quiet, c.ssthresh = true, true, 0, maxWindow
-	c.resumePeak = c.peakRate
+	c.resumePeak, c.resumeRate = c.peakRate, c.ackRate
 	return true
 }
 
@@ -336,6 +353,10 @@ func (c *Hybrid) resume(now time.Time, diff float64, in int) bool {
 // (a link with random loss whose window losses keep below the pipe, a
 // configured rate above the link's) and the next needs twice the quiet
 // rounds, up to maxFutile doublings; one that found more resets that.
+// It also decides whether the link is shared (Hybrid.shared): the
+// delivery rate rose by more than sharedGain but stayed below belowPeak of
+// the best seen. A fade that goes on leaves the rate where it was; one
+// that ended gives back the best rate.
 func (c *Hybrid) resumeFound() {
 	if !c.resumed {
 		return
@@ -345,6 +366,7 @@ func (c *Hybrid) resumeFound() {
 	} else {
 		c.futile = min(c.futile+1, maxFutile)
 	}
+	c.shared = c.ackRate > sharedGain*c.resumeRate && c.ackRate < belowPeak*c.peakRate
 }
 
 // decrease sets the window to w (clamped) at now and remembers when it

@@ -16,15 +16,7 @@ func TestFutileResumesBackOff(t *testing.T) {
 	now := t0.Add(10 * time.Second)
 	// quietRounds rounds resume slow start; the resume finds no more
 	// than the best rate seen, so the next needs twice as many.
-	rounds := func() int {
-		for n := 1; n <= 64; n++ {
-			now = now.Add(rtt)
-			if c.resume(now, 0, c.Window()) {
-				return n
-			}
-		}
-		return -1
-	}
+	rounds := func() int { return roundsToResume(c, &now, rtt) }
 	for i, want := range []int{quietRounds, 2 * quietRounds, 4 * quietRounds} {
 		if got := rounds(); got != want {
 			t.Fatalf("resume %d after %d quiet rounds, want %d", i, got, want)
@@ -43,4 +35,54 @@ func TestFutileResumesBackOff(t *testing.T) {
 	if got := rounds(); got != quietRounds {
 		t.Errorf("after a resume that found more, the next after %d rounds, want %d", got, quietRounds)
 	}
+}
+
+// TestSharedLinkStopsFadeShortcut: told a rate and delivering half the
+// best rate seen, one quiet round resumes slow start (a fade may have
+// ended). A resume that then raises the delivery rate only part of the
+// way to the best seen pushed another flow aside: the next resume waits
+// for quiet rounds backed off as for a futile one, not one round. A
+// resume that finds the rate unchanged (the fade goes on) keeps the
+// shortcut.
+func TestSharedLinkStopsFadeShortcut(t *testing.T) {
+	rtt := 600 * time.Millisecond
+	c := NewHybrid(Params{MaxDatagramSize: mss, RTT: NewRTTStats(rtt), SendRate: 10e6})
+	c.p.RTT.Update(rtt, 0)
+	peak := 10e6 / 8.0
+	c.ss, c.peakRate, c.ackRate, c.roundAckRate = false, peak, peak/2, peak/2
+	now := t0.Add(10 * time.Second)
+	rounds := func() int { return roundsToResume(c, &now, rtt) }
+	end := func(rate float64) {
+		c.ackRate = rate
+		c.resumeFound()
+		c.ss, c.resumed = false, false
+		c.ackRate, c.roundAckRate = peak/2, peak/2
+	}
+	if got := rounds(); got != 1 {
+		t.Fatalf("at half the best rate, told: resume after %d rounds, want 1", got)
+	}
+	end(peak / 2) // nothing changed: a fade that goes on
+	if got := rounds(); got != 1 {
+		t.Fatalf("after a resume that left the rate alone: next after %d rounds, want 1", got)
+	}
+	end(0.65 * peak) // took part of another flow's share
+	if got := rounds(); got != quietRounds<<c.futile || got == 1 {
+		t.Fatalf("after a resume that found the link shared: next after %d rounds, want %d", got, quietRounds<<c.futile)
+	}
+	end(peak) // the link is all ours again
+	if got := rounds(); got != 1 {
+		t.Errorf("after a resume back at the best rate: next after %d rounds, want 1", got)
+	}
+}
+
+// roundsToResume ends quiet avoidance rounds of rtt at *now until c
+// resumes slow start, and reports how many it took (-1: not in 64).
+func roundsToResume(c *Hybrid, now *time.Time, rtt time.Duration) int {
+	for n := 1; n <= 64; n++ {
+		*now = now.Add(rtt)
+		if c.resume(*now, 0, c.Window()) {
+			return n
+		}
+	}
+	return -1
 }
