@@ -144,6 +144,12 @@ func (n *netSim) run(dur, interval time.Duration) {
 				got = f.a[1].flow.recvd
 			}
 			f.series = append(f.series, sample{at: n.now, bytes: got})
+			if os.Getenv("SCPS_DBG") != "" && f.a[0] != nil && int(n.now/interval)%5 == 0 {
+				if h, ok := f.a[0].sent.cc.(interface{ DebugString() string }); ok {
+					st := f.a[0].Stats()
+					n.t.Logf("%5.1f %s %s in=%dk rtt=%v cong=%d corr=%d", n.now.Seconds(), f.name, h.DebugString(), st.BytesInFlight/1000, st.LatestRTT.Round(time.Millisecond), st.LossEventsCongestion, st.LossEventsCorruption)
+				}
+			}
 		}
 	}
 }
@@ -302,7 +308,8 @@ func beamCase(name string, told bool, mode string, loss float64) shareCase {
 }
 
 // TestMeasureShare logs the shared-bottleneck table (SCPS_MATRIX=1;
-// SCPS_COND and SCPS_MODES filter as in TestMeasureMatrix).
+// SCPS_COND and SCPS_MODES filter as in TestMeasureMatrix; SCPS_SEED
+// picks the loss pattern, 1 by default).
 func TestMeasureShare(t *testing.T) {
 	if !matrixEnabled() {
 		t.Skip("set SCPS_MATRIX=1 to measure the shared-bottleneck workloads")
@@ -319,7 +326,11 @@ func TestMeasureShare(t *testing.T) {
 			if m == "rate" && c.flows[0].cfg.SendRate == 0 {
 				continue
 			}
-			rs = append(rs, runShare(t, c, 1))
+			seed := uint64(1)
+			if v := os.Getenv("SCPS_SEED"); v != "" {
+				fmt.Sscan(v, &seed)
+			}
+			rs = append(rs, runShare(t, c, seed))
 		}
 	}
 	t.Logf("\n%s", formatShare(rs))
@@ -344,23 +355,29 @@ func TestSharesBesideLossBased(t *testing.T) {
 	}
 }
 
-// TestTwoSitesFillBeam: two sites' associations told the beam's rates
-// (10/2 Mbit/s, 600 ms, 1% loss), the second opening 10 s after the
-// first, fill at least 95% of it together, evenly (Jain >= 0.98), and the
-// late one reaches its share within 5 s (issue 11.4). Before resumes
-// noticed a shared link (Hybrid.shared), each site took its half share
-// for a fade, resumed slow start every third round trip into the other's
-// queue and together they filled 92.5%.
+// TestTwoSitesFillBeam: two sites' associations on one beam (10/2
+// Mbit/s, 600 ms, 1% loss), the second opening 10 s after the first, told
+// the beam's rates and not, fill at least 95% of it together, evenly
+// (Jain >= 0.98), and the late one reaches its share within 5 s (issue
+// 11.4), on two loss patterns. Before resumes noticed a shared link
+// (Hybrid.shared) each site took its half share for a fade and resumed
+// slow start into the other's queue: told, together 92.5%; before shared
+// links grew additively and cut to Vegas' target, not told 93.1%
+// together, and told on seed 2 Jain 0.904.
 func TestTwoSitesFillBeam(t *testing.T) {
-	r := runShare(t, shareBeam(true, "hybrid"), 1)
-	t.Logf("\n%s", formatShare([]shareResult{r}))
-	if r.total < 0.95 {
-		t.Errorf("together %.1f%% of the beam, want >= 95%%", 100*r.total)
-	}
-	if r.jain < 0.98 {
-		t.Errorf("Jain's index %.3f, want >= 0.98", r.jain)
-	}
-	if r.late < 0 || r.late > 5*time.Second {
-		t.Errorf("the late site reached its share after %v, want within 5 s", r.late)
+	for _, told := range []bool{true, false} {
+		for _, seed := range []uint64{1, 2} {
+			r := runShare(t, shareBeam(told, "hybrid"), seed)
+			t.Logf("seed %d\n%s", seed, formatShare([]shareResult{r}))
+			if r.total < 0.95 {
+				t.Errorf("%s, seed %d: together %.1f%% of the beam, want >= 95%%", r.name, seed, 100*r.total)
+			}
+			if r.jain < 0.98 {
+				t.Errorf("%s, seed %d: Jain's index %.3f, want >= 0.98", r.name, seed, r.jain)
+			}
+			if r.late < 0 || r.late > 5*time.Second {
+				t.Errorf("%s, seed %d: the late site reached its share after %v, want within 5 s", r.name, seed, r.late)
+			}
+		}
 	}
 }

@@ -109,9 +109,20 @@ func (c *Hybrid) standingQueue() time.Duration {
 // fairShare is half of the best estimate of the link's rate, bytes/s: the
 // configured rate, else the best of the first flight's timing and the
 // best round seen.
-func (c *Hybrid) fairShare() float64 {
+func (c *Hybrid) fairShare() float64 { return c.linkRate() / 2 }
+
+// linkRate is the best estimate of the link's rate, bytes/s: the
+// configured rate, else the best of the first flight's timing and the
+// best round seen.
+func (c *Hybrid) linkRate() float64 {
 	if c.p.SendRate > 0 {
-		return float64(c.p.SendRate) / 8 / 2
+		return float64(c.p.SendRate) / 8
 	}
-	return max(c.capa.estimate(), c.peakRate) / 2
+	return max(c.capa.estimate(), c.peakRate)
+}
+
+// linkPipe is the window the link's rate fills: linkRate times BaseRTT
+// plus the RTT noise.
+func (c *Hybrid) linkPipe() float64 {
+	return c.linkRate() * (c.p.RTT.Min() + c.p.RTTNoise).Seconds()
 }

@@ -107,6 +107,9 @@ const (
 	// rate from another flow in the bottleneck's queue, not from a link
 	// that recovered (Hybrid.shared).
 	sharedGain = 1.15
+	// sharedJudgeRounds: the rate a resume reached is judged again this
+	// many rounds after it ended, when the rounds' rate carries it.
+	sharedJudgeRounds = 2
 )
 
 // Hybrid is the "hybrid" controller.
@@ -143,8 +146,15 @@ type Hybrid struct {
 	// bandwidth-delay product into the other's queue and both cut; the
 	// beam was idle 4-7% of the time (10/2 Mbit/s, 600 ms: together
 	// 92.5%). While shared, the fade's shortcut (one quiet round when far
-	// below the best rate) is off and resumes back off as futile ones do.
-	shared       bool
+	// below the best rate) is off and resumes back off as futile ones do;
+	// growth with no queue is additive (a tenth of the others' part of
+	// the link's pipe) and a cut for a queue keeps Vegas' target, so two
+	// sites converge to equal shares and keep the pipe full together.
+	shared bool
+	// judge: rounds left until the rate the last resume reached is
+	// judged once more for shared (the ACKs at its end still carry the
+	// rate of before).
+	judge        int
 	lastDecrease time.Time // when the window last shrank
 	comp         compete   // beside a loss-based flow (compete.go)
 }
@@ -207,10 +217,21 @@ func (c *Hybrid) target(now time.Time, inFlight int, rtt time.Duration) int {
 	if rtt <= 0 || base <= 0 {
 		return c.cwnd
 	}
-	pipe := float64(inFlight) * float64(min(base+c.p.RTTNoise, rtt)) / float64(rtt)
-	if rate := c.r.recentRate(now, c.p.RTT.Smoothed()/4, rateSamples); rate > 0 {
-		pipe = rate * (base + c.p.RTTNoise).Seconds()
+	rate := c.r.recentRate(now, c.p.RTT.Smoothed()/4, rateSamples)
+	if rate <= 0 {
+		return c.vegasTarget(inFlight, rtt)
 	}
+	return int(rate*(base+c.p.RTTNoise).Seconds()) + (hybridAlpha+hybridBeta)*c.mss/2
+}
+
+// vegasTarget is Vegas' target: inFlight * (BaseRTT + noise) / rtt, what
+// the pipe holds of the bytes in flight, plus (alpha+beta)/2 packets.
+func (c *Hybrid) vegasTarget(inFlight int, rtt time.Duration) int {
+	base := c.p.RTT.Min()
+	if rtt <= 0 || base <= 0 {
+		return c.cwnd
+	}
+	pipe := float64(inFlight) * float64(min(base+c.p.RTTNoise, rtt)) / float64(rtt)
 	return int(pipe) + (hybridAlpha+hybridBeta)*c.mss/2
 }
 
@@ -225,6 +246,11 @@ func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
 		c.rates[c.rateIdx] = c.r.lastRate
 		c.rateIdx = (c.rateIdx + 1) % len(c.rates)
 		c.peakRate = max(c.peakRate, c.r.lastRate)
+		if c.judge > 0 {
+			if c.judge--; c.judge == 0 && !c.shared {
+				c.shared = c.tookShare(c.r.lastRate)
+			}
+		}
 	}
 	c.capa.onAck(now, ev, c.r.delivered, c.mss)
 	if r := c.r.deliveryRate(now, c.p.RTT.Smoothed()/2); r > 0 {
@@ -283,6 +309,14 @@ func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
 				// a loss the delay signal did not confirm, or a
 				// transient, need not be climbed back in small steps).
 				step = max(step, float64(c.cwnd)/hybridGrowthDivisor)
+				if c.shared {
+					// Beside other flows, by at least a tenth of
+					// what the others hold of the link's pipe: the
+					// smaller flow then grows as fast as the bigger,
+					// and cuts that scale with each window (below)
+					// bring the two together.
+					step = max(step, (c.linkPipe()-float64(c.cwnd))/hybridGrowthDivisor)
+				}
 				if p := c.maxPipe(); p > float64(c.cwnd)+step {
 					step = p - float64(c.cwnd)
 				}
@@ -291,7 +325,16 @@ func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
 			c.grew = true
 		}
 	case diff > hybridBeta:
-		c.decrease(now, float64(min(c.cwnd, c.target(now, in, rtt))))
+		w := c.target(now, in, rtt)
+		if c.shared {
+			// Beside other flows the delivery rate of a quarter
+			// round trip swings with their bursts, and the window
+			// cut to it often left the windows together below the
+			// pipe. Vegas' measure drains this flow's own part of
+			// the queue and no more.
+			w = max(w, c.vegasTarget(in, rtt))
+		}
+		c.decrease(now, float64(min(c.cwnd, w)))
 		// A queue says the pipe is at most what is delivered now: rounds
 		// remembered from before a capacity drop must not lead back.
 		if r := c.r.recentRate(now, c.p.RTT.Smoothed()/4, rateSamples); r > 0 {
@@ -366,7 +409,14 @@ func (c *Hybrid) resumeFound() {
 	} else {
 		c.futile = min(c.futile+1, maxFutile)
 	}
-	c.shared = c.ackRate > sharedGain*c.resumeRate && c.ackRate < belowPeak*c.peakRate
+	c.shared, c.judge = c.tookShare(c.ackRate), sharedJudgeRounds
+}
+
+// tookShare reports whether a resume that brought the delivery rate to
+// rate took it from another flow: it rose by more than sharedGain but not
+// to belowPeak of the best seen.
+func (c *Hybrid) tookShare(rate float64) bool {
+	return rate > sharedGain*c.resumeRate && rate < belowPeak*c.peakRate
 }
 
 // decrease sets the window to w (clamped) at now and remembers when it
