@@ -22,7 +22,20 @@ go test -count=1 -timeout 15m ./scps/
 # not time: when a time budget ends while a worker is busy (minimising, or a
 # slow input), go test reports "context deadline exceeded" as a failure
 # with no failing input. FUZZTIME=2m (or 1000000x) runs longer.
-fuzz() { go test -run '^$' -fuzz "^$2\$" -fuzztime "${FUZZTIME:-50000x}" -fuzzminimizetime 100x "$1"; }
+# Each package's fuzzing build is compiled and linked once and runs each of
+# its targets in turn, in the package's directory (its testdata/fuzz
+# corpus) with go test's own cache of generated inputs; `go test -fuzz`
+# would link it again for every target.
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fuzzcache="$(go env GOCACHE)/fuzz/$(go list -m)"
+fuzz() { # fuzz ./PKG TARGET
+  local bin="$work/fuzz-${1//\//_}.test"
+  [ -x "$bin" ] || go test -c -fuzz "^$2\$" -o "$bin" "$1"
+  echo "fuzz $1 $2"
+  (cd "$1" && "$bin" -test.paniconexit0 -test.timeout 10m -test.run '^$' -test.fuzz "^$2\$" \
+     -test.fuzztime "${FUZZTIME:-50000x}" -test.fuzzminimizetime 100x -test.fuzzcachedir "$fuzzcache/${1#./}")
+}
 while read -r pkg target; do
   fuzz "$pkg" "$target"
 done < <(grep -rEo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]+' . \
