@@ -7,6 +7,13 @@ cd "$(dirname "$0")"
 export PATH="/usr/local/go/bin:$PATH"
 
 go build ./...
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# The real binary, built once for every test that runs it (testenv.BuildBinary);
+# the least-privilege tests run it as another user.
+chmod 755 "$work"
+go build -o "$work/scpsvpn" ./cmd/scpsvpn
+export SCPSVPN_BINARY="$work/scpsvpn"
 # Packages whose state is shared between goroutines run under the race detector.
 go test -race -count=1 -timeout 15m ./configs/... ./scps/cc/... ./scps/internal/... ./scps/varint/... \
   ./peers/... ./stack/... ./tunnel/...
@@ -26,8 +33,6 @@ go test -count=1 -timeout 15m ./scps/
 # its targets in turn, in the package's directory (its testdata/fuzz
 # corpus) with go test's own cache of generated inputs; `go test -fuzz`
 # would link it again for every target.
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 fuzzcache="$(go env GOCACHE)/fuzz/$(go list -m)"
 fuzz() { # fuzz ./PKG TARGET
   local bin="$work/fuzz-${1//\//_}.test"

@@ -29,7 +29,15 @@ func RequireRoot(tb testing.TB, needs string) {
 }
 
 // BuildBinary builds the scpsvpn command into dir and returns its path.
+// When SCPSVPN_BINARY names an executable (test.sh builds it once for every
+// package that runs it), that one is returned instead.
 func BuildBinary(dir string) (string, error) {
+	if bin := os.Getenv("SCPSVPN_BINARY"); bin != "" {
+		if fi, err := os.Stat(bin); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+			return "", fmt.Errorf("SCPSVPN_BINARY=%q: not an executable file (unset it to build one)", bin)
+		}
+		return bin, nil
+	}
 	bin := filepath.Join(dir, "scpsvpn")
 	out, err := exec.Command("go", "build", "-o", bin, "scpsvpn/cmd/scpsvpn").CombinedOutput()
 	if err != nil {
@@ -39,7 +47,7 @@ func BuildBinary(dir string) (string, error) {
 }
 
 // SmokeBinary prepares a smoke run of the real binary: it needs root, is
-// skipped in -short, and gets a fresh build.
+// skipped in -short, and gets the binary from BuildBinary.
 func SmokeBinary(t *testing.T) string {
 	t.Helper()
 	RequireRoot(t, "network namespaces, TUN")

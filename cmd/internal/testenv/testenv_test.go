@@ -52,3 +52,27 @@ func TestRequireRootSkipsOrFails(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildBinaryTakesGiven: with SCPSVPN_BINARY set, BuildBinary returns
+// that executable without building, and refuses a path that is not one.
+func TestBuildBinaryTakesGiven(t *testing.T) {
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "given")
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SCPSVPN_BINARY", exe)
+	if got, err := BuildBinary(t.TempDir()); err != nil || got != exe {
+		t.Errorf("BuildBinary = %q, %v; want %q", got, err, exe)
+	}
+	plain := filepath.Join(dir, "plain")
+	if err := os.WriteFile(plain, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{plain, dir, filepath.Join(dir, "missing")} {
+		t.Setenv("SCPSVPN_BINARY", bad)
+		if got, err := BuildBinary(t.TempDir()); err == nil || !strings.Contains(err.Error(), "SCPSVPN_BINARY") {
+			t.Errorf("SCPSVPN_BINARY=%s: BuildBinary = %q, %v; want an error naming SCPSVPN_BINARY", bad, got, err)
+		}
+	}
+}
