@@ -10,8 +10,9 @@ package e2e
 // and resident memory stay flat over the last two thirds, and that the
 // endpoints log no warning or error.
 //
-// It is opt-in, too long for the default suite: SCPSVPN_SOAK=3m runs the
-// short variant, SCPSVPN_SOAK=30m the long one
+// It is too long for the default suite and runs on request:
+// SCPSVPN_SOAK=3m runs the short variant (test.sh does, beside its fuzz
+// runs), SCPSVPN_SOAK=30m the long one
 // (go test -timeout 45m -run TestSoak ./cmd/internal/e2e/).
 
 import (
