@@ -288,6 +288,17 @@ func shareBesideLossBased(told bool, mode string) shareCase {
 	return c
 }
 
+// shareBesideCubic is the bench's share-cubic on BEAM-CLEAN: kernel cubic
+// (cubicModel) alone on the 10/2 Mbit/s 600 ms beam without random loss,
+// one association opening 10 s later.
+func shareBesideCubic(told bool, mode string) shareCase {
+	c := beamCase("beam 10/2M 600ms, tunnel 10 s after cubic", told, mode, 0)
+	c.flows[0].start = 10 * time.Second
+	c.flows = append(c.flows, &shareFlow{name: "cubic", cfg: shareFlowConfig(cubicModelName, LossCongestion, 0, 0, 600*time.Millisecond)})
+	c.dur, c.from = 70*time.Second, 30*time.Second
+	return c
+}
+
 // beamCase is the 10/2 Mbit/s, 600 ms beam with a one-BDP queue and
 // forward loss, carrying one tunnel flow running mode, told the rates or
 // not.
@@ -319,7 +330,8 @@ func TestMeasureShare(t *testing.T) {
 		if f := os.Getenv("SCPS_MODES"); f != "" && !strings.Contains(","+f+",", ","+m+",") {
 			continue
 		}
-		for _, c := range []shareCase{shareBeam(true, m), shareBeam(false, m), shareBesideLossBased(true, m), shareBesideLossBased(false, m)} {
+		for _, c := range []shareCase{shareBeam(true, m), shareBeam(false, m), shareBesideLossBased(true, m), shareBesideLossBased(false, m),
+			shareBesideCubic(true, m), shareBesideCubic(false, m)} {
 			if f := os.Getenv("SCPS_COND"); f != "" && !strings.Contains(c.name, f) {
 				continue
 			}
