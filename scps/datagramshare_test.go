@@ -1,6 +1,8 @@
 package scps
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
@@ -58,5 +60,87 @@ func TestDatagramFloodLeavesStreamsTheirShare(t *testing.T) {
 	}
 	if dgrams < 0.2*limit {
 		t.Errorf("datagrams got %.0f%% of the link, want about a third", 100*dgrams/limit)
+	}
+}
+
+// requestBesideBulk runs, on GEO 10/2, bulk downloads toward side 0 on
+// streams opened at once and, with flood, datagrams toward side 0 at the
+// link's rate; then every 500 ms side 0 opens a stream with a 1,000-byte
+// request that side 1 answers with 1,000 bytes. It returns each of the
+// requests' time from its open to the answer's end.
+func requestBesideBulk(t *testing.T, bulk, requests int, flood bool) []time.Duration {
+	t.Helper()
+	s := newGEOSim(t, 2e6, 10e6, 0)
+	probes := map[uint64]bool{}
+	s.apps[1].onAccept = func(id uint64, _ []byte) *appStream {
+		if probes[id] {
+			return &appStream{expect: 1000, replyAfterEOF: 1000, resetAfter: -1}
+		}
+		return &appStream{toSend: 1 << 40, expect: -1, resetAfter: -1}
+	}
+	s.a[0].SetDatagramHandler(func([]byte) {})
+	for i := range bulk {
+		s.apps[0].open(fmt.Sprintf("stream-%d", 2*i), 10, -1)
+	}
+	payload := make([]byte, 1200)
+	var owed float64
+	step := func(until time.Duration) {
+		for s.now < until {
+			if flood {
+				owed += 10e6 / 8 / 1000 // a millisecond's worth
+				for ; owed >= float64(len(payload)); owed -= float64(len(payload)) {
+					s.a[1].SendDatagram(payload)
+				}
+			}
+			s.runUntil(s.now+time.Millisecond, func() bool { return false })
+		}
+	}
+	step(5 * time.Second) // the bulk streams fill the link
+	type probe struct {
+		st   *appStream
+		sent time.Duration
+	}
+	var ps []probe
+	for k := range requests {
+		id := uint64(2 * (bulk + k))
+		probes[id] = true
+		ps = append(ps, probe{s.apps[0].open(fmt.Sprintf("stream-%d", id), 1000, 1000), s.now})
+		step(s.now + 500*time.Millisecond)
+	}
+	step(s.now + 5*time.Second)
+	var lat []time.Duration
+	for _, p := range ps {
+		if !p.st.eof {
+			t.Fatalf("a request opened at %v was not answered within 5 s", p.sent)
+		}
+		lat = append(lat, p.st.eofAt-p.sent)
+	}
+	slices.Sort(lat)
+	t.Logf("%d bulk streams, datagram flood %v: %d requests answered after p50 %v, max %v (RTT 600 ms)", bulk, flood, len(lat), lat[len(lat)/2], lat[len(lat)-1])
+	return lat
+}
+
+// TestRequestBesideBulkAndFlood (issue 12.1): a request on a new stream
+// is answered within 1.2 round trips while bulk streams and a datagram
+// flood at the link's rate fill a GEO link: new streams and their answers
+// go ahead of the bulk queue and the datagrams' share.
+func TestRequestBesideBulkAndFlood(t *testing.T) {
+	lat := requestBesideBulk(t, 100, 6, true)
+	if worst := lat[len(lat)-1]; worst > 720*time.Millisecond {
+		t.Errorf("a request took %v, more than 1.2 RTT", worst)
+	}
+}
+
+// TestMeasureRequestBesideBulk: the same with the issue's 1,000 bulk
+// streams (about a minute).
+func TestMeasureRequestBesideBulk(t *testing.T) {
+	if !matrixEnabled() {
+		t.Skip("set SCPS_MATRIX=1 to measure requests beside 1,000 bulk streams")
+	}
+	for _, flood := range []bool{false, true} {
+		lat := requestBesideBulk(t, 1000, 20, flood)
+		if worst := lat[len(lat)-1]; worst > 720*time.Millisecond {
+			t.Errorf("a request took %v, more than 1.2 RTT", worst)
+		}
 	}
 }
