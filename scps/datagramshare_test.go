@@ -144,3 +144,48 @@ func TestMeasureRequestBesideBulk(t *testing.T) {
 		}
 	}
 }
+
+// TestManySmallDownloads (issue 12.1): 1,000 streams opened at once each
+// download 30 kB on GEO 10/2. Together, over the time from the first byte
+// to the last, they fill at least 95% of the payload limit, and Jain's
+// index of the streams' rates (each its bytes over the time from its
+// open) is at least 0.9: the round robin of the bulk queue shares the
+// link, and the transport leaves no gaps while a thousand streams start.
+func TestManySmallDownloads(t *testing.T) {
+	const n, size = 1000, 30_000
+	s := newGEOSim(t, 2e6, 10e6, 0)
+	s.apps[1].onAccept = func(id uint64, _ []byte) *appStream {
+		return &appStream{toSend: size, expect: -1, resetAfter: -1}
+	}
+	var sts []*appStream
+	for i := range n {
+		sts = append(sts, s.apps[0].open(fmt.Sprintf("stream-%d", 2*i), 10, size))
+	}
+	first := time.Duration(-1)
+	s.runUntil(120*time.Second, func() bool {
+		if first < 0 && s.a[0].flow.recvd > 0 {
+			first = s.now
+		}
+		for _, st := range sts {
+			if !st.eof {
+				return false
+			}
+		}
+		return true
+	})
+	var last time.Duration
+	var rates []float64
+	for _, st := range sts {
+		if !st.eof {
+			t.Fatalf("stream %d: %d of %d bytes", st.id, st.received, size)
+		}
+		last = max(last, st.eofAt)
+		rates = append(rates, size/st.eofAt.Seconds())
+	}
+	together := float64(n*size) * 8 / (last - first).Seconds() / payloadLimit(10e6, 0)
+	j := jain(rates)
+	t.Logf("first byte %v, last %v: together %.1f%% of the payload limit, Jain %.3f", first, last, 100*together, j)
+	if together < 0.95 || j < 0.9 {
+		t.Errorf("together %.1f%% of the limit (want 95%%), Jain %.3f (want 0.9)", 100*together, j)
+	}
+}
