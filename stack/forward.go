@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
@@ -36,6 +37,7 @@ type TCPRequest struct {
 	// The SYN guard's (synguard.go), under its lock.
 	guardElem *list.Element
 	isn       uint32 // the client's SYN sequence number, if hasISN
+	admitted  time.Time
 	hasISN    bool
 	// handshakeOver: Accept's local handshake ended (either way).
 	handshakeOver atomic.Bool

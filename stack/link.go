@@ -67,6 +67,10 @@ type linkEndpoint struct {
 	gsoMax       uint32 // Config.GSOMaxSize; 0: no GSO
 	limit        int    // queue capacity in packets
 	c            *linkCounters
+	// filter sees every packet gVisor sends (IP header first) before it
+	// is queued, and may rewrite it; true takes it out. partial says its
+	// TCP checksum is a partial one the kernel completes (GSO).
+	filter func(pkt []byte, partial bool) bool
 
 	dispatcher atomic.Pointer[dispatcherRef]
 
@@ -229,11 +233,51 @@ func (e *linkEndpoint) WritePackets(pkts gstack.PacketBufferList) (int, tcpip.Er
 // enqueue copies pkt into a queue buffer; false means it was dropped.
 func (e *linkEndpoint) enqueue(pkt *gstack.PacketBuffer) bool {
 	size := pkt.Size()
+	b, ok := e.buffer(size, true)
+	if !ok {
+		return false
+	}
+	// Copy outside the lock so that several TCP goroutines copy in parallel.
+	// Per-connection order is kept: gVisor holds the TCP endpoint's lock
+	// across WritePackets.
+	copyPacket(b[Headroom:], pkt)
+	partial := false
+	if e.gsoMax > 0 {
+		putVirtioNetHdr(b[Headroom-VirtioNetHdrLen:Headroom], pkt)
+		partial = pkt.GSOOptions.Type != gstack.GSONone && pkt.GSOOptions.NeedsCsum
+	}
+	if f := e.filter; f != nil && f(b[Headroom:], partial) {
+		e.release([][]byte{b}) // taken out by the filter: as if written
+		return true
+	}
+	e.push(b)
+	return true
+}
+
+// enqueueRaw queues a packet built outside gVisor (a cookie SYN-ACK). It
+// never waits for room: false means the queue was full and it was dropped.
+func (e *linkEndpoint) enqueueRaw(pkt []byte) bool {
+	b, ok := e.buffer(len(pkt), false)
+	if !ok {
+		return false
+	}
+	copy(b[Headroom:], pkt)
+	if e.gsoMax > 0 {
+		clear(b[Headroom-VirtioNetHdrLen : Headroom])
+	}
+	e.push(b)
+	return true
+}
+
+// buffer takes a queue slot and a buffer for a packet of size bytes,
+// waiting for room if wait; false (counted) when the packet must be
+// dropped.
+func (e *linkEndpoint) buffer(size int, wait bool) ([]byte, bool) {
 	e.mu.Lock()
-	if e.closed || (e.outstanding >= e.limit && !e.waitSpaceLocked()) {
+	if e.closed || (e.outstanding >= e.limit && (!wait || !e.waitSpaceLocked())) {
 		e.mu.Unlock()
 		e.c.queueDrops.Add(1)
-		return false
+		return nil, false
 	}
 	e.outstanding++
 	free, classCap := &e.freeLarge, e.largeCap
@@ -246,20 +290,15 @@ func (e *linkEndpoint) enqueue(pkt *gstack.PacketBuffer) bool {
 		*free = (*free)[:n-1]
 	}
 	e.mu.Unlock()
-
-	// Copy outside the lock so that several TCP goroutines copy in parallel.
-	// Per-connection order is kept: gVisor holds the TCP endpoint's lock
-	// across WritePackets.
 	need := Headroom + size
 	if cap(b) < need {
 		b = make([]byte, Headroom+max(classCap, size))
 	}
-	b = b[:need]
-	copyPacket(b[Headroom:], pkt)
-	if e.gsoMax > 0 {
-		putVirtioNetHdr(b[Headroom-VirtioNetHdrLen:Headroom], pkt)
-	}
+	return b[:need], true
+}
 
+// push appends a filled buffer to the queue and wakes the writer.
+func (e *linkEndpoint) push(b []byte) {
 	e.mu.Lock()
 	wasEmpty := len(e.pending) == 0
 	e.pending = append(e.pending, b)
@@ -270,7 +309,6 @@ func (e *linkEndpoint) enqueue(pkt *gstack.PacketBuffer) bool {
 		default:
 		}
 	}
-	return true
 }
 
 // waitSpaceLocked waits, with e.mu held (and released while waiting), until

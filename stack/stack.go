@@ -82,7 +82,11 @@ type Stack struct {
 
 	guard      *synGuard
 	synEvicted atomic.Uint64
-	evicting   sync.WaitGroup // synguard.go's RST retries
+	evicting   sync.WaitGroup // synguard.go's RST retries, cookieflow.go's replays
+
+	cookies    *cookieJar     // syncookie.go
+	cflows     cookieFlows    // cookieflow.go
+	cookieStat cookieCounters // syncookie.go, cookieflow.go
 }
 
 // Stats is a snapshot of the Stack's counters.
@@ -98,7 +102,8 @@ type Stats struct {
 
 	InFlightDrops uint64 // SYNs dropped silently by gVisor: MaxInFlight handshakes pending
 	SYNEvicted    uint64 // handshakes ended (RST) to make room for newer SYNs (synguard.go)
-	MalformedIn   uint64 // packets gVisor rejected as malformed (IP or TCP)
+	SYNCookieStats
+	MalformedIn uint64 // packets gVisor rejected as malformed (IP or TCP)
 
 	PacketsIn     uint64 // packets injected into the NIC
 	PacketsOut    uint64 // packets written by Output without error
@@ -125,6 +130,7 @@ func New(cfg Config) (*Stack, error) {
 		pending: make(map[*TCPRequest]struct{}),
 		dialing: make(map[tcpip.Endpoint]struct{}),
 		guard:   newSYNGuard(cfg.MaxInFlight),
+		cookies: newCookieJar(),
 	}
 	s.gs = gstack.New(gstack.Options{
 		NetworkProtocols:   []gstack.NetworkProtocolFactory{ipv4.NewProtocol, ipv6.NewProtocol},
@@ -142,6 +148,9 @@ func New(cfg Config) (*Stack, error) {
 	s.gs.SetTransportProtocolHandler(tcp.ProtocolNumber, fwd.HandlePacket)
 
 	s.link = newLinkEndpoint(&cfg, &s.lc)
+	s.link.filter = func(pkt []byte, partial bool) bool {
+		return s.cflows.active() && s.cookieOut(pkt, partial)
+	}
 	if err := s.setupNIC(); err != nil {
 		s.gs.Close()
 		s.link.Close()
@@ -243,14 +252,28 @@ func configureEndpoint(ep tcpip.Endpoint) {
 // on the caller's goroutine); packets after Close are ignored.
 func (s *Stack) Inject(pkt []byte) {
 	s.injecting.Add(1)
-	if !s.closed.Load() {
-		if id, netProto, ok := parseSYN(pkt); ok {
-			s.guard.seen(id, synSeq(pkt))
-			s.reclaimTimeWait(id, netProto)
-		}
+	if !s.closed.Load() && s.admit(pkt) {
 		s.link.inject(pkt)
 	}
 	s.injecting.Add(-1)
+}
+
+// admit looks at a packet from the TUN before gVisor does: a SYN may be
+// answered with a cookie, a cookie flow's packet translated or held
+// (cookieflow.go). false: gVisor must not see it.
+func (s *Stack) admit(pkt []byte) bool {
+	if id, netProto, ok := parseSYN(pkt); ok {
+		s.reclaimTimeWait(id, netProto)
+		if s.cookieSYN(pkt, id, netProto) {
+			return false
+		}
+		s.guard.seen(id, synSeq(pkt))
+		return true
+	}
+	if s.cflows.active() || s.cookieCheckable() {
+		return s.cookieIn(pkt)
+	}
+	return true
 }
 
 // InjectBatch hands a batch of inbound IP packets (as read together from
@@ -270,14 +293,14 @@ func (s *Stack) InjectBatch(pkts [][]byte) {
 	b := s.link.beginBatch()
 	defer b.end()
 	for _, pkt := range pkts {
-		if id, netProto, ok := parseSYN(pkt); ok {
-			// The checks below must see the stack as Inject would: with
-			// every earlier packet (a FIN closing the tuple) delivered.
+		if isSYN(pkt) {
+			// admit must see the stack as Inject would: with every
+			// earlier packet (a FIN closing the tuple) delivered.
 			b.flush()
-			s.guard.seen(id, synSeq(pkt))
-			s.reclaimTimeWait(id, netProto)
 		}
-		b.add(pkt)
+		if s.admit(pkt) {
+			b.add(pkt)
+		}
 	}
 }
 
@@ -292,6 +315,12 @@ func (s *Stack) reclaimTimeWait(id gstack.TransportEndpointID, netProto tcpip.Ne
 	if ok && ep.EndpointState() == tcp.StateTimeWait {
 		ep.Abort()
 	}
+}
+
+// isSYN reports whether pkt is a TCP SYN (without ACK), as parseSYN.
+func isSYN(pkt []byte) bool {
+	_, _, ok := parseSYN(pkt)
+	return ok
 }
 
 // parseSYN returns the local view of the 4-tuple of a TCP SYN (without ACK)
@@ -345,6 +374,10 @@ func (s *Stack) Stats() Stats {
 		DialFailed:    s.dialFailed.Load(),
 		InFlightDrops: gst.TCP.ForwardMaxInFlightDrop.Value(),
 		SYNEvicted:    s.synEvicted.Load(),
+		SYNCookieStats: SYNCookieStats{
+			CookiesSent: s.cookieStat.sent.Load(), CookiesAccepted: s.cookieStat.accepted.Load(),
+			CookiesRejected: s.cookieStat.rejected.Load(), CookieDrops: s.cookieStat.drops.Load(),
+		},
 		MalformedIn:   gst.IP.MalformedPacketsReceived.Value() + gst.TCP.InvalidSegmentsReceived.Value(),
 		PacketsIn:     s.lc.packetsIn.Load(),
 		PacketsOut:    s.lc.packetsOut.Load(),

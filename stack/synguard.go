@@ -13,6 +13,11 @@
 // ones, so the bound per address (half the slots) only stops one unspoofed
 // host from churning everyone else's handshakes; a real host opening many
 // connections at once stays well inside it.
+//
+// Once the guard is full, new SYNs are not given to gVisor at all: they are
+// answered by SYN cookies (syncookie.go), and the handshakes left in gVisor
+// are ended once stale. Eviction remains for the SYNs already on their way
+// to the forwarder when the guard filled.
 
 package stack
 
@@ -65,6 +70,39 @@ func (g *synGuard) seen(id gstack.TransportEndpointID, seq uint32) {
 	g.mu.Unlock()
 }
 
+// staleHandshake is the age at which, while cookies answer new SYNs, a
+// handshake gVisor still holds is ended: a LAN client's ACK comes within
+// milliseconds, so what is left is the flood's, holding the guard full
+// (and cookies on) until gVisor gives up on it minutes later.
+const staleHandshake = 3 * time.Second
+
+// full reports whether the handshakes in progress reached the bound: new
+// SYNs then get cookies. SYNs on their way to handleForward are not
+// counted yet; admit's eviction covers that overshoot.
+func (g *synGuard) full() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.order.Len() >= g.limit
+}
+
+// stale stops tracking, and returns, up to n of the oldest handshakes
+// admitted before t.
+func (g *synGuard) stale(t time.Time, n int) []*TCPRequest {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []*TCPRequest
+	for len(out) < n {
+		e := g.order.Front()
+		if e == nil || !e.Value.(*TCPRequest).admitted.Before(t) {
+			break
+		}
+		r := e.Value.(*TCPRequest)
+		g.removeLocked(r)
+		out = append(out, r)
+	}
+	return out
+}
+
 // admit starts tracking r and returns the handshakes that must give way
 // for it: the oldest of its own address if that address is at its bound,
 // else the oldest of all if the guard is full.
@@ -87,6 +125,7 @@ func (g *synGuard) admit(r *TCPRequest) (evict *TCPRequest) {
 	if evict != nil {
 		g.removeLocked(evict)
 	}
+	r.admitted = time.Now()
 	r.guardElem = g.order.PushBack(r)
 	g.bySrc[src]++
 	return evict

@@ -70,20 +70,22 @@ func spoofed(s *Stack, base byte, n int) {
 
 // TestSYNFloodOldestGivesWay: with every handshake slot held by spoofed
 // SYNs that will never be answered, a real client's SYN still gets its
-// SYN-ACK (the oldest spoofed handshake gives way, by an RST gVisor takes
-// as the client's), and its handshake finishes while the flood goes on.
-// Before, gVisor dropped the real SYN silently until the spoofed
-// handshakes timed out, two minutes later.
+// SYN-ACK (a cookie once the guard is full; before that, the oldest
+// spoofed handshake gives way, by an RST gVisor takes as the client's),
+// and its handshake finishes while the flood goes on. Before the guard,
+// gVisor dropped the real SYN silently until the spoofed handshakes timed
+// out, two minutes later.
 func TestSYNFloodOldestGivesWay(t *testing.T) {
 	out := &captured{}
 	s, accepted := synFloodStack(t, out)
 	spoofed(s, 66, 200)
 	// A burst outruns the RSTs, so gVisor drops some of it: every spoofed
-	// SYN is either dropped or, once more than the bound came, evicted.
+	// SYN is either dropped, answered by a cookie or, once more than the
+	// bound came, evicted.
 	settled := func(n uint64) func() bool {
 		return func() bool {
 			st := s.Stats()
-			return st.SYNEvicted+st.InFlightDrops >= n && st.FlowsActive <= s.guard.limit
+			return st.SYNEvicted+st.InFlightDrops+st.CookiesSent >= n && st.FlowsActive <= s.guard.limit
 		}
 	}
 	if !waitFor(10*time.Second, settled(200-uint64(s.guard.limit))) {
@@ -104,7 +106,10 @@ func TestSYNFloodOneSourceChurnsOnlyItself(t *testing.T) {
 		for i := range 300 {
 			s.Inject(buildTCP(netip.AddrPortFrom(flooder, uint16(1024+i)), server4, header.TCPFlagSyn, 1, nil))
 		}
-		if !waitFor(10*time.Second, func() bool { st := s.Stats(); return st.SYNEvicted+st.InFlightDrops >= 300-uint64(s.guard.perSrc) }) {
+		if !waitFor(10*time.Second, func() bool {
+			st := s.Stats()
+			return st.SYNEvicted+st.InFlightDrops+st.CookiesSent >= 300-uint64(s.guard.perSrc)
+		}) {
 			t.Fatalf("the flooder's handshakes were not evicted: %+v", s.Stats())
 		}
 	})

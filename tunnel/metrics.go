@@ -136,6 +136,7 @@ var (
 	descCookiesRcvd    = desc("handshake_cookies_received_total", "Cookies a loaded peer sent us.")
 	descSYNDropped     = desc("syn_dropped_total", "LAN clients' SYNs the netstack dropped with every handshake slot taken (a SYN flood).")
 	descSYNEvicted     = desc("syn_evicted_total", "Local handshakes in progress ended by the SYN guard to make room for newer SYNs.")
+	descCookies        = desc("syn_cookies_total", "SYN cookies while the handshake guard was full (a SYN flood), by outcome: sent (a SYN answered), accepted (an ACK with a valid cookie opened a connection), rejected (wrong or expired), dropped (queue full).", "outcome")
 	descFlowsOverQuota = desc("flows_over_quota_total", "Streams a peer opened past its share of max_flows, refused.")
 	descDgramsOverQ    = desc("datagrams_over_quota_total", "Datagrams not relayed: over the sender's share of the next peer's uplink.")
 )
@@ -148,7 +149,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLossEvents, descStreamsOpened, descPeerDrops, descInfo, descFlowsActive,
 		descFlows, descFlowsRefused, descBuffered, descTunPackets, descTunDrops, descStreamsBadSrc, descUDPPackets, descUDPDrops,
 		descInitiations, descHandshakeTimeo, descCookiesSent, descCookiesRcvd,
-		descSYNDropped, descSYNEvicted, descFlowsOverQuota, descDgramsOverQ} {
+		descSYNDropped, descSYNEvicted, descCookies, descFlowsOverQuota, descDgramsOverQ} {
 		ch <- d
 	}
 }
@@ -209,6 +210,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descCookiesRcvd, st.Security.CookiesReceived)
 	counter(descSYNDropped, k.SYNDropped)
 	counter(descSYNEvicted, k.SYNEvicted)
+	counter(descCookies, k.SYNCookiesSent, "sent")
+	counter(descCookies, k.SYNCookiesAccepted, "accepted")
+	counter(descCookies, k.SYNCookiesRejected, "rejected")
+	counter(descCookies, k.SYNCookieDrops, "dropped")
 	counter(descFlowsOverQuota, k.FlowsOverQuota)
 	counter(descDgramsOverQ, k.DatagramsOverQuota)
 }

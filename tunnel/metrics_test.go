@@ -15,7 +15,7 @@ func sampleStatus() Status {
 	return Status{
 		Interface: "scps0", Listen: "0.0.0.0:4700", PublicKey: "PUB",
 		Counters: Counters{TunPackets: 100, TunNoPeer: 2, TunBadSrc: 4, FlowsOpened: 7, FlowsAccepted: 3, FlowsRefused: 1, FlowsActive: 4, UDPIn: 90, UDPStale: 4, TunNoAssoc: 3,
-			SYNDropped: 12, SYNEvicted: 13, FlowsOverQuota: 14, DatagramsOverQuota: 15},
+			SYNDropped: 12, SYNEvicted: 13, SYNCookiesSent: 16, SYNCookiesAccepted: 17, SYNCookiesRejected: 18, FlowsOverQuota: 14, DatagramsOverQuota: 15},
 		Security: peers.Stats{Drops: map[string]uint64{"replay": 5, "auth": 0}, InitiationsSent: 2, CookieRepliesSent: 11},
 		Peers: []PeerStatus{{
 			Name: "site-b", Up: true, Handshakes: 3, LastHandshake: time.Unix(1700000000, 500_000_000),
@@ -98,6 +98,12 @@ scpsvpn_syn_dropped_total 12
 # HELP scpsvpn_syn_evicted_total Local handshakes in progress ended by the SYN guard to make room for newer SYNs.
 # TYPE scpsvpn_syn_evicted_total counter
 scpsvpn_syn_evicted_total 13
+# HELP scpsvpn_syn_cookies_total SYN cookies while the handshake guard was full (a SYN flood), by outcome: sent (a SYN answered), accepted (an ACK with a valid cookie opened a connection), rejected (wrong or expired), dropped (queue full).
+# TYPE scpsvpn_syn_cookies_total counter
+scpsvpn_syn_cookies_total{outcome="accepted"} 17
+scpsvpn_syn_cookies_total{outcome="dropped"} 0
+scpsvpn_syn_cookies_total{outcome="rejected"} 18
+scpsvpn_syn_cookies_total{outcome="sent"} 16
 # HELP scpsvpn_flows_over_quota_total Streams a peer opened past its share of max_flows, refused.
 # TYPE scpsvpn_flows_over_quota_total counter
 scpsvpn_flows_over_quota_total 14
@@ -108,7 +114,7 @@ scpsvpn_datagrams_over_quota_total 15
 	names := []string{"scpsvpn_peer_up", "scpsvpn_peer_rtt_seconds", "scpsvpn_peer_last_handshake_timestamp_seconds",
 		"scpsvpn_peer_outage_seconds_total", "scpsvpn_peer_loss_events_total", "scpsvpn_peer_stream_received_bytes_total",
 		"scpsvpn_flows_total", "scpsvpn_flows_active", "scpsvpn_handshake_cookie_replies_sent_total", "scpsvpn_buffered_bytes", "scpsvpn_udp_drops_total", "scpsvpn_tun_drops_total",
-		"scpsvpn_syn_dropped_total", "scpsvpn_syn_evicted_total", "scpsvpn_flows_over_quota_total", "scpsvpn_datagrams_over_quota_total"}
+		"scpsvpn_syn_dropped_total", "scpsvpn_syn_evicted_total", "scpsvpn_syn_cookies_total", "scpsvpn_flows_over_quota_total", "scpsvpn_datagrams_over_quota_total"}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Error(err)
 	}

@@ -51,6 +51,13 @@ type Counters struct {
 	// every handshake slot taken, and handshakes evicted for newer SYNs.
 	SYNDropped uint64 `json:"syn_dropped"`
 	SYNEvicted uint64 `json:"syn_evicted"`
+	// SYN cookies (stack/syncookie.go), used while the guard is full: SYNs
+	// answered by a cookie, connections a valid cookie opened, ACKs whose
+	// cookie was wrong or expired, cookie replies or held packets dropped.
+	SYNCookiesSent     uint64 `json:"syn_cookies_sent"`
+	SYNCookiesAccepted uint64 `json:"syn_cookies_accepted"`
+	SYNCookiesRejected uint64 `json:"syn_cookies_rejected"`
+	SYNCookieDrops     uint64 `json:"syn_cookie_drops"`
 }
 
 // PeerStatus is one peer and its association.
@@ -94,6 +101,8 @@ func (e *Endpoint) Status() Status {
 			FlowsOpened: s.FlowsOpened.Load(), FlowsAccepted: s.FlowsAccepted.Load(),
 			FlowsRefused: s.FlowsRefused.Load(), FlowsActive: s.FlowsActive.Load(),
 			SYNDropped: sst.InFlightDrops, SYNEvicted: sst.SYNEvicted,
+			SYNCookiesSent: sst.CookiesSent, SYNCookiesAccepted: sst.CookiesAccepted,
+			SYNCookiesRejected: sst.CookiesRejected, SYNCookieDrops: sst.CookieDrops,
 			FlowsOverQuota: s.FlowsOverQuota.Load(), DatagramsOverQuota: s.DatagramsOverQuota.Load(),
 		},
 		Security: e.dev.Stats(),

@@ -198,6 +198,9 @@ func TestSYNFlood(t *testing.T) {
 	t.Logf("flood: %d spoofed SYNs in %v (%.0f/s)", sent, elapsed.Round(time.Millisecond), float64(sent)/elapsed.Seconds())
 	t.Logf("connect p95: %v without the flood, %v with it; first echo p95: %v, %v",
 		p95(connect0), p95(connect1), p95(echo0), p95(echo1))
+	t.Logf("A: SYN cookies sent %d, connections by cookie %d, rejected %d, dropped %d",
+		afterA.SYNCookiesSent-beforeA.SYNCookiesSent, afterA.SYNCookiesAccepted-beforeA.SYNCookiesAccepted,
+		afterA.SYNCookiesRejected-beforeA.SYNCookiesRejected, afterA.SYNCookieDrops-beforeA.SYNCookieDrops)
 	t.Logf("A: SYNs dropped %d, evicted %d; A: flows opened %d (the clients': %d); B: flows accepted %d", afterA.SYNDropped-beforeA.SYNDropped, afterA.SYNEvicted-beforeA.SYNEvicted,
 		afterA.FlowsOpened-beforeA.FlowsOpened, n, afterB.FlowsAccepted-beforeB.FlowsAccepted)
 	if float64(sent) < 0.9*rate*elapsed.Seconds() {

@@ -1,0 +1,320 @@
+// This file owns connections opened by a SYN cookie (syncookie.go). The
+// client's ACK that returns a valid cookie is held; a SYN as the client's
+// (its ISN and the MSS the cookie kept, no other option) goes to gVisor,
+// which answers with a SYN-ACK of its own ISN. That SYN-ACK is dropped on
+// its way out, and the held ACK, translated, completes gVisor's handshake.
+// From then on the connection's sequence numbers differ by the two ISNs:
+// every segment gVisor sends has its sequence number moved to the cookie's
+// space, every segment from the client has its acknowledgement moved back
+// (no SACK blocks or timestamps to translate: a cookie offers neither).
+// A flow is forgotten when gVisor's endpoint for it is gone.
+
+package stack
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+)
+
+const (
+	// cookieHeld bounds the client packets held while gVisor's handshake
+	// is replayed (the ACK, and data the client sent right after it).
+	cookieHeld = 8
+	// cookiePending is how long a replayed handshake may take before its
+	// flow is forgotten (gVisor dropped the SYN): the client's packets then
+	// reach gVisor untranslated and are answered with RST.
+	cookiePending = 5 * time.Second
+	// cookieFlowsMax bounds the flows in replay at once (the rest of the
+	// table is bounded by MaxFlows: each has a gVisor endpoint).
+	cookieFlowsMax = 4096
+)
+
+// cookieFlow is one connection opened by a cookie.
+type cookieFlow struct {
+	cookie uint32 // our ISN as the client knows it
+	isn    uint32 // gVisor's ISN, once ready
+	ready  bool
+	held   [][]byte // client packets awaiting ready
+	born   time.Time
+}
+
+// cookieFlows is the table of connections opened by cookies, by 4-tuple
+// (local view).
+type cookieFlows struct {
+	mu        sync.RWMutex // read: lookups on every packet while n > 0
+	m         map[gstack.TransportEndpointID]*cookieFlow
+	pending   int
+	lastSweep atomic.Int64 // UnixNano
+	n         atomic.Int64 // len(m), read without the lock on every packet
+}
+
+// lookup returns the flow of id, if any.
+func (t *cookieFlows) lookup(id gstack.TransportEndpointID) *cookieFlow {
+	t.mu.RLock()
+	f := t.m[id]
+	t.mu.RUnlock()
+	return f
+}
+
+// active reports whether any packet may need translation.
+func (t *cookieFlows) active() bool { return t.n.Load() > 0 }
+
+// SYNCookieStats are the SYN cookie counters (part of Stats).
+type SYNCookieStats struct {
+	CookiesSent     uint64 // SYNs answered with a cookie (a SYN flood was on)
+	CookiesAccepted uint64 // connections opened by an ACK with a valid cookie
+	CookiesRejected uint64 // ACKs for no connection whose cookie was wrong or expired
+	CookieDrops     uint64 // cookie SYN-ACKs or held packets dropped (queues full)
+}
+
+type cookieCounters struct {
+	sent, accepted, rejected, drops atomic.Uint64
+	// lastSent is when a cookie was last sent (UnixNano): ACKs for no
+	// connection are checked for a cookie only while one may be valid.
+	lastSent atomic.Int64
+}
+
+// cookieCheckable reports whether a cookie sent may still be valid.
+func (s *Stack) cookieCheckable() bool {
+	last := s.cookieStat.lastSent.Load()
+	return last != 0 && time.Since(time.Unix(0, last)) < 2*cookiePeriod
+}
+
+// cookieSYN answers the SYN pkt with a cookie if the guard is full; true
+// if it did (the SYN must not reach gVisor then).
+func (s *Stack) cookieSYN(pkt []byte, id gstack.TransportEndpointID, netProto tcpip.NetworkProtocolNumber) bool {
+	if s.cflows.active() {
+		s.forgetFlowIfGone(id, netProto)
+	}
+	if !s.guard.full() {
+		return false
+	}
+	// A retransmitted SYN of a handshake gVisor has in progress is gVisor's.
+	if s.gs.FindTransportEndpoint(netProto, tcp.ProtocolNumber, id, nicID) != nil {
+		return false
+	}
+	syn, ok := parseSegment(pkt)
+	if !ok {
+		return false
+	}
+	for _, r := range s.guard.stale(time.Now().Add(-staleHandshake), 2) {
+		s.evict(r)
+	}
+	ours := uint16(s.link.MTU()) - header.TCPMinimumSize - header.IPv4MinimumSize
+	if netProto == header.IPv6ProtocolNumber {
+		ours = uint16(s.link.MTU()) - header.TCPMinimumSize - header.IPv6MinimumSize
+	}
+	s.cookieStat.lastSent.Store(time.Now().UnixNano())
+	if b := s.cookies.synAck(&syn, id, ours); b == nil || !s.link.enqueueRaw(b) {
+		s.cookieStat.drops.Add(1)
+		return true
+	}
+	s.cookieStat.sent.Add(1)
+	return true
+}
+
+// forgetFlowIfGone drops a cookie flow of id whose gVisor endpoint is gone
+// (a new connection on the same 4-tuple starts from scratch).
+func (s *Stack) forgetFlowIfGone(id gstack.TransportEndpointID, netProto tcpip.NetworkProtocolNumber) {
+	t := &s.cflows
+	f := t.lookup(id)
+	if f == nil || !f.ready || s.gs.FindTransportEndpoint(netProto, tcp.ProtocolNumber, id, nicID) != nil {
+		return
+	}
+	t.mu.Lock()
+	if t.m[id] == f {
+		t.deleteLocked(id, f)
+	}
+	t.mu.Unlock()
+}
+
+func (t *cookieFlows) deleteLocked(id gstack.TransportEndpointID, f *cookieFlow) {
+	delete(t.m, id)
+	if !f.ready {
+		t.pending--
+	}
+	t.n.Store(int64(len(t.m)))
+}
+
+// cookieIn handles a non-SYN TCP packet from a client before gVisor sees
+// it: a cookie flow's packet is translated, or held while its handshake is
+// replayed; an ACK returning a valid cookie opens a flow. deliver is false
+// when the packet must not reach gVisor now.
+func (s *Stack) cookieIn(pkt []byte) (deliver bool) {
+	seg, ok := parseSegment(pkt)
+	if !ok {
+		return true
+	}
+	flags := seg.tcp.Flags()
+	if flags&header.TCPFlagSyn != 0 {
+		return true
+	}
+	id := seg.inbound()
+	t := &s.cflows
+	if t.active() {
+		s.sweep()
+		if f := t.lookup(id); f != nil {
+			return s.cookieFlowIn(f, &seg, pkt)
+		}
+	}
+	if flags&(header.TCPFlagAck|header.TCPFlagRst) != header.TCPFlagAck || !s.cookieCheckable() {
+		return true
+	}
+	if s.gs.FindTransportEndpoint(seg.netProto, tcp.ProtocolNumber, id, nicID) != nil {
+		return true
+	}
+	isn, cookie := seg.tcp.SequenceNumber()-1, seg.tcp.AckNumber()-1
+	mss, ok := s.cookies.check(id, isn, cookie)
+	if !ok {
+		s.cookieStat.rejected.Add(1)
+		return true // gVisor answers it with RST, as any stray segment
+	}
+	f := &cookieFlow{cookie: cookie, born: time.Now(), held: [][]byte{append([]byte(nil), pkt...)}}
+	t.mu.Lock()
+	if t.m[id] != nil || t.pending >= cookieFlowsMax {
+		t.mu.Unlock()
+		s.cookieStat.drops.Add(1)
+		return false
+	}
+	if t.m == nil {
+		t.m = map[gstack.TransportEndpointID]*cookieFlow{}
+	}
+	t.m[id] = f
+	t.pending++
+	t.n.Store(int64(len(t.m)))
+	t.mu.Unlock()
+	s.cookieStat.accepted.Add(1)
+	// The SYN as the client's, past the cookie check (and the guard: this
+	// client is real): gVisor's SYN-ACK comes back through cookieOut.
+	syn := buildSegment(seg.src, seg.dst, id.RemotePort, id.LocalPort, isn, 0, header.TCPFlagSyn,
+		seg.tcp.WindowSize(), mssOption(mss))
+	s.guard.seen(id, isn)
+	s.link.inject(syn)
+	return false
+}
+
+// cookieFlowIn translates a packet of flow f from the client, or holds it
+// while f's handshake is replayed.
+func (s *Stack) cookieFlowIn(f *cookieFlow, seg *tcpSegment, pkt []byte) (deliver bool) {
+	t := &s.cflows
+	t.mu.Lock()
+	if !f.ready {
+		if t.m[seg.inbound()] == f && len(f.held) < cookieHeld {
+			f.held = append(f.held, append([]byte(nil), pkt...))
+		} else {
+			s.cookieStat.drops.Add(1)
+		}
+		t.mu.Unlock()
+		return false
+	}
+	t.mu.Unlock()
+	if seg.tcp.Flags()&header.TCPFlagAck != 0 {
+		seg.setAck(seg.tcp.AckNumber() - (f.cookie - f.isn))
+	}
+	return true
+}
+
+// sweep forgets, at most once a second, flows whose endpoint is gone and
+// replays that never finished.
+func (s *Stack) sweep() {
+	t := &s.cflows
+	now := time.Now()
+	last := t.lastSweep.Load()
+	if now.UnixNano()-last < int64(time.Second) || !t.lastSweep.CompareAndSwap(last, now.UnixNano()) {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for id, f := range t.m {
+		proto := header.IPv4ProtocolNumber
+		if id.LocalAddress.Len() == 16 {
+			proto = header.IPv6ProtocolNumber
+		}
+		if f.ready && s.gs.FindTransportEndpoint(proto, tcp.ProtocolNumber, id, nicID) == nil ||
+			!f.ready && now.Sub(f.born) > cookiePending {
+			t.deleteLocked(id, f)
+		}
+	}
+}
+
+// cookieOut handles a packet gVisor sends, before it is queued for the
+// TUN: a cookie flow's packet gets the cookie's sequence space. drop is
+// true for gVisor's SYN-ACK of a replayed handshake; the held client
+// packets then complete it (on another goroutine: gVisor may hold the
+// endpoint's lock here).
+func (s *Stack) cookieOut(pkt []byte, partial bool) (drop bool) {
+	seg, ok := parseSegment(pkt)
+	if !ok {
+		return false
+	}
+	id := seg.outbound()
+	t := &s.cflows
+	f := t.lookup(id)
+	if f == nil {
+		return false
+	}
+	t.mu.RLock()
+	ready := f.ready
+	t.mu.RUnlock()
+	if ready {
+		seg.setSeq(seg.tcp.SequenceNumber()+(f.cookie-f.isn), partial)
+		return false
+	}
+	flags := seg.tcp.Flags()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case f.ready: // raced with the SYN-ACK
+		seg.setSeq(seg.tcp.SequenceNumber()+(f.cookie-f.isn), partial)
+		return false
+	case t.m[id] != f: // forgotten meanwhile
+		return false
+	case flags&(header.TCPFlagSyn|header.TCPFlagAck) == header.TCPFlagSyn|header.TCPFlagAck:
+		f.isn, f.ready = seg.tcp.SequenceNumber(), true
+		t.pending--
+		s.replay(f.held, f.cookie-f.isn)
+		f.held = nil
+		return true
+	case flags&header.TCPFlagRst != 0:
+		// Refused (no handler, flow limit): the client, connected as far
+		// as it knows, takes an RST at its next expected number.
+		t.deleteLocked(id, f)
+		seg.setSeq(f.cookie+1, partial)
+		return false
+	}
+	return true
+}
+
+// replay injects the held client packets with their acknowledgement moved
+// into gVisor's sequence space.
+func (s *Stack) replay(held [][]byte, delta uint32) {
+	s.injecting.Add(1)
+	defer s.injecting.Add(-1)
+	if s.closed.Load() {
+		return
+	}
+	s.evicting.Add(1)
+	go func() {
+		defer s.evicting.Done()
+		for _, p := range held {
+			seg, ok := parseSegment(p)
+			if !ok {
+				continue
+			}
+			if seg.tcp.Flags()&header.TCPFlagAck != 0 {
+				seg.setAck(seg.tcp.AckNumber() - delta)
+			}
+			s.injecting.Add(1)
+			if !s.closed.Load() {
+				s.link.inject(p)
+			}
+			s.injecting.Add(-1)
+		}
+	}()
+}
