@@ -16,7 +16,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/header"
 	gstack "gvisor.dev/gvisor/pkg/tcpip/stack"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
@@ -78,6 +77,7 @@ type cookieCounters struct {
 	// lastSent is when a cookie was last sent (UnixNano): ACKs for no
 	// connection are checked for a cookie only while one may be valid.
 	lastSent atomic.Int64
+	until    atomic.Int64 // cookies stay on until then (UnixNano)
 }
 
 // cookieCheckable reports whether a cookie sent may still be valid.
@@ -86,31 +86,37 @@ func (s *Stack) cookieCheckable() bool {
 	return last != 0 && time.Since(time.Unix(0, last)) < 2*cookiePeriod
 }
 
-// cookieSYN answers the SYN pkt with a cookie if the guard is full; true
-// if it did (the SYN must not reach gVisor then).
-func (s *Stack) cookieSYN(pkt []byte, id gstack.TransportEndpointID, netProto tcpip.NetworkProtocolNumber) bool {
+// cookieSticky is how long cookies stay on after the guard was last full:
+// while they are on no SYN reaches gVisor, so the guard empties (stale
+// handshakes are ended), and without it each refill would cost a guard's
+// worth of gVisor handshakes and evictions every few seconds of a flood.
+const cookieSticky = 10 * time.Second
+
+// cookieSYN answers the SYN pkt of id, which has no endpoint, with a
+// cookie if the guard is full or was lately; true if it did (the SYN must
+// not reach gVisor then).
+func (s *Stack) cookieSYN(pkt []byte, id gstack.TransportEndpointID) bool {
 	if s.cflows.active() {
-		s.forgetFlowIfGone(id, netProto)
+		s.forgetFlow(id)
 	}
-	if !s.guard.full() {
-		return false
-	}
-	// A retransmitted SYN of a handshake gVisor has in progress is gVisor's.
-	if s.gs.FindTransportEndpoint(netProto, tcp.ProtocolNumber, id, nicID) != nil {
+	now := time.Now()
+	if s.guard.full() {
+		s.cookieStat.until.Store(now.Add(cookieSticky).UnixNano())
+	} else if now.UnixNano() >= s.cookieStat.until.Load() {
 		return false
 	}
 	syn, ok := parseSegment(pkt)
 	if !ok {
 		return false
 	}
-	for _, r := range s.guard.stale(time.Now().Add(-staleHandshake), 2) {
+	for _, r := range s.guard.stale(now.Add(-staleHandshake), 2) {
 		s.evict(r)
 	}
 	ours := uint16(s.link.MTU()) - header.TCPMinimumSize - header.IPv4MinimumSize
-	if netProto == header.IPv6ProtocolNumber {
+	if syn.netProto == header.IPv6ProtocolNumber {
 		ours = uint16(s.link.MTU()) - header.TCPMinimumSize - header.IPv6MinimumSize
 	}
-	s.cookieStat.lastSent.Store(time.Now().UnixNano())
+	s.cookieStat.lastSent.Store(now.UnixNano())
 	if b := s.cookies.synAck(&syn, id, ours); b == nil || !s.link.enqueueRaw(b) {
 		s.cookieStat.drops.Add(1)
 		return true
@@ -119,12 +125,12 @@ func (s *Stack) cookieSYN(pkt []byte, id gstack.TransportEndpointID, netProto tc
 	return true
 }
 
-// forgetFlowIfGone drops a cookie flow of id whose gVisor endpoint is gone
-// (a new connection on the same 4-tuple starts from scratch).
-func (s *Stack) forgetFlowIfGone(id gstack.TransportEndpointID, netProto tcpip.NetworkProtocolNumber) {
+// forgetFlow drops the cookie flow of id, whose gVisor endpoint is gone:
+// a new connection on the same 4-tuple starts from scratch.
+func (s *Stack) forgetFlow(id gstack.TransportEndpointID) {
 	t := &s.cflows
 	f := t.lookup(id)
-	if f == nil || !f.ready || s.gs.FindTransportEndpoint(netProto, tcp.ProtocolNumber, id, nicID) != nil {
+	if f == nil || !f.ready {
 		return
 	}
 	t.mu.Lock()

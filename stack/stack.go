@@ -263,8 +263,8 @@ func (s *Stack) Inject(pkt []byte) {
 // (cookieflow.go). false: gVisor must not see it.
 func (s *Stack) admit(pkt []byte) bool {
 	if id, netProto, ok := parseSYN(pkt); ok {
-		s.reclaimTimeWait(id, netProto)
-		if s.cookieSYN(pkt, id, netProto) {
+		live := s.reclaimTimeWait(id, netProto)
+		if !live && s.cookieSYN(pkt, id) {
 			return false
 		}
 		s.guard.seen(id, synSeq(pkt))
@@ -310,11 +310,18 @@ func (s *Stack) InjectBatch(pkts [][]byte) {
 // and drops it otherwise: a client reusing its port soon after a connection
 // the server closed first would stall for the whole TIME-WAIT. A new SYN on
 // the tuple means the client has moved on (Linux accepts it likewise).
-func (s *Stack) reclaimTimeWait(id gstack.TransportEndpointID, netProto tcpip.NetworkProtocolNumber) {
-	ep, ok := s.gs.FindTransportEndpoint(netProto, tcp.ProtocolNumber, id, nicID).(*tcp.Endpoint)
-	if ok && ep.EndpointState() == tcp.StateTimeWait {
-		ep.Abort()
+// live reports whether another endpoint of the 4-tuple remains (a
+// handshake in progress, whose retransmitted SYN is gVisor's to answer).
+func (s *Stack) reclaimTimeWait(id gstack.TransportEndpointID, netProto tcpip.NetworkProtocolNumber) (live bool) {
+	ep := s.gs.FindTransportEndpoint(netProto, tcp.ProtocolNumber, id, nicID)
+	if ep == nil {
+		return false
 	}
+	if tep, ok := ep.(*tcp.Endpoint); ok && tep.EndpointState() == tcp.StateTimeWait {
+		tep.Abort()
+		return false
+	}
+	return true
 }
 
 // isSYN reports whether pkt is a TCP SYN (without ACK), as parseSYN.
