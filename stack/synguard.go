@@ -210,38 +210,7 @@ func (s *Stack) resetHandshake(r *TCPRequest) bool {
 // buildClientRST builds an RST from the client of id (the remote end) to
 // its local end, with sequence number seq.
 func buildClientRST(id gstack.TransportEndpointID, seq uint32) []byte {
-	src, dst := id.RemoteAddress, id.LocalAddress
-	tcpLen := header.TCPMinimumSize
-	var b []byte
-	var ipLen int
-	switch src.Len() {
-	case 4:
-		ipLen = header.IPv4MinimumSize
-		b = make([]byte, ipLen+tcpLen)
-		ip := header.IPv4(b)
-		ip.Encode(&header.IPv4Fields{
-			TotalLength: uint16(len(b)), TTL: 64, Protocol: uint8(header.TCPProtocolNumber),
-			SrcAddr: src, DstAddr: dst,
-		})
-		ip.SetChecksum(^ip.CalculateChecksum())
-	case 16:
-		ipLen = header.IPv6MinimumSize
-		b = make([]byte, ipLen+tcpLen)
-		header.IPv6(b).Encode(&header.IPv6Fields{
-			PayloadLength: uint16(tcpLen), TransportProtocol: header.TCPProtocolNumber,
-			HopLimit: 64, SrcAddr: src, DstAddr: dst,
-		})
-	default:
-		return nil
-	}
-	t := header.TCP(b[ipLen:])
-	t.Encode(&header.TCPFields{
-		SrcPort: id.RemotePort, DstPort: id.LocalPort, SeqNum: seq,
-		DataOffset: header.TCPMinimumSize, Flags: header.TCPFlagRst,
-	})
-	xsum := header.PseudoHeaderChecksum(header.TCPProtocolNumber, src, dst, uint16(tcpLen))
-	t.SetChecksum(^t.CalculateChecksum(xsum))
-	return b
+	return buildSegment(id.RemoteAddress, id.LocalAddress, id.RemotePort, id.LocalPort, seq, 0, header.TCPFlagRst, 0, nil)
 }
 
 // synSeq is the sequence number of a TCP SYN parseSYN accepted.
