@@ -28,6 +28,9 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	if spec := os.Getenv(synFlooderEnv); spec != "" {
+		return runSYNFlooder(spec) // a child of TestSYNFlood, not a test run
+	}
 	if os.Geteuid() == 0 {
 		dir, err := os.MkdirTemp("", "scpsvpn-e2e-")
 		if err != nil {

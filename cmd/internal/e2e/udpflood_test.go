@@ -26,23 +26,30 @@ func udpFlood(t *testing.T, tb *testbed.Testbed, side testbed.Side, addr string,
 	}
 	go func() {
 		defer c.Close()
-		const tick = 5 * time.Millisecond
-		per := bps / 8 / 1200 * int(tick) / int(time.Second)
 		p := make([]byte, 1200)
-		tk := time.NewTicker(tick)
-		defer tk.Stop()
-		start, n := time.Now(), 0
-		for {
-			select {
-			case <-stop:
-				return
-			case now := <-tk.C:
-				for due := int(now.Sub(start)/tick+1) * per; n < due; n++ {
-					c.Write(p)
-				}
+		paced(bps/8/1200, stop, func() { c.Write(p) })
+	}()
+}
+
+// paced calls send perSecond times a second, in bursts every 5 ms, until
+// stop is closed, and returns how many times it did.
+func paced(perSecond int, stop <-chan struct{}, send func()) int {
+	const tick = 5 * time.Millisecond
+	per := perSecond * int(tick) / int(time.Second)
+	tk := time.NewTicker(tick)
+	defer tk.Stop()
+	start, n := time.Now(), 0
+	for {
+		select {
+		case <-stop:
+			return n
+		case now := <-tk.C:
+			// Catch up after a late tick, so the rate holds.
+			for due := int(now.Sub(start)/tick+1) * per; n < due; n++ {
+				send()
 			}
 		}
-	}()
+	}
 }
 
 // tcpPhase runs a bulk upload from A to sink for d and, beside it, a
