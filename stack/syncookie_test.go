@@ -156,13 +156,23 @@ func TestNoCookieWithoutFlood(t *testing.T) {
 // opens the connection in gVisor, and data crosses both ways with every
 // segment in the cookie's sequence space and valid checksums.
 func TestCookieConnectionTranslates(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		client, server netip.AddrPort
+		mss            uint16
+	}{{"IPv4", client4, server4, 1400 - 40}, {"IPv6", client6, server6, 1400 - 60}} {
+		t.Run(tc.name, func(t *testing.T) { cookieConnection(t, tc.client, tc.server, tc.mss) })
+	}
+}
+
+func cookieConnection(t *testing.T, client, server netip.AddrPort, ourMSS uint16) {
 	out := &captured{}
 	conns := make(chan *Conn, 1)
 	s, err := New(Config{MTU: 1400, MaxInFlight: 64, Output: out.output, Logger: testLogger(),
 		HandleTCP: func(r *TCPRequest) {
 			go func() {
 				if c, err := r.Accept(); err == nil {
-					if r.Src == client4 {
+					if r.Src == client {
 						conns <- c
 					} else {
 						c.Close()
@@ -177,10 +187,10 @@ func TestCookieConnectionTranslates(t *testing.T) {
 	fillGuard(t, s)
 
 	const isn = 777000
-	s.Inject(synWithOptions(client4, server4, isn))
+	s.Inject(synWithOptions(client, server, isn))
 	var sa tcpSegment
 	if !waitFor(10*time.Second, func() bool {
-		segs := segmentsTo(out, client4)
+		segs := segmentsTo(out, client)
 		if len(segs) > 0 {
 			sa = segs[0]
 		}
@@ -192,16 +202,16 @@ func TestCookieConnectionTranslates(t *testing.T) {
 		t.Fatalf("SYN-ACK flags %v ack %d", sa.tcp.Flags(), sa.tcp.AckNumber())
 	}
 	o := header.ParseSynOptions(sa.tcp.Options(), true)
-	if o.WS >= 0 || o.SACKPermitted || o.TS || o.MSS != 1400-40 {
-		t.Errorf("cookie SYN-ACK options %+v, want MSS 1360 only", o)
+	if o.WS >= 0 || o.SACKPermitted || o.TS || o.MSS != ourMSS {
+		t.Errorf("cookie SYN-ACK options %+v, want MSS %d only", o, ourMSS)
 	}
 	cookie := sa.tcp.SequenceNumber()
-	if mss, ok := s.cookies.check(testID(client4, server4), isn, cookie); !ok || mss != 1460 {
+	if mss, ok := s.cookies.check(testID(client, server), isn, cookie); !ok || mss != 1460 {
 		t.Fatalf("SYN-ACK's sequence number is no cookie (mss %d)", mss)
 	}
 	// The ACK and data right behind it.
-	s.Inject(buildTCPAck(client4, server4, header.TCPFlagAck, isn+1, cookie+1, nil))
-	s.Inject(buildTCPAck(client4, server4, header.TCPFlagAck|header.TCPFlagPsh, isn+1, cookie+1, []byte("hello")))
+	s.Inject(buildTCPAck(client, server, header.TCPFlagAck, isn+1, cookie+1, nil))
+	s.Inject(buildTCPAck(client, server, header.TCPFlagAck|header.TCPFlagPsh, isn+1, cookie+1, []byte("hello")))
 	var c *Conn
 	select {
 	case c = <-conns:
@@ -219,7 +229,7 @@ func TestCookieConnectionTranslates(t *testing.T) {
 	}
 	var data tcpSegment
 	if !waitFor(10*time.Second, func() bool {
-		for _, sg := range segmentsTo(out, client4) {
+		for _, sg := range segmentsTo(out, client) {
 			if len(sg.tcp.Payload()) > 0 {
 				data = sg
 				return true
@@ -232,7 +242,7 @@ func TestCookieConnectionTranslates(t *testing.T) {
 	if data.tcp.SequenceNumber() != cookie+1 || data.tcp.AckNumber() != isn+6 || string(data.tcp.Payload()) != "world" {
 		t.Errorf("data seq %d (want %d) ack %d (want %d) %q", data.tcp.SequenceNumber(), cookie+1, data.tcp.AckNumber(), isn+6, data.tcp.Payload())
 	}
-	for _, sg := range segmentsTo(out, client4)[1:] {
+	for _, sg := range segmentsTo(out, client)[1:] {
 		if sg.tcp.Flags()&header.TCPFlagSyn != 0 {
 			t.Errorf("gVisor's own SYN-ACK reached the client")
 		}
@@ -244,11 +254,11 @@ func TestCookieConnectionTranslates(t *testing.T) {
 	}
 	// The client's ACK of "world", in the cookie's space, reaches gVisor:
 	// the data is not sent again, and a close sends FIN at cookie+6.
-	s.Inject(buildTCPAck(client4, server4, header.TCPFlagAck, isn+6, cookie+6, nil))
+	s.Inject(buildTCPAck(client, server, header.TCPFlagAck, isn+6, cookie+6, nil))
 	c.CloseWrite()
 	var fin tcpSegment
 	if !waitFor(10*time.Second, func() bool {
-		for _, sg := range segmentsTo(out, client4) {
+		for _, sg := range segmentsTo(out, client) {
 			if sg.tcp.Flags()&header.TCPFlagFin != 0 {
 				fin = sg
 				return true
