@@ -34,8 +34,9 @@ type Options struct {
 	KeepLogs   bool
 	Binary     string // endpoint binary; default this executable
 	Verbose    bool
-	Workload   string   // WorkloadDownload or WorkloadPage
-	Page       PageSpec // the page-load workload's page
+	Workload   string    // WorkloadDownload, WorkloadPage or WorkloadFlows
+	Page       PageSpec  // the page-load workload's page
+	Flows      FlowsSpec // the many-flows workload's sizes
 }
 
 // Command returns the `bench` command.
@@ -57,9 +58,13 @@ func Command() *cli.Command {
 			&cli.StringFlag{Name: "timeline", Usage: "condition whose goodput over time is plotted (default C2 if selected, else the first)"},
 			&cli.DurationFlag{Name: "probe-every", Value: 500 * time.Millisecond, Usage: "interval of the request/response probe during the download"},
 			&cli.IntFlag{Name: "probe-size", Value: 100, Usage: "bytes of each probe request and response"},
-			&cli.StringFlag{Name: "workload", Value: WorkloadDownload, Usage: "download (a bulk download of --duration with a latency probe) or page (a web page over 6 HTTP/1.1 connections and over one HTTP/2 connection, timed to its last byte)"},
+			&cli.StringFlag{Name: "workload", Value: WorkloadDownload, Usage: "download (a bulk download of --duration with a latency probe), page (a web page over 6 HTTP/1.1 connections and over one HTTP/2 connection, timed to its last byte) or flows (many flows through one association: idle connections' memory, opens per second, concurrent small downloads' fairness, and a 1 KB request on a new connection every --probe-every for --duration beside bulk flows and a UDP stream)"},
 			&cli.IntFlag{Name: "page-objects", Value: DefaultPage.Objects, Usage: "objects of the page after its HTML (--workload page)"},
 			&cli.IntFlag{Name: "page-max-kb", Value: DefaultPage.MaxSize / 1000, Usage: "largest object of the page in kB; sizes are drawn from 5 kB up to it with a fixed seed (--workload page)"},
+			&cli.IntFlag{Name: "flows", Value: DefaultFlows.Flows, Usage: "concurrent downloads, and bulk flows beside the request probe (--workload flows)"},
+			&cli.IntFlag{Name: "flow-kb", Value: DefaultFlows.DownloadBytes / 1000, Usage: "size of each concurrent download in kB (--workload flows)"},
+			&cli.IntFlag{Name: "idle-flows", Value: DefaultFlows.Idle, Usage: "idle connections whose memory is measured (--workload flows)"},
+			&cli.IntFlag{Name: "opens", Value: DefaultFlows.Opens, Usage: "new connections opened at once to time the open rate (--workload flows)"},
 			&cli.BoolFlag{Name: "keep-logs", Usage: "keep the endpoint logs of every scpsvpn run in OUT/logs"},
 			&cli.StringFlag{Name: "binary", Usage: "endpoint binary for the scpsvpn runs (default: this executable)"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log the testbed's and the emulator's steps"},
@@ -98,16 +103,20 @@ func optionsFromFlags(c *cli.Context) (Options, error) {
 		return o, fmt.Errorf("--probe-size %d: use 1 to %d bytes", o.ProbeSize, maxEchoSize)
 	}
 	switch o.Workload = c.String("workload"); o.Workload {
-	case WorkloadDownload, WorkloadPage:
+	case WorkloadDownload, WorkloadPage, WorkloadFlows:
 	default:
-		return o, fmt.Errorf("--workload %q: use %s or %s", o.Workload, WorkloadDownload, WorkloadPage)
+		return o, fmt.Errorf("--workload %q: use %s, %s or %s", o.Workload, WorkloadDownload, WorkloadPage, WorkloadFlows)
 	}
-	if o.Workload == WorkloadPage {
+	if o.Workload != WorkloadDownload {
 		for _, ct := range o.Contenders {
 			if ct.Share != "" {
-				return o, fmt.Errorf("--contenders %s: a shared-link workload has its own downloads; it does not load pages (--workload page)", ct.Name)
+				return o, fmt.Errorf("--contenders %s: a shared-link workload has its own downloads; it does not run --workload %s", ct.Name, o.Workload)
 			}
 		}
+	}
+	o.Flows = FlowsSpec{Flows: c.Int("flows"), DownloadBytes: 1000 * c.Int("flow-kb"), Idle: c.Int("idle-flows"), Opens: c.Int("opens")}
+	if err := o.Flows.check(); err != nil {
+		return o, err
 	}
 	if n := c.Int("page-objects"); n < 1 || n > 1000 {
 		return o, fmt.Errorf("--page-objects %d: use 1 to 1000", n)
@@ -174,6 +183,11 @@ func runCommand(c *cli.Context) error {
 	if err := RequireRoot("scpsvpn bench"); err != nil {
 		return err
 	}
+	if o.Workload == WorkloadFlows {
+		if err := raiseFileLimit(o.Flows.Files()); err != nil {
+			return fmt.Errorf("bench: --workload flows: %w", err)
+		}
+	}
 	if o.Binary == "" {
 		if o.Binary, err = os.Executable(); err != nil {
 			return fmt.Errorf("bench: finding the endpoint binary: %w", err)
@@ -208,6 +222,9 @@ func Bench(ctx context.Context, o Options, d *Display, argv []string) *Report {
 	if o.Workload == WorkloadPage {
 		rep.Page, rep.Probe = &o.Page, ""
 	}
+	if o.Workload == WorkloadFlows {
+		rep.Flows, rep.Probe = &o.Flows, ""
+	}
 	for _, c := range o.Conditions {
 		rep.Conditions = append(rep.Conditions, NewConditionInfo(c))
 	}
@@ -234,6 +251,9 @@ func Bench(ctx context.Context, o Options, d *Display, argv []string) *Report {
 	if o.Workload == WorkloadPage {
 		what = "two page loads"
 	}
+	if o.Workload == WorkloadFlows {
+		what = "the many-flows phases"
+	}
 	d.Line(fmt.Sprintf("bench: %d conditions x %d contenders = %d runs of %s (about %v)", len(o.Conditions), len(o.Contenders), total, what, est))
 	log := NewLogger(o.Verbose)
 	logDir := ""
@@ -253,7 +273,7 @@ func Bench(ctx context.Context, o Options, d *Display, argv []string) *Report {
 				Condition: cond, Contender: ct, Duration: o.Duration, Binary: o.Binary, Seed: o.Seed,
 				Probe: true, ProbeEvery: o.ProbeEvery, ProbeSize: o.ProbeSize,
 				Progress: func(p Progress) { d.Update(label, p) },
-				LogDir:   logDir, Logger: log, Workload: o.Workload, Page: o.Page,
+				LogDir:   logDir, Logger: log, Workload: o.Workload, Page: o.Page, Flows: o.Flows,
 			})
 			if ctx.Err() != nil {
 				d.Line(label + " interrupted")
@@ -275,6 +295,9 @@ func RunSummary(r *Result) string {
 	}
 	if r.Page != nil {
 		return pageSummary(r)
+	}
+	if r.Flows != nil {
+		return flowsSummary(r)
 	}
 	s := fmt.Sprintf("%.1f kB/s (%.0f%% of the link, %.0f%% of the payload limit", r.GoodputKBps, r.Share*100, r.LimitShare*100)
 	if r.SteadyShare > 0 {
@@ -307,7 +330,7 @@ func WriteReport(rep *Report, dir, timeline string) error {
 		return err
 	}
 	var plotErrs []error
-	if len(rep.Results) > 0 && rep.Workload != WorkloadPage {
+	if len(rep.Results) > 0 && rep.Workload != WorkloadPage && rep.Workload != WorkloadFlows {
 		if err := rep.PlotGoodput(filepath.Join(dir, "goodput.svg")); err != nil {
 			plotErrs = append(plotErrs, err)
 		} else {

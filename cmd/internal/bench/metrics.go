@@ -68,6 +68,8 @@ type Result struct {
 	Sharing *ShareResult `json:"sharing,omitempty"`
 	// Page holds the measures of the page-load workload (pageload.go).
 	Page *PageResult `json:"page_load,omitempty"`
+	// Flows holds the measures of the many-flows workload (flows.go).
+	Flows *FlowsResult `json:"many_flows,omitempty"`
 }
 
 // OutageResult is what a run under an outage saw.

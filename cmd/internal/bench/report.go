@@ -39,8 +39,9 @@ type Report struct {
 	Plots       []string        `json:"plots,omitempty"` // file names in the report directory
 	// Workload is WorkloadPage for a page-load run (Page is its page);
 	// empty or WorkloadDownload for downloads.
-	Workload string    `json:"workload,omitempty"`
-	Page     *PageSpec `json:"page,omitempty"`
+	Workload string     `json:"workload,omitempty"`
+	Page     *PageSpec  `json:"page,omitempty"`
+	Flows    *FlowsSpec `json:"flows,omitempty"` // the many-flows workload's sizes
 }
 
 // Machine describes where the benchmark ran.
@@ -219,6 +220,8 @@ func (rep *Report) RenderMarkdown(w io.Writer) {
 	p("- machine: %s, %s, %s, %d cores, load average at start %s, %s\n", orUnknown(m.Hostname), orUnknown(m.Kernel), orUnknown(m.CPU), m.Cores, orUnknown(m.LoadAvg), m.Go)
 	if rep.Page != nil {
 		p("- each run: %s; loss seed %d\n", rep.Page.Describe(), rep.Seed)
+	} else if rep.Flows != nil {
+		p("- each run: %s; loss seed %d\n", rep.Flows.Describe(rep.DurationS), rep.Seed)
 	} else {
 		p("- each run: a %s download from site B (server) to site A (client) through the userspace link emulator, on a fresh two-site testbed; loss seed %d (every contender meets the same loss pattern per packet sequence)\n", fmtSeconds(rep.DurationS), rep.Seed)
 	}
@@ -251,6 +254,11 @@ func (rep *Report) RenderMarkdown(w io.Writer) {
 
 	if rep.Workload == WorkloadPage {
 		rep.renderPage(w)
+		rep.renderTail(w)
+		return
+	}
+	if rep.Workload == WorkloadFlows {
+		rep.renderFlows(w)
 		rep.renderTail(w)
 		return
 	}

@@ -47,8 +47,11 @@ type RunConfig struct {
 	Logger     *slog.Logger   // testbed and emulator messages
 	// Workload is WorkloadDownload ("" too) or WorkloadPage, which loads
 	// Page instead of downloading (DefaultPage when zero).
+	// WorkloadFlows runs the many-flows workload (Flows, DefaultFlows
+	// when zero).
 	Workload string
 	Page     PageSpec
+	Flows    FlowsSpec
 	// AssociationTimeout bounds the wait for both endpoints to report the
 	// association up; default 10s plus three round trips.
 	AssociationTimeout time.Duration
@@ -78,6 +81,9 @@ func run(ctx context.Context, rc RunConfig, r *Result) (err error) {
 	}
 	if rc.Workload == WorkloadPage {
 		return runPage(ctx, rc, r)
+	}
+	if rc.Workload == WorkloadFlows {
+		return runFlows(ctx, rc, r)
 	}
 	if rc.ProbeEvery <= 0 {
 		rc.ProbeEvery = 500 * time.Millisecond

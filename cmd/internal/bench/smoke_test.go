@@ -156,3 +156,50 @@ func TestSmokePage(t *testing.T) {
 		t.Errorf("report.md has no page-load table:\n%s", md)
 	}
 }
+
+// TestSmokeFlows: the many-flows workload end to end, with few flows:
+// every phase through kernel TCP and through both endpoints.
+func TestSmokeFlows(t *testing.T) {
+	bin := testenv.SmokeBinary(t)
+	out := filepath.Join(t.TempDir(), "report")
+	rep := runBench(t, bin, out, "--conditions", "B1", "--contenders", "cubic,scpsvpn", "--workload", "flows",
+		"--flows", "20", "--flow-kb", "10", "--idle-flows", "200", "--opens", "100", "--duration", "2s")
+	if len(rep.Results) != 2 || rep.Workload != WorkloadFlows || rep.Flows == nil {
+		t.Fatalf("results: %+v", rep.Results)
+	}
+	for _, r := range rep.Results {
+		f := r.Flows
+		if !r.OK() || f == nil || f.Opens == nil || f.Downloads == nil || f.Request == nil {
+			t.Errorf("%s: %s %+v", r.Contender, r.Status, f)
+			continue
+		}
+		if o := f.Opens; o.Done != 100 || o.PerSecond <= 0 {
+			t.Errorf("%s opens: %+v", r.Contender, o)
+		}
+		// Every download finished; nothing shares a link faster than it
+		// carries (the margin is the window's rounding).
+		if d := f.Downloads; d.Done != 20 || d.Bytes != 20*10_000 || d.Jain <= 0 || d.Jain > 1 || d.Together <= 0 || d.Together > 1.5 {
+			t.Errorf("%s downloads: %+v", r.Contender, d)
+		}
+		// A request on a new connection needs a round trip at least.
+		if q := f.Request; q.Count == 0 || q.P50RTTs < 0.9 || q.BulkOpen == 0 || q.UDPOfferedKBps <= 0 {
+			t.Errorf("%s requests: %+v", r.Contender, q)
+		}
+		if (f.Idle != nil) != (r.Contender == "scpsvpn") {
+			t.Errorf("%s: idle phase %+v (only through the endpoints)", r.Contender, f.Idle)
+		}
+		if i := f.Idle; i != nil && (i.Open != 200 || i.RSSAfterA <= 0 || i.RSSAfterB <= 0) {
+			t.Errorf("%s idle: %+v", r.Contender, i)
+		}
+	}
+	if r := rep.Results[0]; r.TCPCongestion != "cubic/cubic" {
+		t.Errorf("kernel run's sockets ran %q", r.TCPCongestion)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "## Many flows") || !strings.Contains(string(md), "\n| B1 | scpsvpn | ") {
+		t.Errorf("report.md has no many-flows table:\n%s", md)
+	}
+}

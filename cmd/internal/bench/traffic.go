@@ -139,15 +139,23 @@ func (s *Server) handle(c net.Conn) {
 	s.served.Add(1)
 	switch req.mode {
 	case modeBulk:
-		buf := make([]byte, bulkChunk)
-		for i := range buf {
-			buf[i] = byte(i*7 + i>>8) // not all zeros, in case anything on the path compresses
-		}
+		buf := bulkPattern(bulkChunk)
 		for {
 			if _, err := c.Write(buf); err != nil {
 				return // the client hung up: the normal end of a download
 			}
 		}
+	case modeGet:
+		buf := bulkPattern(min(req.size, bulkChunk))
+		for left := req.size; left > 0; left -= min(left, len(buf)) {
+			if _, err := c.Write(buf[:min(left, len(buf))]); err != nil {
+				return
+			}
+		}
+		// The client closes once it has every byte; closing first would
+		// leave the server's side in TIME_WAIT for each of many flows.
+		c.SetReadDeadline(time.Now().Add(requestTimeout))
+		io.Copy(io.Discard, c)
 	case modeEcho:
 		buf := make([]byte, req.size)
 		for {
@@ -159,6 +167,16 @@ func (s *Server) handle(c net.Conn) {
 			}
 		}
 	}
+}
+
+// bulkPattern is n bytes of download payload: not all zeros, in case
+// anything on the path compresses.
+func bulkPattern(n int) []byte {
+	buf := make([]byte, n)
+	for i := range buf {
+		buf[i] = byte(i*7 + i>>8)
+	}
+	return buf
 }
 
 // Dialer opens a client connection to the server.

@@ -4,8 +4,10 @@ package bench
 // (site A) and its server (site B). A connection opens with one request
 // line; the server then either streams a download ("bulk") until the client
 // goes away, or echoes fixed-size messages ("echo N": read N bytes, write N
-// bytes back, repeat). The line is read byte by byte so nothing after it is
-// consumed, and anything malformed closes the connection.
+// bytes back, repeat), or sends N bytes and closes ("get N", a small
+// download of the many-flows workload). The line is read byte by byte so
+// nothing after it is consumed, and anything malformed closes the
+// connection.
 
 import (
 	"bytes"
@@ -18,24 +20,26 @@ import (
 const (
 	maxRequestLine = 32      // "echo 65536\n" fits with room to spare
 	maxEchoSize    = 1 << 16 // an echo message is a small request, not a transfer
+	maxGetSize     = 1 << 30 // a get is a finite download
 )
 
 // Request kinds.
 const (
 	modeBulk = "bulk"
 	modeEcho = "echo"
+	modeGet  = "get"
 )
 
 // request is a parsed request line.
 type request struct {
 	mode string
-	size int // echo: message size
+	size int // echo: message size; get: the download's size
 }
 
 // String renders the request line (with its newline) as the client sends it.
 func (r request) String() string {
-	if r.mode == modeEcho {
-		return fmt.Sprintf("%s %d\n", modeEcho, r.size)
+	if r.mode == modeEcho || r.mode == modeGet {
+		return fmt.Sprintf("%s %d\n", r.mode, r.size)
 	}
 	return modeBulk + "\n"
 }
@@ -47,15 +51,20 @@ func parseRequest(line []byte) (request, error) {
 	if bytes.Equal(line, []byte(modeBulk)) {
 		return request{mode: modeBulk}, nil
 	}
+	mode, limit := modeEcho, maxEchoSize
 	num, ok := bytes.CutPrefix(line, []byte(modeEcho+" "))
 	if !ok {
-		return request{}, fmt.Errorf("%w: %q: want %q or %q", errBadRequest, line, modeBulk, modeEcho+" N")
+		mode, limit = modeGet, maxGetSize
+		num, ok = bytes.CutPrefix(line, []byte(modeGet+" "))
+	}
+	if !ok {
+		return request{}, fmt.Errorf("%w: %q: want %q, %q or %q", errBadRequest, line, modeBulk, modeEcho+" N", modeGet+" N")
 	}
 	n, err := strconv.Atoi(string(num))
-	if err != nil || n < 1 || n > maxEchoSize || strconv.Itoa(n) != string(num) {
-		return request{}, fmt.Errorf("%w: echo size %q: want 1-%d", errBadRequest, num, maxEchoSize)
+	if err != nil || n < 1 || n > limit || strconv.Itoa(n) != string(num) {
+		return request{}, fmt.Errorf("%w: %s size %q: want 1-%d", errBadRequest, mode, num, limit)
 	}
-	return request{mode: modeEcho, size: n}, nil
+	return request{mode: mode, size: n}, nil
 }
 
 // readRequest reads one request line from r, never past its newline.

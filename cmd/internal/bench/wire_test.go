@@ -24,6 +24,11 @@ func TestParseRequest(t *testing.T) {
 		{"echo 007", request{}, false},
 		{"echo", request{}, false},
 		{"echo  5", request{}, false},
+		{"get 30000", request{mode: modeGet, size: 30000}, true},
+		{"get 1073741824", request{mode: modeGet, size: maxGetSize}, true},
+		{"get 1073741825", request{}, false},
+		{"get 0", request{}, false},
+		{"get", request{}, false},
 		{"BULK", request{}, false},
 		{"bulk ", request{}, false},
 		{"", request{}, false},
@@ -57,7 +62,7 @@ func TestReadRequestStopsAtNewline(t *testing.T) {
 }
 
 func TestRequestRoundTrip(t *testing.T) {
-	for _, req := range []request{{mode: modeBulk}, {mode: modeEcho, size: 1}, {mode: modeEcho, size: maxEchoSize}} {
+	for _, req := range []request{{mode: modeBulk}, {mode: modeEcho, size: 1}, {mode: modeEcho, size: maxEchoSize}, {mode: modeGet, size: 1}, {mode: modeGet, size: maxGetSize}} {
 		got, err := readRequest(strings.NewReader(req.String()))
 		if err != nil || got != req {
 			t.Errorf("%q read back as %+v, %v", req.String(), got, err)
@@ -69,7 +74,7 @@ func TestRequestRoundTrip(t *testing.T) {
 // input is parsed or refused, never a panic, never read past its newline,
 // and what is accepted renders back to the same line.
 func FuzzReadRequest(f *testing.F) {
-	for _, s := range []string{"bulk\n", "echo 100\n", "echo 65536\n", "echo 0\n", "echo 99999999999999999999\n", "bulk", "\n", "echo \n", "bulk\nbulk\n", "\x00\xff\n"} {
+	for _, s := range []string{"bulk\n", "echo 100\n", "echo 65536\n", "echo 0\n", "echo 99999999999999999999\n", "get 30000\n", "bulk", "\n", "echo \n", "bulk\nbulk\n", "\x00\xff\n"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -88,8 +93,8 @@ func FuzzReadRequest(f *testing.F) {
 		if req.String() != string(data[:consumed]) {
 			t.Fatalf("accepted %q but renders %q", data[:consumed], req.String())
 		}
-		if req.mode == modeEcho && (req.size < 1 || req.size > maxEchoSize) {
-			t.Fatalf("accepted echo size %d", req.size)
+		if req.mode == modeEcho && (req.size < 1 || req.size > maxEchoSize) || req.mode == modeGet && (req.size < 1 || req.size > maxGetSize) {
+			t.Fatalf("accepted %s size %d", req.mode, req.size)
 		}
 	})
 }

@@ -1,0 +1,952 @@
+package bench
+
+// This file owns the many-flows workload (issue 12.1): what an endpoint
+// in front of a site of many users meets. On one testbed (one
+// association), in turn:
+//   - idle: many connections opened, each proven end to end by a one-byte
+//     echo, then held idle; the endpoints' resident memory per connection;
+//   - opens: many new connections, each carrying a one-byte echo, all
+//     requested at once; how many open per second;
+//   - downloads: many concurrent small downloads; how fairly they share
+//     the link (Jain's index of their rates) and how much of it together;
+//   - request under load: many bulk downloads and a UDP stream at the
+//     link's rate, and every probe interval a 1 KB request on a new
+//     connection, timed from its connect() to the answer's last byte in
+//     round trips.
+// Kernel TCP runs every phase but the idle one (no endpoint to weigh).
+// The client is in site A and the server in site B, as in the other
+// workloads; the dials come from a pool of threads that stay inside A's
+// namespace, so the benchmark itself can open thousands of connections a
+// second.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"scpsvpn/cmd/internal/namespace"
+	"scpsvpn/cmd/internal/testbed"
+)
+
+// WorkloadFlows is the many-flows workload.
+const WorkloadFlows = "flows"
+
+// FlowsSpec sizes the many-flows workload.
+type FlowsSpec struct {
+	Flows         int `json:"flows"`          // concurrent downloads, and bulk flows under the request probe
+	DownloadBytes int `json:"download_bytes"` // of each concurrent download
+	Idle          int `json:"idle_flows"`
+	Opens         int `json:"opens"`
+}
+
+// DefaultFlows is the issue's workload: 1,000 downloads of 30 kB, 10,000
+// idle connections, 2,000 opens (enough to time a rate of thousands per
+// second over more than a round trip).
+var DefaultFlows = FlowsSpec{Flows: 1000, DownloadBytes: 30_000, Idle: 10_000, Opens: 2000}
+
+// flowsRequestSize is the probe's request and answer: "a 1 KB request".
+const flowsRequestSize = 1000
+
+// flowsUDPSize is the UDP stream's datagram payload: one datagram fits a
+// tunnel packet.
+const flowsUDPSize = 1200
+
+// flowsDialers caps the threads the client dials from: a kernel TCP dial
+// holds its thread for a round trip.
+const flowsDialers = 1000
+
+// flowsSettle is the pause before weighing the idle connections: the
+// endpoints finish their work for the opens.
+const flowsSettle = 2 * time.Second
+
+// phasePause is the pause between phases under c: the closes of the last
+// one reach the far side before the next begins.
+func phasePause(c Condition) time.Duration { return max(3*c.RTT, 300*time.Millisecond) }
+
+// FlowsResult is what a many-flows run measured.
+type FlowsResult struct {
+	Idle      *IdleFlows      `json:"idle,omitempty"`
+	Opens     *FlowOpens      `json:"opens,omitempty"`
+	Downloads *FlowDownloads  `json:"downloads,omitempty"`
+	Request   *RequestUnderLd `json:"request_under_load,omitempty"`
+}
+
+// IdleFlows is the idle phase: connections held open and what they cost.
+type IdleFlows struct {
+	Flows  int     `json:"flows"`
+	Open   int     `json:"open"` // proven by their echo and held
+	OpenMs float64 `json:"open_ms"`
+	// RSS of each endpoint before the first connection and with all of
+	// them open, and the difference per open connection.
+	RSSBeforeA int64   `json:"rss_before_a"`
+	RSSAfterA  int64   `json:"rss_after_a"`
+	RSSBeforeB int64   `json:"rss_before_b"`
+	RSSAfterB  int64   `json:"rss_after_b"`
+	PerFlowA   float64 `json:"bytes_per_flow_a"`
+	PerFlowB   float64 `json:"bytes_per_flow_b"`
+	Err        string  `json:"error,omitempty"` // the first failure
+}
+
+// FlowOpens is the opens phase.
+type FlowOpens struct {
+	Flows int `json:"flows"`
+	Done  int `json:"done"`
+	// PerSecond is the opens' rate: the answered ones after the first over
+	// the time from the first answer to the last, so the round trip every
+	// open waits does not count.
+	PerSecond float64 `json:"per_second"`
+	FirstMs   float64 `json:"first_answer_ms"`
+	LastMs    float64 `json:"last_answer_ms"`
+	Err       string  `json:"error,omitempty"`
+}
+
+// FlowDownloads is the concurrent downloads phase.
+type FlowDownloads struct {
+	Flows int   `json:"flows"`
+	Done  int   `json:"done"` // every byte arrived
+	Bytes int64 `json:"bytes"`
+	// FirstByteMs and LastByteMs count from the start of the first dial.
+	FirstByteMs float64 `json:"first_byte_ms"`
+	LastByteMs  float64 `json:"last_byte_ms"`
+	// Together is the bytes over the time from the first byte to the last
+	// as a share of the link's payload limit.
+	Together float64 `json:"together_share_of_limit"`
+	// Jain is Jain's index of the flows' rates, each its bytes over the
+	// time from its dial to its last byte; a failed flow counts its bytes.
+	Jain float64 `json:"jain_index"`
+	// Completion times of the finished flows, from their dial.
+	P50Ms float64 `json:"p50_ms"`
+	P95Ms float64 `json:"p95_ms"`
+	MaxMs float64 `json:"max_ms"`
+	Err   string  `json:"error,omitempty"`
+}
+
+// RequestUnderLd is the request-under-load phase.
+type RequestUnderLd struct {
+	Bulk     int `json:"bulk_flows"`
+	BulkOpen int `json:"bulk_open"` // that delivered bytes during the probes
+	Count    int `json:"count"`
+	// Latencies from the request's connect() to its answer's last byte,
+	// in ms and in round trips of the condition.
+	P50Ms      float64 `json:"p50_ms"`
+	P95Ms      float64 `json:"p95_ms"`
+	MaxMs      float64 `json:"max_ms"`
+	P50RTTs    float64 `json:"p50_rtts"`
+	P95RTTs    float64 `json:"p95_rtts"`
+	MaxRTTs    float64 `json:"max_rtts"`
+	Unanswered int     `json:"unanswered"`
+	// What the bulk flows and the UDP stream carried during the probes,
+	// and what the UDP sender offered.
+	BulkKBps       float64 `json:"bulk_kBps"`
+	UDPKBps        float64 `json:"udp_kBps"`
+	UDPOfferedKBps float64 `json:"udp_offered_kBps"`
+	Err            string  `json:"error,omitempty"`
+}
+
+// runFlows measures the many-flows workload on one fresh testbed and fills r.
+func runFlows(ctx context.Context, rc RunConfig, r *Result) (err error) {
+	c := rc.Condition
+	if c.Timed() {
+		return fmt.Errorf("the many-flows workload runs on conditions without a rate schedule or outage; %s has one", c.Name)
+	}
+	spec := rc.Flows
+	if spec.Flows == 0 {
+		spec = DefaultFlows
+	}
+	cfg := testbed.Config{Kind: testbed.Emulated, Link: c.LinkOptions(rc.Seed), Binary: rc.Binary, LogLevel: "info", Logger: rc.Logger}
+	scps := rc.Contender.IsSCPS()
+	if scps {
+		if rc.Binary == "" {
+			return errors.New("no endpoint binary")
+		}
+		cfg.PeerLinkA, cfg.PeerLinkB = c.PeerLinks(rc.Contender.Congestion)
+	}
+	logName := ""
+	if scps {
+		logName = rc.Contender.Name
+	}
+	tb, ctx, done, err := runTestbed(ctx, rc, cfg, logName)
+	if err != nil {
+		return err
+	}
+	defer done(&err)
+
+	var (
+		ln       net.Listener
+		accepted func(net.Conn) error
+		cc       ccCheck
+		d        net.Dialer
+		clientIP netip.Addr // where the UDP stream goes
+	)
+	if scps {
+		ln, _, err = scpsSockets(ctx, tb, rc, testbed.A, testbed.B)
+		clientIP = tb.A.TUN4
+	} else {
+		algo := rc.Contender.Kernel
+		ln, _, err = kernelSockets(tb, algo, &cc)
+		accepted = kernelAccepted(algo, &cc)
+		d.Control = congestionControl(algo)
+		clientIP = tb.A.Underlay.Addr()
+	}
+	if err != nil {
+		return err
+	}
+	srv := Serve(ln, accepted, rc.Logger)
+	defer srv.Close()
+	pool := newDialPool(tb.A.NS, ln.Addr().String(), min(flowsDialers, max(spec.Flows, spec.Opens, 64)), d)
+	defer pool.Close()
+	dial := func(ctx context.Context) (net.Conn, error) {
+		conn, err := pool.Dial(ctx)
+		if err != nil || scps {
+			return conn, err
+		}
+		got, err := getCongestion(conn)
+		if err == nil && got != rc.Contender.Kernel {
+			err = fmt.Errorf("client socket runs %q, not %q", got, rc.Contender.Kernel)
+		}
+		if err != nil {
+			conn.Close()
+			return nil, err
+		}
+		cc.client(got)
+		return conn, nil
+	}
+
+	fr := &FlowsResult{}
+	r.Flows = fr
+	pause := func() error {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(phasePause(c)):
+			return nil
+		}
+	}
+	if scps {
+		fr.Idle = measureIdle(ctx, tb, rc, spec.Idle)
+		if err := pause(); err != nil {
+			return err
+		}
+	}
+	fr.Opens = measureOpens(ctx, dial, spec.Opens)
+	if err := pause(); err != nil {
+		return err
+	}
+	fr.Downloads = measureDownloads(ctx, dial, spec.Flows, spec.DownloadBytes, c)
+	if err := pause(); err != nil {
+		return err
+	}
+	fr.Request = measureRequests(ctx, tb, dial, spec.Flows, c, rc, netip.AddrPortFrom(clientIP, 0))
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	r.TCPCongestion = cc.String()
+	r.DurationS = rc.Duration.Seconds()
+	if serr := srv.Err(); serr != nil {
+		return serr
+	}
+	var failed []string
+	for _, e := range []string{fr.idleErr(), fr.Opens.Err, fr.Downloads.Err, fr.Request.Err} {
+		if e != "" {
+			failed = append(failed, e)
+		}
+	}
+	if fr.Opens.Done == 0 && fr.Downloads.Done == 0 && fr.Request.Count == 0 {
+		return fmt.Errorf("no flow worked: %s", strings.Join(failed, "; "))
+	}
+	if len(failed) > 0 {
+		r.Note = failed[0]
+	}
+	r.Status = StatusOK
+	return nil
+}
+
+func (fr *FlowsResult) idleErr() string {
+	if fr.Idle == nil {
+		return ""
+	}
+	return fr.Idle.Err
+}
+
+// firstErr keeps the first of many flows' errors.
+type firstErr struct {
+	mu  sync.Mutex
+	err error
+	n   int
+}
+
+func (f *firstErr) set(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n++
+	if f.err == nil {
+		f.err = err
+	}
+}
+
+// String is the first error and how many flows failed, or "".
+func (f *firstErr) String() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err == nil {
+		return ""
+	}
+	return fmt.Sprintf("%d flows failed, the first: %s", f.n, oneLine(f.err.Error()))
+}
+
+// echoOnce opens a connection and proves it end to end with one echo of
+// size bytes; the connection stays open.
+func echoOnce(ctx context.Context, dial Dialer, size int) (net.Conn, error) {
+	conn, err := dial(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("dial: %w", err)
+	}
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	msg := make([]byte, size)
+	req := append([]byte(request{mode: modeEcho, size: size}.String()), msg...)
+	if _, err := conn.Write(req); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("request: %w", err)
+	}
+	if _, err := io.ReadFull(conn, msg); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("answer: %w", err)
+	}
+	return conn, nil
+}
+
+// abort closes a client connection with a reset: thousands of closes
+// must not leave their ports in TIME_WAIT.
+func abort(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+	c.Close()
+}
+
+// measureIdle opens n connections to a listener of their own in site B
+// that never accepts them: they wait, established, in its queue, so the
+// benchmark holds only the client's descriptors (two per connection would
+// pass the open-files limit). Both endpoints' flows_active proves every
+// one spliced end to end; then both are weighed, and the connections
+// closed.
+func measureIdle(ctx context.Context, tb *testbed.Testbed, rc RunConfig, n int) *IdleFlows {
+	res := &IdleFlows{Flows: n}
+	var fe firstErr
+	defer func() { res.Err = fe.String() }()
+	rss := func(side testbed.Side) int64 {
+		v, err := tb.RSS(side)
+		if err != nil {
+			fe.set(err)
+		}
+		return v
+	}
+	ln, err := queueListener(tb, netip.AddrPortFrom(tb.B.TUN4, 0), n)
+	if err != nil {
+		fe.set(err)
+		return res
+	}
+	defer ln.Close()
+	d := newDialPool(tb.A.NS, ln.Addr().String(), flowsDialers, net.Dialer{})
+	defer d.Close()
+	res.RSSBeforeA, res.RSSBeforeB = rss(testbed.A), rss(testbed.B)
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(n)*5*time.Millisecond+60*time.Second)
+	defer cancel()
+	conns := make([]net.Conn, n)
+	defer func() {
+		for _, c := range conns {
+			if c != nil {
+				abort(c)
+			}
+		}
+	}()
+	start := time.Now()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, flowsDialers)
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			c, err := d.Dial(ctx)
+			if err != nil {
+				fe.set(fmt.Errorf("dial: %w", err))
+				return
+			}
+			conns[i] = c
+		})
+	}
+	wg.Wait()
+	for _, c := range conns {
+		if c != nil {
+			res.Open++
+		}
+	}
+	// Each endpoint carries the flows once the far one has connected.
+	for {
+		a, aerr := flowsActive(ctx, tb, rc.Binary, testbed.A)
+		b, berr := flowsActive(ctx, tb, rc.Binary, testbed.B)
+		if aerr != nil || berr != nil {
+			fe.set(errors.Join(aerr, berr))
+			return res
+		}
+		if a >= int64(res.Open) && b >= int64(res.Open) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			fe.set(fmt.Errorf("flows active at A %d, at B %d of %d open: %w", a, b, res.Open, ctx.Err()))
+			return res
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	res.OpenMs = ms(time.Since(start))
+	time.Sleep(flowsSettle)
+	res.RSSAfterA, res.RSSAfterB = rss(testbed.A), rss(testbed.B)
+	if res.Open > 0 {
+		res.PerFlowA = float64(res.RSSAfterA-res.RSSBeforeA) / float64(res.Open)
+		res.PerFlowB = float64(res.RSSAfterB-res.RSSBeforeB) / float64(res.Open)
+	}
+	return res
+}
+
+// flowsActive is the flows an endpoint carries, from its status.
+func flowsActive(ctx context.Context, tb *testbed.Testbed, binary string, side testbed.Side) (int64, error) {
+	cmd := tb.Command(side, binary, "status", "--json", "--interface", tb.Site(side).TUNName)
+	out, err := cmd.Output()
+	if err != nil {
+		return 0, fmt.Errorf("status at %s: %w", side, err)
+	}
+	var st struct {
+		Counters struct {
+			FlowsActive int64 `json:"flows_active"`
+		} `json:"counters"`
+	}
+	if err := json.Unmarshal(out, &st); err != nil {
+		return 0, fmt.Errorf("status at %s: %w", side, err)
+	}
+	return st.Counters.FlowsActive, nil
+}
+
+// queueListener listens at addr in site B with room for backlog
+// connections in its accept queue (the namespace's somaxconn raised to
+// match), and never accepts.
+func queueListener(tb *testbed.Testbed, addr netip.AddrPort, backlog int) (net.Listener, error) {
+	if out, err := tb.Exec(testbed.B, "sysctl", "-q", "-w", fmt.Sprintf("net.core.somaxconn=%d", backlog)); err != nil {
+		return nil, fmt.Errorf("%w: %s", err, out)
+	}
+	var f *os.File
+	err := tb.Do(testbed.B, func() error {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		f = os.NewFile(uintptr(fd), "queue-listener")
+		if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: addr.Addr().As4(), Port: int(addr.Port())}); err != nil {
+			return err
+		}
+		return unix.Listen(fd, backlog)
+	})
+	if err != nil {
+		if f != nil {
+			f.Close()
+		}
+		return nil, fmt.Errorf("the idle connections' listener: %w", err)
+	}
+	defer f.Close()
+	return net.FileListener(f)
+}
+
+// measureOpens opens n connections at once, each answering a one-byte
+// echo, and times the answers.
+func measureOpens(ctx context.Context, dial Dialer, n int) *FlowOpens {
+	res := &FlowOpens{Flows: n}
+	var fe firstErr
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(n)*5*time.Millisecond+60*time.Second)
+	defer cancel()
+	start := time.Now()
+	answered := make([]time.Duration, n) // 0: never
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			c, err := echoOnce(ctx, dial, 1)
+			if err != nil {
+				fe.set(err)
+				return
+			}
+			answered[i] = time.Since(start)
+			abort(c)
+		})
+	}
+	wg.Wait()
+	var times []time.Duration
+	for _, t := range answered {
+		if t > 0 {
+			times = append(times, t)
+		}
+	}
+	res.Done = len(times)
+	if len(times) > 0 {
+		first, last := slices.Min(times), slices.Max(times)
+		res.FirstMs, res.LastMs = ms(first), ms(last)
+		if len(times) > 1 && last > first {
+			res.PerSecond = float64(len(times)-1) / (last - first).Seconds()
+		}
+	}
+	res.Err = fe.String()
+	return res
+}
+
+// measureDownloads runs n downloads of size bytes at once.
+func measureDownloads(ctx context.Context, dial Dialer, n, size int, c Condition) *FlowDownloads {
+	res := &FlowDownloads{Flows: n}
+	var fe firstErr
+	// At the link's payload rate all of them take bytes/capacity; a
+	// run several times that has failed to share the link.
+	ctx, cancel := context.WithTimeout(ctx, 4*time.Duration(float64(n*size)/c.PayloadCapacity()*float64(time.Second))+30*time.Second)
+	defer cancel()
+	type flow struct {
+		bytes               int64
+		dialed, first, last time.Duration
+	}
+	flows := make([]flow, n)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			f := &flows[i]
+			f.dialed = time.Since(start)
+			err := func() error {
+				conn, err := dial(ctx)
+				if err != nil {
+					return fmt.Errorf("dial: %w", err)
+				}
+				defer abort(conn)
+				stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+				defer stop()
+				if _, err := io.WriteString(conn, request{mode: modeGet, size: size}.String()); err != nil {
+					return fmt.Errorf("request: %w", err)
+				}
+				buf := make([]byte, 16<<10)
+				for f.bytes < int64(size) {
+					k, err := conn.Read(buf)
+					if k > 0 {
+						now := time.Since(start)
+						if f.bytes == 0 {
+							f.first = now
+						}
+						f.bytes += int64(k)
+						f.last = now
+					}
+					if err != nil {
+						return fmt.Errorf("after %d bytes: %w", f.bytes, err)
+					}
+				}
+				return nil
+			}()
+			if err != nil {
+				fe.set(err)
+			}
+		})
+	}
+	wg.Wait()
+	var rates []float64
+	var took []time.Duration
+	first, last := time.Duration(-1), time.Duration(0)
+	for _, f := range flows {
+		res.Bytes += f.bytes
+		if f.bytes == 0 {
+			rates = append(rates, 0)
+			continue
+		}
+		if first < 0 || f.first < first {
+			first = f.first
+		}
+		last = max(last, f.last)
+		rates = append(rates, float64(f.bytes)/(f.last-f.dialed).Seconds())
+		if f.bytes >= int64(size) {
+			res.Done++
+			took = append(took, f.last-f.dialed)
+		}
+	}
+	res.Jain = Jain(rates)
+	if first >= 0 {
+		res.FirstByteMs, res.LastByteMs = ms(first), ms(last)
+		if last > first {
+			res.Together = float64(res.Bytes) / (last - first).Seconds() / c.PayloadCapacity()
+		}
+	}
+	if p, ok := Percentile(took, 0.5); ok {
+		res.P50Ms = ms(p)
+		p95, _ := Percentile(took, 0.95)
+		res.P95Ms, res.MaxMs = ms(p95), ms(slices.Max(took))
+	}
+	res.Err = fe.String()
+	return res
+}
+
+// measureRequests runs n bulk downloads and a UDP stream at the link's
+// rate toward the client at udpTo, and every rc.ProbeEvery for
+// rc.Duration a 1 KB request on a new connection.
+func measureRequests(ctx context.Context, tb *testbed.Testbed, dial Dialer, n int, c Condition, rc RunConfig, udpTo netip.AddrPort) *RequestUnderLd {
+	res := &RequestUnderLd{Bulk: n}
+	var fe firstErr
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	// The bulk flows: each counts what it received.
+	var bulkBytes atomic.Int64
+	counts := make([]atomic.Int64, n)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	for i := range n {
+		wg.Go(func() {
+			conn, err := dial(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					fe.set(fmt.Errorf("bulk dial: %w", err))
+				}
+				return
+			}
+			defer abort(conn)
+			stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+			defer stop()
+			if _, err := io.WriteString(conn, request{mode: modeBulk}.String()); err != nil {
+				return
+			}
+			buf := make([]byte, 16<<10)
+			for {
+				k, err := conn.Read(buf)
+				bulkBytes.Add(int64(k))
+				counts[i].Add(int64(k))
+				if err != nil {
+					if ctx.Err() == nil {
+						fe.set(fmt.Errorf("bulk: %w", err))
+					}
+					return
+				}
+			}
+		})
+	}
+
+	// The UDP stream, from site B to site A at the link's rate.
+	udp, err := startUDPStream(ctx, tb, udpTo, c.Down)
+	if err != nil {
+		fe.set(err)
+		res.Err = fe.String()
+		return res
+	}
+	defer udp.stop()
+
+	// The probes start once the bulk flows and the stream have had a few
+	// round trips to fill the link.
+	select {
+	case <-ctx.Done():
+		return res
+	case <-time.After(3*c.RTT + time.Second):
+	}
+	every := rc.ProbeEvery
+	if every <= 0 {
+		every = 500 * time.Millisecond
+	}
+	start := time.Now()
+	bulk0, udp0, sent0 := bulkBytes.Load(), udp.received.Load(), udp.sent.Load()
+	before := make([]int64, n)
+	for i := range counts {
+		before[i] = counts[i].Load()
+	}
+	end := start.Add(rc.Duration)
+	var lat []time.Duration
+	for time.Now().Before(end) && ctx.Err() == nil {
+		sent := time.Now()
+		pctx, pcancel := context.WithDeadline(ctx, end.Add(10*c.RTT))
+		conn, err := echoOnce(pctx, dial, flowsRequestSize)
+		pcancel()
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
+				res.Unanswered++
+			} else {
+				fe.set(fmt.Errorf("request: %w", err))
+			}
+			break
+		}
+		lat = append(lat, time.Since(sent))
+		abort(conn)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Until(sent.Add(every))):
+		}
+	}
+	window := time.Since(start).Seconds()
+	res.BulkKBps = float64(bulkBytes.Load()-bulk0) / window / 1000
+	res.UDPKBps = float64(udp.received.Load()-udp0) / window / 1000
+	res.UDPOfferedKBps = float64(udp.sent.Load()-sent0) / window / 1000
+	for i := range counts {
+		if counts[i].Load() > before[i] {
+			res.BulkOpen++
+		}
+	}
+	res.Count = len(lat)
+	if p, ok := Percentile(lat, 0.5); ok {
+		p95, _ := Percentile(lat, 0.95)
+		mx := slices.Max(lat)
+		res.P50Ms, res.P95Ms, res.MaxMs = ms(p), ms(p95), ms(mx)
+		rtts := func(d time.Duration) float64 { return float64(d) / float64(c.RTT) }
+		res.P50RTTs, res.P95RTTs, res.MaxRTTs = rtts(p), rtts(p95), rtts(mx)
+	}
+	res.Err = fe.String()
+	return res
+}
+
+// udpStream is a paced UDP sender in site B and its receiver in site A.
+type udpStream struct {
+	sent, received atomic.Int64 // payload bytes
+	stop           func()
+}
+
+// startUDPStream sends datagrams from site B to a receiver bound to to's
+// address in site A at bps (IP bytes) until ctx ends or stop.
+func startUDPStream(ctx context.Context, tb *testbed.Testbed, to netip.AddrPort, bps int64) (*udpStream, error) {
+	rx, err := tb.ListenPacket(testbed.A, "udp4", to.String())
+	if err != nil {
+		return nil, fmt.Errorf("UDP receiver: %w", err)
+	}
+	var tx net.Conn
+	err = tb.Do(testbed.B, func() (err error) {
+		tx, err = net.Dial("udp4", rx.LocalAddr().String())
+		return err
+	})
+	if err != nil {
+		rx.Close()
+		return nil, fmt.Errorf("UDP sender: %w", err)
+	}
+	u := &udpStream{}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		buf := make([]byte, 64<<10)
+		for {
+			k, _, err := rx.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			u.received.Add(int64(k))
+		}
+	})
+	wg.Go(func() {
+		msg := bulkPattern(flowsUDPSize)
+		wire := float64(flowsUDPSize + 28) // IPv4 and UDP headers
+		const tick = 5 * time.Millisecond
+		t := time.NewTicker(tick)
+		defer t.Stop()
+		start := time.Now()
+		var n int64 // datagrams sent
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			due := int64(time.Since(start).Seconds() * float64(bps) / 8 / wire)
+			for ; n < due; n++ {
+				if _, err := tx.Write(msg); err != nil {
+					if errors.Is(err, syscall.ECONNREFUSED) {
+						continue // an ICMP error from an earlier datagram; keep sending
+					}
+					return
+				}
+				u.sent.Add(flowsUDPSize)
+			}
+		}
+	})
+	u.stop = func() {
+		cancel()
+		tx.Close()
+		rx.Close()
+		wg.Wait()
+	}
+	return u, nil
+}
+
+// dialPool dials TCP to one address from threads that stay inside a
+// namespace: switching a thread in and out for every dial would cost more
+// than the opens it measures.
+type dialPool struct {
+	jobs chan dialJob
+	wg   sync.WaitGroup
+}
+
+type dialJob struct {
+	ctx  context.Context
+	done chan<- dialResult
+}
+
+type dialResult struct {
+	conn net.Conn
+	err  error
+}
+
+// newDialPool starts workers dialing addr with d from inside namespace ns.
+func newDialPool(ns, addr string, workers int, d net.Dialer) *dialPool {
+	p := &dialPool{jobs: make(chan dialJob)}
+	for range workers {
+		p.wg.Go(func() {
+			err := namespace.Do(ns, func() error {
+				for j := range p.jobs {
+					c, err := d.DialContext(j.ctx, "tcp4", addr)
+					j.done <- dialResult{c, err}
+				}
+				return nil
+			})
+			if err != nil { // never entered: answer the jobs with why
+				for j := range p.jobs {
+					j.done <- dialResult{nil, err}
+				}
+			}
+		})
+	}
+	return p
+}
+
+// Dial opens a connection from the pool's namespace.
+func (p *dialPool) Dial(ctx context.Context) (net.Conn, error) {
+	done := make(chan dialResult, 1)
+	select {
+	case p.jobs <- dialJob{ctx, done}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	r := <-done
+	return r.conn, r.err
+}
+
+// Close ends the workers once their dials are done.
+func (p *dialPool) Close() {
+	close(p.jobs)
+	p.wg.Wait()
+}
+
+// check says which flag is out of range.
+func (s FlowsSpec) check() error {
+	switch {
+	case s.Flows < 1 || s.Flows > 10_000:
+		return fmt.Errorf("--flows %d: use 1 to 10000", s.Flows)
+	case s.DownloadBytes < 1000 || s.DownloadBytes > 100_000_000:
+		return fmt.Errorf("--flow-kb %d: use 1 to 100000", s.DownloadBytes/1000)
+	case s.Idle < 1 || s.Idle > 100_000:
+		return fmt.Errorf("--idle-flows %d: use 1 to 100000", s.Idle)
+	case s.Opens < 2 || s.Opens > 100_000:
+		return fmt.Errorf("--opens %d: use 2 to 100000", s.Opens)
+	}
+	return nil
+}
+
+// Files is how many file descriptors the benchmark process needs: both
+// ends of every connection of the largest phase that runs client and
+// server in it, the client's end of the idle ones, and room for the rest.
+func (s FlowsSpec) Files() uint64 {
+	return uint64(max(2*s.Opens, 2*s.Flows, s.Idle) + 4096)
+}
+
+// raiseFileLimit lifts RLIMIT_NOFILE to at least n: the soft limit up to
+// the hard one, and the hard one too where allowed (CAP_SYS_RESOURCE).
+// The endpoints the testbed starts inherit it.
+func raiseFileLimit(n uint64) error {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return fmt.Errorf("reading the open-files limit: %w", err)
+	}
+	if lim.Cur >= n {
+		return nil
+	}
+	want := syscall.Rlimit{Cur: n, Max: max(lim.Max, n)}
+	if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &want) == nil {
+		return nil
+	}
+	if lim.Max < n {
+		return fmt.Errorf("needs %d open files, the hard limit is %d and may not be raised here: use fewer --idle-flows, --opens or --flows", n, lim.Max)
+	}
+	lim.Cur = n
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return fmt.Errorf("raising the open-files limit to %d: %w", n, err)
+	}
+	return nil
+}
+
+// Describe says in words what a many-flows run does.
+func (s FlowsSpec) Describe(probeS float64) string {
+	return fmt.Sprintf("many flows from site B (server) to site A (client) through the userspace link emulator, on one fresh testbed per contender, in turn: "+
+		"%d idle connections (held in a listener's queue in site B, never accepted; open once both endpoints report them active; the endpoints' RSS before and with all open; scpsvpn only), "+
+		"%d connections opened at once (a 1-byte echo each; the rate of answers from the first to the last), "+
+		"%d concurrent downloads of %d bytes (together: bytes from the first byte to the last over the payload limit; Jain's index of each flow's rate from its dial to its last byte), "+
+		"and %d bulk downloads beside a UDP stream at the link's rate toward the client, with a %d-byte request on a new connection every probe interval for %s (from connect() to the answer's last byte)",
+		s.Idle, s.Opens, s.Flows, s.DownloadBytes, s.Flows, flowsRequestSize, fmtSeconds(probeS))
+}
+
+// flowsSummary is RunSummary's line for a many-flows run.
+func flowsSummary(r *Result) string {
+	f := r.Flows
+	s := ""
+	if i := f.Idle; i != nil {
+		s += fmt.Sprintf("idle %d/%d: %.1f / %.1f KiB each (A/B); ", i.Open, i.Flows, i.PerFlowA/1024, i.PerFlowB/1024)
+	}
+	if o := f.Opens; o != nil {
+		s += fmt.Sprintf("opens %.0f/s (%d/%d); ", o.PerSecond, o.Done, o.Flows)
+	}
+	if d := f.Downloads; d != nil {
+		s += fmt.Sprintf("downloads %d/%d: %.0f%% of the limit, Jain %.3f; ", d.Done, d.Flows, d.Together*100, d.Jain)
+	}
+	if q := f.Request; q != nil {
+		s += fmt.Sprintf("request p50 %.2f, p95 %.2f RTT (%d)", q.P50RTTs, q.P95RTTs, q.Count)
+	}
+	if r.Note != "" {
+		s += " (" + r.Note + ")"
+	}
+	return s
+}
+
+// renderFlows writes the many-flows table.
+func (rep *Report) renderFlows(w io.Writer) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	p("## Many flows (issue 12.1)\n\n")
+	p("Goals on GEO-10/2: the concurrent downloads together >= 95%% of the payload limit with Jain's index >= 0.9; idle connections <= 64 KiB of endpoint RSS each; opens >= 1,000 per second; " +
+		"the request on a new connection within 1.2 RTT beside the bulk flows and the UDP stream. " +
+		"Idle: KiB of RSS per open connection at endpoint A / B (scpsvpn only). Request: p50 / p95 / max in round trips of the condition, and how many. Bulk and UDP: kB/s each carried during the requests (UDP offered).\n\n")
+	p("| condition | contender | idle KiB/flow (A / B) | opens/s | downloads done | together | Jain | download p50 / max s | request RTTs | bulk kB/s | UDP kB/s (offered) |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, c := range rep.Conditions {
+		for _, ct := range rep.Contenders {
+			r := rep.result(c.Name, ct.Name)
+			if r == nil {
+				continue
+			}
+			if !r.OK() || r.Flows == nil {
+				p("| %s | %s | %s | | | | | | | | |\n", c.Name, ct.Name, statusWord(r.Status))
+				continue
+			}
+			f := r.Flows
+			idle := "-"
+			if i := f.Idle; i != nil {
+				idle = fmt.Sprintf("%.1f / %.1f (%d)", i.PerFlowA/1024, i.PerFlowB/1024, i.Open)
+			}
+			d, o, q := f.Downloads, f.Opens, f.Request
+			p("| %s | %s | %s | %.0f | %d/%d | %.0f%% | %.3f | %.1f / %.1f | %.2f / %.2f / %.2f (%d) | %.1f | %.1f (%.1f) |\n",
+				c.Name, ct.Name, idle, o.PerSecond, d.Done, d.Flows, d.Together*100, d.Jain, d.P50Ms/1000, d.MaxMs/1000,
+				q.P50RTTs, q.P95RTTs, q.MaxRTTs, q.Count, q.BulkKBps, q.UDPKBps, q.UDPOfferedKBps)
+		}
+	}
+	p("\n")
+}
