@@ -183,17 +183,62 @@ func (e *Endpoint) splice(x, y flowEnd) {
 	y.Close()
 }
 
-func copyData(bufs *sync.Pool, dst io.Writer, src io.Reader) error {
-	bp := bufs.Get().(*[]byte)
-	defer bufs.Put(bp)
-	_, err := io.CopyBuffer(onlyWriter{dst}, onlyReader{src}, *bp)
-	if errors.Is(err, io.EOF) {
-		return nil
-	}
-	return err
+// idleCopyBuf is the buffer a flow's direction waits for data with: a
+// full TUN packet's payload and more, so a trickle never needs the pool.
+const idleCopyBuf = 2 << 10
+
+// bufPool is where copyData takes its large buffers (a *sync.Pool).
+type bufPool interface {
+	Get() any
+	Put(any)
 }
 
-// onlyWriter and onlyReader hide ReadFrom/WriteTo so io.CopyBuffer uses our
-// pooled buffer instead of allocating one per flow.
-type onlyWriter struct{ io.Writer }
-type onlyReader struct{ io.Reader }
+// copyData copies src to dst until src ends. A flow holds a large pooled
+// buffer only while data streams: it waits for data with a small buffer
+// of its own, takes a large one when a read fills the small one, and
+// gives it back after a read that does not fill it (the source has
+// drained, and the next read may wait). An idle flow then costs
+// idleCopyBuf per direction instead of a large buffer held through its
+// blocked read, which at thousands of idle connections was most of the
+// endpoint's memory.
+func copyData(bufs bufPool, dst io.Writer, src io.Reader) error {
+	small := make([]byte, idleCopyBuf)
+	var large *[]byte
+	defer func() {
+		if large != nil {
+			bufs.Put(large)
+		}
+	}()
+	for {
+		buf := small
+		if large != nil {
+			buf = *large
+		}
+		n, rerr := src.Read(buf)
+		if n > 0 {
+			w, werr := dst.Write(buf[:n])
+			if werr == nil && w < n {
+				werr = io.ErrShortWrite
+			}
+			if werr != nil {
+				if errors.Is(werr, io.EOF) {
+					return nil
+				}
+				return werr
+			}
+		}
+		if rerr != nil {
+			if errors.Is(rerr, io.EOF) {
+				return nil
+			}
+			return rerr
+		}
+		switch {
+		case large == nil && n == len(small):
+			large = bufs.Get().(*[]byte)
+		case large != nil && n < len(*large):
+			bufs.Put(large)
+			large = nil
+		}
+	}
+}
