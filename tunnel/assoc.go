@@ -162,6 +162,7 @@ func (a *assoc) sessionConfig(addr netip.Addr) scps.Config {
 		cfg.StreamWindow = uint64(link.Window)
 	}
 	cfg.Memory = a.memory
+	cfg.MaxStreams = peerStreams(a.e.cfg.MaxFlows)
 	return cfg
 }
 

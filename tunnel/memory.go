@@ -46,3 +46,11 @@ func copyBufPool(total int64, maxFlows int) *sync.Pool {
 	}
 	return &smallCopyBufs
 }
+
+// peerStreams is how many streams a peer may have open at once: as many
+// flows as the endpoint carries (max_flows), not the transport's default,
+// which held a site's 4,097th concurrent connection back behind the
+// others. The memory budget may lower it further (scps.Config.Memory).
+func peerStreams(maxFlows int) int {
+	return min(max(maxFlows, scps.DefaultMaxStreams), 1<<20)
+}

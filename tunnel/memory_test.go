@@ -33,3 +33,24 @@ func TestMemorySplit(t *testing.T) {
 		t.Error("copy buffers: small ones for a small budget per flow, large ones otherwise")
 	}
 }
+
+// TestPeerStreams: a peer may open as many streams as the endpoint
+// carries flows, never fewer than the transport's default nor more than
+// it accepts.
+func TestPeerStreams(t *testing.T) {
+	for _, c := range []struct{ flows, want int }{
+		{16384, 16384},
+		{100, scps.DefaultMaxStreams},
+		{1 << 20, 1 << 20},
+	} {
+		got := peerStreams(c.flows)
+		if got != c.want {
+			t.Errorf("peerStreams(%d) = %d, want %d", c.flows, got, c.want)
+		}
+		cfg := scps.DefaultConfig()
+		cfg.MaxStreams = got
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("max_flows %d: %v", c.flows, err)
+		}
+	}
+}
