@@ -97,7 +97,12 @@ type IdleFlows struct {
 	RSSAfterB  int64   `json:"rss_after_b"`
 	PerFlowA   float64 `json:"bytes_per_flow_a"`
 	PerFlowB   float64 `json:"bytes_per_flow_b"`
-	Err        string  `json:"error,omitempty"` // the first failure
+	// ActiveA and ActiveB are the endpoints' flows_active when last
+	// read: below Open, some connections never reached or left the far
+	// side.
+	ActiveA int64  `json:"flows_active_a"`
+	ActiveB int64  `json:"flows_active_b"`
+	Err     string `json:"error,omitempty"` // the first failure
 }
 
 // FlowOpens is the opens phase.
@@ -395,10 +400,14 @@ func measureIdle(ctx context.Context, tb *testbed.Testbed, rc RunConfig, n int) 
 			res.Open++
 		}
 	}
-	// Each endpoint carries the flows once the far one has connected.
+	// Each endpoint carries the flows once the far one has connected. If
+	// some never do, the endpoints are still weighed (per open client
+	// connection) and the error says how many each carried.
+wait:
 	for {
 		a, aerr := flowsActive(ctx, tb, rc.Binary, testbed.A)
 		b, berr := flowsActive(ctx, tb, rc.Binary, testbed.B)
+		res.ActiveA, res.ActiveB = a, b
 		if aerr != nil || berr != nil {
 			fe.set(errors.Join(aerr, berr))
 			return res
@@ -409,7 +418,7 @@ func measureIdle(ctx context.Context, tb *testbed.Testbed, rc RunConfig, n int) 
 		select {
 		case <-ctx.Done():
 			fe.set(fmt.Errorf("flows active at A %d, at B %d of %d open: %w", a, b, res.Open, ctx.Err()))
-			return res
+			break wait
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
