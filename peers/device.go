@@ -138,7 +138,7 @@ type Datagram struct {
 type Result struct {
 	// Peer the datagram authenticated as; nil if it did not.
 	Peer *Peer
-	// Data is the decrypted association packet (a subslice of dst), nil for
+	// Data is the decrypted association packet, dst[:len(Data)], nil for
 	// handshake messages and keepalives; Counter is the number it was
 	// sealed with (SealOn), authenticated and not seen before on its
 	// session.

@@ -159,6 +159,10 @@ func (s *sim) receive(n *node, from netip.AddrPort, data []byte) (Result, error)
 		}
 	}
 	if r.Data != nil {
+		// The tunnel queues dst itself as the packet (tunnel.rxBuf).
+		if len(r.Data) > 0 && &r.Data[0] != &buf[0] {
+			s.t.Errorf("%s: Data does not begin at dst[0]", n.name)
+		}
 		n.data = append(n.data, bytes.Clone(r.Data))
 	}
 	if r.Established {

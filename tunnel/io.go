@@ -151,8 +151,8 @@ func (e *Endpoint) writeTUNPacket(p []byte) {
 // readUDP authenticates and dispatches every datagram on the association
 // port. Anything that fails is dropped and counted, with no reply.
 func (e *Endpoint) readUDP() {
-	plain := make([]byte, 65535)
-	handle := func(src netip.AddrPort, pkt []byte) { e.handleUDP(src, pkt, plain) }
+	var plain *[]byte // the next packet's plaintext buffer, from rxBuf
+	handle := func(src netip.AddrPort, pkt []byte) { plain = e.handleUDP(src, pkt, plain) }
 	for {
 		if err := e.sock.Receive(handle); err != nil {
 			if !errors.Is(err, net.ErrClosed) && e.ctx.Err() == nil {
@@ -163,9 +163,19 @@ func (e *Endpoint) readUDP() {
 	}
 }
 
-func (e *Endpoint) handleUDP(src netip.AddrPort, pkt, plain []byte) {
+// handleUDP decrypts pkt into plain (a buffer from rxBuf, or nil) and
+// dispatches it. An association packet is queued for its peer in plain
+// itself, which then belongs to the queue; the buffer the next datagram
+// may use is returned (plain, when nothing took it).
+func (e *Endpoint) handleUDP(src netip.AddrPort, pkt []byte, plain *[]byte) *[]byte {
 	e.stats.UDPIn.Add(1)
-	res, err := e.dev.Receive(src, pkt, plain)
+	if plain == nil || cap(*plain) < len(pkt) {
+		if plain != nil {
+			rxBufs.Put(plain)
+		}
+		plain = rxBuf(len(pkt)) // the plaintext is shorter than pkt
+	}
+	res, err := e.dev.Receive(src, pkt, *plain)
 	for _, d := range res.Send {
 		select {
 		case e.replies <- d:
@@ -175,22 +185,24 @@ func (e *Endpoint) handleUDP(src netip.AddrPort, pkt, plain []byte) {
 	}
 	if err != nil {
 		e.stats.UDPDropped.Add(1)
-		return
+		return plain
 	}
 	if res.Peer == nil {
-		return
+		return plain
 	}
 	a := e.assocByName(res.Peer.Name())
 	if a == nil {
-		return
+		return plain
 	}
 	// The peer's own routine does the rest (peerrx.go).
 	if res.Established {
 		a.rx.pushEstablished(res.Session, res.LocalPayload, res.RemotePayload)
 	}
 	if res.Data != nil {
-		a.rx.pushData(res.Session, res.Counter, res.Data)
+		a.rx.push(res.Session, res.Counter, plain, len(res.Data))
+		return nil
 	}
+	return plain
 }
 
 // maxQueuedReplies bounds the handshake answers (responses, cookie

@@ -31,9 +31,22 @@ type rxItem struct {
 	local, remote []byte // the handshake's payloads, if established
 }
 
-// rxBufs hold packets of a 1500-byte path; pushData replaces one that is
-// too small for a larger path's packet.
+// rxBufs hold packets of a 1500-byte path; rxBuf replaces one that is too
+// small for a larger path's packet.
 var rxBufs = sync.Pool{New: func() any { b := make([]byte, configs.DefaultPathMTU); return &b }}
+
+// rxBuf returns a pooled buffer that holds at least n bytes. The UDP reader
+// decrypts into it, and push hands it to the queue without a copy.
+func rxBuf(n int) *[]byte {
+	bp := rxBufs.Get().(*[]byte)
+	if cap(*bp) < n {
+		rxBufs.Put(bp)
+		b := make([]byte, n)
+		bp = &b
+	}
+	*bp = (*bp)[:cap(*bp)]
+	return bp
+}
 
 // peerRx is one peer's receive queue and the routine that drains it.
 type peerRx struct {
@@ -45,15 +58,11 @@ func newPeerRx(drops *atomic.Uint64) *peerRx {
 	return &peerRx{q: make(chan rxItem, rxQueueLen), drops: drops}
 }
 
-// pushData queues a copy of pkt; with the queue full it is dropped and
-// counted, as a loss on the link would be (the association repairs it).
-func (r *peerRx) pushData(session, pn uint64, pkt []byte) {
-	bp := rxBufs.Get().(*[]byte)
-	if cap(*bp) < len(pkt) {
-		b := make([]byte, len(pkt))
-		bp = &b
-	}
-	n := copy((*bp)[:cap(*bp)], pkt)
+// push queues packet (*bp)[:n], taking bp (from rxBuf): the queue returns
+// it to the pool once the packet is handled. With the queue full it is
+// dropped and counted, as a loss on the link would be (the association
+// repairs it).
+func (r *peerRx) push(session, pn uint64, bp *[]byte, n int) {
 	select {
 	case r.q <- rxItem{session: session, pn: pn, buf: bp, n: n}:
 	default:

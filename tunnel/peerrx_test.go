@@ -45,7 +45,7 @@ func TestPeerRxIsolation(t *testing.T) {
 	pushed := make(chan struct{})
 	go func() {
 		for i := 0; i < 3*rxQueueLen; i++ {
-			slow.pushData(1, uint64(i), make([]byte, 1+i%1400))
+			slow.push(1, uint64(i), rxBuf(1+i%1400), 1+i%1400)
 		}
 		slow.pushEstablished(2, nil, []byte("params"))
 		close(pushed)
@@ -56,7 +56,7 @@ func TestPeerRxIsolation(t *testing.T) {
 		t.Fatal("pushing to a stuck peer's queue blocked")
 	}
 	for range 100 {
-		fast.pushData(1, 0, []byte("hello"))
+		fast.push(1, 0, rxBuf(5), 5)
 	}
 	if !waitFor(waitTime, func() bool { mu.Lock(); defer mu.Unlock(); return gotB == 100 }) {
 		t.Fatalf("the other peer got %d of 100 packets while one peer was stuck", gotB)
@@ -75,5 +75,19 @@ func TestPeerRxIsolation(t *testing.T) {
 	}
 	if handled > rxQueueLen+1 || dropsB.Load() != 0 {
 		t.Errorf("stuck peer handled %d (queue %d); other peer dropped %d", handled, rxQueueLen, dropsB.Load())
+	}
+}
+
+// TestRxBufFitsPacket: the UDP reader decrypts into rxBuf's buffer, so it
+// must hold the whole packet, of a 1500-byte path or a jumbo one, and be
+// handed over at full length whatever its last user sliced it to.
+func TestRxBufFitsPacket(t *testing.T) {
+	for _, n := range []int{1, 1500, 9000, 65535} {
+		bp := rxBuf(n)
+		if len(*bp) < n || len(*bp) != cap(*bp) {
+			t.Errorf("rxBuf(%d): len %d cap %d", n, len(*bp), cap(*bp))
+		}
+		*bp = (*bp)[:0]
+		rxBufs.Put(bp)
 	}
 }
