@@ -22,6 +22,10 @@ import (
 // readTUN routes every packet the kernel sends into the TUN: TCP into the
 // stack, anything else as a datagram to the peer owning the destination.
 func (e *Endpoint) readTUN() {
+	if e.tunFile != nil {
+		e.readTUNOffload(e.tunFile)
+		return
+	}
 	n := e.tun.BatchSize()
 	bufs := make([][]byte, n)
 	sizes := make([]int, n)

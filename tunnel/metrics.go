@@ -125,7 +125,7 @@ var (
 	descFlows          = desc("flows_total", "TCP connections carried, by where they started: local (a LAN client here) or peer (re-originated here).", "origin")
 	descFlowsRefused   = desc("flows_refused_total", "TCP connections refused (no peer, limit reached, far side could not connect).")
 	descBuffered       = desc("buffered_bytes", "Memory held by every association's stream buffers.")
-	descTunPackets     = desc("tun_packets_total", "Packets read from the TUN device.")
+	descTunPackets     = desc("tun_packets_total", "Packets read from the TUN device (a TCP segment the kernel sent as one, up to 64 KB, counts once).")
 	descTunDrops       = desc("tun_drops_total", "Packets from the TUN, or peers' datagrams for it, dropped, by reason.", "reason")
 	descStreamsBadSrc  = desc("streams_bad_source_total", "Streams a peer opened for a source outside its subnets, refused.")
 	descUDPPackets     = desc("udp_received_packets_total", "Datagrams received on the association socket.")
