@@ -14,6 +14,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -519,4 +520,88 @@ func TestSessionOutageState(t *testing.T) {
 		t.Errorf("outages %d, probes %d", s.Outages, s.OutageProbes)
 	}
 	st.Close()
+}
+
+// TestSessionWriteWith: WriteWith's fill is offered only room the stream
+// has (it waits for room while the peer does not read), what fill writes
+// arrives intact and in order, and after the peer's reset WriteWith fails
+// without calling fill.
+func TestSessionWriteWith(t *testing.T) {
+	defer checkGoroutines(t)()
+	a, b, cleanup := sessionPair(t, 0, nil)
+	defer cleanup()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	data := payload(8<<20, 5)
+	st, err := a.OpenStream(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var written atomic.Int64
+	done := make(chan error, 1)
+	go func() {
+		off := 0
+		for off < len(data) {
+			_, err := st.WriteWith(func(w io.Writer, max int) (int, error) {
+				if max <= 0 {
+					t.Errorf("fill offered %d bytes", max)
+				}
+				n, err := w.Write(data[off : off+min(max, len(data)-off)])
+				off += n
+				written.Add(int64(n))
+				return n, err
+			})
+			if err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- st.CloseWrite()
+	}()
+	ps, err := b.AcceptStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nobody reads: the writer stops at what the stream holds.
+	time.Sleep(300 * time.Millisecond)
+	if n := written.Load(); n == 0 || n >= int64(len(data)) {
+		t.Fatalf("with the peer not reading, %d of %d bytes written", n, len(data))
+	}
+	got, err := io.ReadAll(ps)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read %d bytes (want %d equal), %v", len(got), len(data), err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("writer: %v", err)
+	}
+
+	st2, _ := a.OpenStream(nil)
+	st2.Write([]byte("x"))
+	ps2, err := b.AcceptStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps2.Reset(7)
+	var re *ResetError
+	for {
+		called := false
+		_, err := st2.WriteWith(func(w io.Writer, max int) (int, error) {
+			called = true
+			return w.Write([]byte("y"))
+		})
+		if err != nil {
+			if !errors.As(err, &re) || re.Code != 7 || called {
+				t.Fatalf("after the peer's reset: %v (fill called %v)", err, called)
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the peer's reset never reached WriteWith")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	st.Close()
+	st2.Close()
+	ps.Close()
+	ps2.Close()
 }

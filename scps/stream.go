@@ -142,14 +142,72 @@ func (st *Stream) Write(p []byte) (int, error) {
 		if err != nil || written == len(p) {
 			return written, err
 		}
-		select {
-		case <-st.writeCh:
-		case <-st.wdl.wait():
-			return written, ErrTimeout
-		case <-s.done:
-			st.settle()
+		if err := st.waitRoom(); err != nil {
+			return written, err
 		}
 	}
+}
+
+// waitRoom waits for room in the stream after a write found none, until
+// the write deadline (ErrTimeout).
+func (st *Stream) waitRoom() error {
+	select {
+	case <-st.writeCh:
+	case <-st.wdl.wait():
+		return ErrTimeout
+	case <-st.s.done:
+		st.settle()
+	}
+	return nil
+}
+
+// WriteWith lets fill write straight into the stream's send buffer,
+// saving the copy through a buffer of the caller's: fill is called with
+// the session locked and with room for max > 0 bytes (WriteWith waits for
+// room as Write does), and w takes up to max bytes without waiting. fill
+// must not block nor use the session. WriteWith returns what fill
+// returns, or the stream's error before fill is called.
+func (st *Stream) WriteWith(fill func(w io.Writer, max int) (int, error)) (int, error) {
+	s := st.s
+	for {
+		s.mu.Lock()
+		if st.gone {
+			err := st.goneErrLocked(true)
+			s.mu.Unlock()
+			return 0, err
+		}
+		room, err := s.a.StreamWriteRoom(st.id)
+		if errors.Is(err, ErrUnknownStream) && st.gone {
+			err = st.goneErrLocked(true)
+		}
+		var n int
+		if room > 0 {
+			n, err = fill(streamWriter{st}, room)
+			if n > 0 {
+				s.kickLocked()
+			}
+		}
+		s.dispatchLocked()
+		s.mu.Unlock()
+		if room > 0 || err != nil {
+			return n, err
+		}
+		if err := st.waitRoom(); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// streamWriter is WriteWith's writer: the session is locked, and what it
+// is given fits.
+type streamWriter struct{ st *Stream }
+
+func (w streamWriter) Write(p []byte) (int, error) {
+	n, err := w.st.s.a.StreamWrite(w.st.id, p)
+	if err == nil && n < len(p) {
+		err = io.ErrShortWrite
+	}
+	return n, err
 }
 
 // CloseWrite sends FIN after the data written so far; the peer reads EOF.

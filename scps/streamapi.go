@@ -85,27 +85,14 @@ func (a *Association) StreamMeta(id uint64) []byte {
 // and returns how much; 0 with a nil error means the buffer is full (an
 // EventStream follows when space frees up).
 func (a *Association) StreamWrite(id uint64, p []byte) (int, error) {
-	s, err := a.lookup(id)
+	s, err := a.writableStream(id)
 	if err != nil {
 		return 0, err
-	}
-	switch {
-	case s.peerReset:
-		return 0, &ResetError{Code: s.peerCode}
-	case s.localErr != nil:
-		return 0, s.localErr
-	case s.finQueued:
-		return 0, ErrWriteClosed
 	}
 	space, budget := a.sendSpace(s)
 	n := min(len(p), space)
 	if n < len(p) {
-		s.writeWait = true
-		if budget {
-			a.waitForBudget(s)
-		} else {
-			s.sendLimited = true
-		}
+		a.awaitRoom(s, budget)
 	}
 	if n <= 0 {
 		return 0, nil
@@ -115,6 +102,50 @@ func (a *Association) StreamWrite(id uint64, p []byte) (int, error) {
 	a.mem.sendHeld += uint64(n)
 	a.streams.scheduleNew(s)
 	return n, nil
+}
+
+// StreamWriteRoom is how many bytes StreamWrite would take now, or the
+// error it would return. With no room, the stream waits for it as after a
+// short StreamWrite: an EventStream follows when room frees up.
+func (a *Association) StreamWriteRoom(id uint64) (int, error) {
+	s, err := a.writableStream(id)
+	if err != nil {
+		return 0, err
+	}
+	space, budget := a.sendSpace(s)
+	if space <= 0 {
+		a.awaitRoom(s, budget)
+		return 0, nil
+	}
+	return space, nil
+}
+
+// writableStream returns a stream the application may write to.
+func (a *Association) writableStream(id uint64) (*streamState, error) {
+	s, err := a.lookup(id)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case s.peerReset:
+		return nil, &ResetError{Code: s.peerCode}
+	case s.localErr != nil:
+		return nil, s.localErr
+	case s.finQueued:
+		return nil, ErrWriteClosed
+	}
+	return s, nil
+}
+
+// awaitRoom marks a writer waiting for room in s's send buffer: room the
+// memory budget withholds (budget) or the stream's own.
+func (a *Association) awaitRoom(s *streamState, budget bool) {
+	s.writeWait = true
+	if budget {
+		a.waitForBudget(s)
+	} else {
+		s.sendLimited = true
+	}
 }
 
 // StreamWritable is how many bytes StreamWrite would accept now.

@@ -7,6 +7,7 @@ package stack
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/waiter"
 )
 
 // Sentinel errors. The connection errors wrap their errno, so both
@@ -27,6 +29,8 @@ var (
 	ErrFlowLimit   = errors.New("stack: too many flows (MaxFlows)")
 	ErrClosed      = fmt.Errorf("stack: closed: %w", net.ErrClosed)
 	ErrRequestDone = errors.New("stack: request already accepted or refused")
+	// ErrWouldBlock is ReadSome's answer when nothing is ready to read.
+	ErrWouldBlock = errors.New("stack: nothing to read yet")
 )
 
 // Conn is an established TCP connection in the stack: a gonet.TCPConn (so
@@ -36,7 +40,10 @@ var (
 type Conn struct {
 	*gonet.TCPConn
 	ep tcpip.Endpoint
+	wq *waiter.Queue
 	s  *Stack
+	// lw limits ReadSome's reads; there is one reader.
+	lw tcpip.LimitedWriter
 	// charge is what the connection took from the buffer budget.
 	charge int64
 
@@ -56,6 +63,38 @@ func (c *Conn) Read(b []byte) (int, error) {
 func (c *Conn) Write(b []byte) (int, error) {
 	n, err := c.TCPConn.Write(b)
 	return n, translate(err)
+}
+
+// ReadSome moves up to max bytes of received data into w, from the
+// stack's own buffers (no copy through a buffer of the caller's), without
+// waiting: it returns ErrWouldBlock when nothing is ready (WaitReadable
+// waits for that), io.EOF after the peer's FIN. w must not block: the
+// connection is locked while it runs. Not for use beside Read.
+func (c *Conn) ReadSome(w io.Writer, max int) (int, error) {
+	c.lw = tcpip.LimitedWriter{W: w, N: int64(max)}
+	res, terr := c.ep.Read(&c.lw, tcpip.ReadOptions{})
+	c.lw.W = nil
+	switch terr.(type) {
+	case nil:
+		return res.Count, nil
+	case *tcpip.ErrWouldBlock:
+		return 0, ErrWouldBlock
+	case *tcpip.ErrClosedForReceive:
+		return 0, io.EOF
+	}
+	return 0, &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: tcpipError(terr)}
+}
+
+// WaitReadable waits until ReadSome has something to return: data, the
+// peer's FIN, or an error (a reset, an abort, the stack closing).
+func (c *Conn) WaitReadable() {
+	const events = waiter.ReadableEvents | waiter.EventHUp | waiter.EventErr
+	e, ch := waiter.NewChannelEntry(events)
+	c.wq.EventRegister(&e)
+	defer c.wq.EventUnregister(&e)
+	if c.ep.Readiness(events) == 0 {
+		<-ch
+	}
 }
 
 // CloseWrite sends FIN; reads continue until the peer closes its side.

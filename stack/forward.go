@@ -172,5 +172,5 @@ func addrFrom(a tcpip.Address) netip.Addr {
 
 // newConn wraps an established endpoint.
 func newConn(s *Stack, wq *waiter.Queue, ep tcpip.Endpoint) *Conn {
-	return &Conn{TCPConn: gonet.NewTCPConn(wq, ep), ep: ep, s: s, charge: s.chargeBuffers(ep)}
+	return &Conn{TCPConn: gonet.NewTCPConn(wq, ep), ep: ep, wq: wq, s: s, charge: s.chargeBuffers(ep)}
 }

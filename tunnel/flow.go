@@ -202,6 +202,11 @@ type bufPool interface {
 // blocked read, which at thousands of idle connections was most of the
 // endpoint's memory.
 func copyData(bufs bufPool, dst io.Writer, src io.Reader) error {
+	if c, ok := src.(connEnd); ok {
+		if st, ok := dst.(streamEnd); ok {
+			return copyToStream(st.Stream, c.Conn)
+		}
+	}
 	small := make([]byte, idleCopyBuf)
 	var large *[]byte
 	defer func() {
@@ -239,6 +244,24 @@ func copyData(bufs bufPool, dst io.Writer, src io.Reader) error {
 		case large != nil && n < len(*large):
 			bufs.Put(large)
 			large = nil
+		}
+	}
+}
+
+// copyToStream copies a local connection's data into its stream from the
+// stack's buffers straight into the stream's: one copy of every byte, not
+// two through a copy buffer, and no buffer of its own, idle or not.
+func copyToStream(dst *scps.Stream, src *stack.Conn) error {
+	fill := func(w io.Writer, max int) (int, error) { return src.ReadSome(w, max) }
+	for {
+		_, err := dst.WriteWith(fill)
+		switch {
+		case errors.Is(err, stack.ErrWouldBlock):
+			src.WaitReadable()
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil:
+			return err
 		}
 	}
 }
