@@ -26,9 +26,9 @@ const (
 	// DefaultOutQueueLen is the number of outbound packets the link endpoint
 	// buffers for its writer goroutine. It absorbs a TCP burst of several
 	// flows while the writer is inside Output. Worst case memory is
-	// OutQueueLen * (Headroom + max(MTU, 16 KiB, GSOMaxSize)), 16 MiB (32
-	// MiB with the tunnel's 32 KiB segments), when all are data packets;
-	// ACKs use 256-byte buffers.
+	// OutQueueLen * (Headroom + max(MTU, 16 KiB, GSOMaxSize)), 16 MiB,
+	// when all are data packets; ACKs use 256-byte buffers. (The tunnel
+	// sends 63 KiB segments through half as long a queue: 32 MiB.)
 	DefaultOutQueueLen = 1024
 
 	// DefaultOutBlockTimeout is how long gVisor's TCP goroutines may wait for

@@ -183,14 +183,14 @@ func (e *Endpoint) Run(ctx context.Context) (err error) {
 	cleanup = append(cleanup, e.net.Down)
 
 	output := e.writeTUN
-	gsoMax := 0
+	gsoMax, outQueue := 0, 0
 	// A real TUN with offloads (wireguard's tun enables IFF_VNET_HDR and
 	// TSO, and then reads in batches) takes the stack's large segments and
 	// cuts them itself: the stack's TCP then costs per 64 KB, not per
 	// 1.4 KB (docs/performance.md).
 	if f := offloadFile(e.tun); f != nil {
 		e.tunFile = f
-		gsoMax = tunGSOMax
+		gsoMax, outQueue = tunGSOMax, tunOutQueue
 		output = func(bufs [][]byte, offset int) error { return writeTUNGSO(f, bufs, offset) }
 	}
 	e.stk, err = stack.New(stack.Config{
@@ -203,6 +203,7 @@ func (e *Endpoint) Run(ctx context.Context) (err error) {
 		HandleTCP:   e.handleTCP,
 		Output:      output,
 		GSOMaxSize:  gsoMax,
+		OutQueueLen: outQueue,
 		// Every packet the stack gets comes from our own kernel through the
 		// TUN (whose TCP checksums a TUN with offloads leaves partial,
 		// vnetPacket); the satellite hop is covered by the AEAD. Verifying

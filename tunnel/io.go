@@ -120,9 +120,15 @@ func (e *Endpoint) writeTUN(bufs [][]byte, offset int) error {
 }
 
 // tunGSOMax is the largest segment the stack sends into a TUN with
-// offloads. The outbound queue's data buffers grow to this size, so its
-// worst-case memory is stack.DefaultOutQueueLen times it.
-const tunGSOMax = 32 << 10
+// offloads: with 63 KiB (the most an IPv4 packet carries, less headers)
+// instead of 32 KiB the veth benchmark moved about 10% more for the same
+// CPU (docs/performance.md). The outbound queue's data buffers grow to
+// this size, so the queue is shortened to tunOutQueue and its worst-case
+// memory stays at 32 MiB.
+const (
+	tunGSOMax   = 63 << 10
+	tunOutQueue = stack.DefaultOutQueueLen / 2
+)
 
 // writeTUNGSO is the stack's output when it sends large segments
 // (stack.Config.GSOMaxSize): every packet is written with the virtio-net
