@@ -184,11 +184,12 @@ func TestSmokeFlows(t *testing.T) {
 		// A request on a new connection needs a round trip at least.
 		// Kernel TCP beside a UDP stream at the link's rate may lose its
 		// SYN and not answer within the short window at all: then the
-		// request counts as unanswered. Through the endpoints the
-		// datagrams get only their share, and requests are answered.
+		// request counts as unanswered, and its bulk flows may starve.
+		// Through the endpoints the datagrams get only their share:
+		// requests are answered and every bulk flow moves.
 		q := f.Request
-		answered := q.Count > 0 && q.P50RTTs >= 0.9
-		if r.Contender == "scpsvpn" && !answered || q.Count == 0 && q.Unanswered == 0 || q.BulkOpen == 0 || q.UDPOfferedKBps <= 0 {
+		served := q.Count > 0 && q.P50RTTs >= 0.9 && q.BulkOpen > 0
+		if r.Contender == "scpsvpn" && !served || q.Count == 0 && q.Unanswered == 0 || q.UDPOfferedKBps <= 0 {
 			t.Errorf("%s requests: %+v", r.Contender, q)
 		}
 		if (f.Idle != nil) != (r.Contender == "scpsvpn") {
