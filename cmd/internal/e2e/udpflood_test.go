@@ -7,6 +7,7 @@ package e2e
 import (
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -16,11 +17,19 @@ import (
 	"scpsvpn/cmd/internal/testbed"
 )
 
-// udpFlood sends 1200-byte datagrams from side to addr at bps until stop
-// is closed.
-func udpFlood(t *testing.T, tb *testbed.Testbed, side testbed.Side, addr string, bps int, stop <-chan struct{}) {
+// dialer dials from one LAN host: a site of a two-site testbed or a node of
+// a star.
+type dialer func(network, addr string) (net.Conn, error)
+
+func siteDialer(tb *testbed.Testbed, side testbed.Side) dialer {
+	return func(network, addr string) (net.Conn, error) { return tb.Dial(side, network, addr) }
+}
+
+// udpFlood sends 1200-byte datagrams from dial's host to addr at bps until
+// stop is closed.
+func udpFlood(t *testing.T, dial dialer, addr string, bps int, stop <-chan struct{}) {
 	t.Helper()
-	c, err := tb.Dial(side, "udp", addr)
+	c, err := dial("udp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,54 +61,106 @@ func paced(perSecond int, stop <-chan struct{}, send func()) int {
 	}
 }
 
-// tcpPhase runs a bulk upload from A to sink for d and, beside it, a
-// 100-byte request answered by echo every 100 ms; it returns the upload's
-// goodput in bit/s and the requests' latencies.
-func tcpPhase(t *testing.T, tb *testbed.Testbed, sink, echo string, received *atomic.Int64, d time.Duration) (float64, []time.Duration) {
+// tcpPhase runs, from every client, a bulk upload to sink for d and,
+// beside it, a 100-byte request answered by echo every 100 ms; it returns
+// the uploads' goodput together in bit/s and each client's request
+// latencies.
+func tcpPhase(t *testing.T, clients []dialer, sink, echo string, received *atomic.Int64, d time.Duration) (float64, [][]time.Duration) {
 	t.Helper()
-	bulk, err := tb.Dial(testbed.A, "tcp", sink)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bulk.Close()
-	req, err := tb.Dial(testbed.A, "tcp", echo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer req.Close()
 	stop := make(chan struct{})
-	go func() {
-		b := make([]byte, 32<<10)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			bulk.SetWriteDeadline(time.Now().Add(time.Second))
-			if _, err := bulk.Write(b); err != nil && !isTimeout(err) {
-				return
-			}
-		}
-	}()
 	defer close(stop)
+	reqs := make([]net.Conn, len(clients))
+	for i, dial := range clients {
+		bulk, err := dial("tcp", sink)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer bulk.Close()
+		if reqs[i], err = dial("tcp", echo); err != nil {
+			t.Fatal(err)
+		}
+		defer reqs[i].Close()
+		go func() {
+			b := make([]byte, 32<<10)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				bulk.SetWriteDeadline(time.Now().Add(time.Second))
+				if _, err := bulk.Write(b); err != nil && !isTimeout(err) {
+					return
+				}
+			}
+		}()
+	}
 	time.Sleep(2 * time.Second) // past slow start
 	from, start := received.Load(), time.Now()
-	var lat []time.Duration
-	msg, got := make([]byte, 100), make([]byte, 100)
-	for time.Since(start) < d {
-		t0 := time.Now()
-		req.SetDeadline(t0.Add(10 * time.Second))
-		if _, err := req.Write(msg); err != nil {
-			t.Fatal(err)
+	lat := make([][]time.Duration, len(clients))
+	errs := make(chan error, len(clients))
+	for i, req := range reqs {
+		go func() {
+			msg, got := make([]byte, 100), make([]byte, 100)
+			for time.Since(start) < d {
+				t0 := time.Now()
+				req.SetDeadline(t0.Add(10 * time.Second))
+				if _, err := req.Write(msg); err != nil {
+					errs <- err
+					return
+				}
+				if _, err := io.ReadFull(req, got); err != nil {
+					errs <- err
+					return
+				}
+				lat[i] = append(lat[i], time.Since(t0))
+				time.Sleep(100 * time.Millisecond)
+			}
+			errs <- nil
+		}()
+	}
+	for range reqs {
+		if err := <-errs; err != nil {
+			t.Fatalf("request: %v", err)
 		}
-		if _, err := io.ReadFull(req, got); err != nil {
-			t.Fatal(err)
-		}
-		lat = append(lat, time.Since(t0))
-		time.Sleep(100 * time.Millisecond)
 	}
 	return float64(received.Load()-from) * 8 / time.Since(start).Seconds(), lat
+}
+
+// listenSink listens on addr (listen's host) and counts in received every
+// byte any connection brings, until the test ends.
+func listenSink(t *testing.T, listen func(network, addr string) (net.Listener, error), addr netip.Addr, received *atomic.Int64) net.Listener {
+	t.Helper()
+	ln, err := listen("tcp", hostPort(addr, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go serveEach(ln, func(c net.Conn) {
+		defer c.Close()
+		b := make([]byte, 64<<10)
+		for {
+			n, err := c.Read(b)
+			received.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	})
+	return ln
+}
+
+// countDatagrams counts in n the bytes of every datagram pc receives,
+// until pc is closed.
+func countDatagrams(pc net.PacketConn, n *atomic.Int64) {
+	b := make([]byte, 2048)
+	for {
+		k, _, err := pc.ReadFrom(b)
+		if err != nil {
+			return
+		}
+		n.Add(int64(k))
+	}
 }
 
 func isTimeout(err error) bool {
@@ -124,47 +185,24 @@ func TestUDPFloodBesideTCP(t *testing.T) {
 	link := "rtt = \"100ms\"\nup = \"10Mbit\"\ndown = \"10Mbit\"\n"
 	tb := twoSites(t, testbed.Config{Kind: testbed.Emulated, Link: linkemu.Options{Fwd: dir, Ret: dir}, PeerLinkA: link, PeerLinkB: link})
 
-	var received atomic.Int64
-	sink, err := tb.Listen(testbed.B, "tcp", hostPort(tb.B.TUN4, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sink.Close()
-	go serveEach(sink, func(c net.Conn) {
-		defer c.Close()
-		b := make([]byte, 64<<10)
-		for {
-			n, err := c.Read(b)
-			received.Add(int64(n))
-			if err != nil {
-				return
-			}
-		}
-	})
+	var received, udpBytes atomic.Int64
+	sink := listenSink(t, func(n, a string) (net.Listener, error) { return tb.Listen(testbed.B, n, a) }, tb.B.TUN4, &received)
 	echo := listenEcho(t, tb, testbed.B)
 	udp, err := tb.ListenPacket(testbed.B, "udp", hostPort(tb.B.TUN4, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer udp.Close()
-	var udpBytes atomic.Int64
-	go func() {
-		b := make([]byte, 2048)
-		for {
-			n, _, err := udp.ReadFrom(b)
-			if err != nil {
-				return
-			}
-			udpBytes.Add(int64(n))
-		}
-	}()
+	go countDatagrams(udp, &udpBytes)
 
 	const d = 8 * time.Second
-	tcp0, lat0 := tcpPhase(t, tb, sink.Addr().String(), echo.Addr().String(), &received, d)
+	clients := []dialer{siteDialer(tb, testbed.A)}
+	tcp0, lats0 := tcpPhase(t, clients, sink.Addr().String(), echo.Addr().String(), &received, d)
 	stop := make(chan struct{})
-	udpFlood(t, tb, testbed.A, udp.LocalAddr().String(), 2*rate, stop)
+	udpFlood(t, clients[0], udp.LocalAddr().String(), 2*rate, stop)
 	u0, start := udpBytes.Load(), time.Now()
-	tcp1, lat1 := tcpPhase(t, tb, sink.Addr().String(), echo.Addr().String(), &received, d)
+	tcp1, lats1 := tcpPhase(t, clients, sink.Addr().String(), echo.Addr().String(), &received, d)
+	lat0, lat1 := lats0[0], lats1[0]
 	udpRate := float64(udpBytes.Load()-u0) * 8 / time.Since(start).Seconds()
 	close(stop)
 
