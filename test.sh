@@ -73,3 +73,8 @@ grep -Ev ' level=DEBUG ' "$work/soak.log"
 # package at a time: they measure timing and sweep stale namespaces of dead
 # runs. TestSoak ran above.
 env -u SCPSVPN_SOAK go test -race -p 1 -count=1 -timeout 20m ./cmd/...
+# The end-to-end tests that need the in-process emulator at full speed
+# skip under the race detector; they run here from the race-free binary.
+(cd cmd/internal/e2e && exec "$work/e2e.test" -test.run '^TestWindowGrowsUntold$' -test.count=1 -test.timeout 5m -test.v) \
+  | grep -Ev ' level=DEBUG '
+

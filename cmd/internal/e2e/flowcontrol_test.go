@@ -110,13 +110,21 @@ func drain(c net.Conn, n *atomic.Int64, stop <-chan struct{}) {
 // bandwidth-delay product (10 MB) is well past the old fixed windows,
 // which held about 3 MB in flight: 40 Mbit/s toward site A, 3 back, 2 s
 // round trip. The long delay, not a high rate, makes the product: the
-// emulator runs inside this test process, under the race detector, on a
-// loaded 2-core machine, and carries tens of Mbit/s there, not hundreds
-// (the 250 Mbit/s, 650 ms case of draft-kuhn-quic-4-sat is a bench
-// condition). The sender's bytes in flight must grow past 6 MB.
+// emulator runs inside this test process on a 2-core machine, and carries
+// tens of Mbit/s there, not hundreds (the 250 Mbit/s, 650 ms case of
+// draft-kuhn-quic-4-sat is a bench condition). The sender's bytes in
+// flight must grow past 6 MB.
+//
+// Not under the race detector: it slows the emulator enough that, on a
+// loaded machine, the untold controller times a link slower than the one
+// configured, and the window stops short (peaks of 1-3.6 MB were seen).
+// test.sh runs this test from its race-free test binary.
 func TestWindowGrowsUntold(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 30 s download at 40 Mbit/s")
+	}
+	if raceEnabled {
+		t.Skip("the race detector slows the in-process emulator below 40 Mbit/s; test.sh runs this test without it")
 	}
 	const (
 		rate = 40_000_000
