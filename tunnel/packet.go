@@ -17,6 +17,7 @@ const (
 // ipInfo is what routing needs from an IP header.
 type ipInfo struct {
 	proto uint8
+	hlen  int // the IP header's length: where the transport header starts
 	src   netip.Addr
 	dst   netip.Addr
 }
@@ -41,6 +42,7 @@ func parseIP(pkt []byte) (ipInfo, bool) {
 		}
 		return ipInfo{
 			proto: pkt[9],
+			hlen:  ihl,
 			src:   netip.AddrFrom4([4]byte(pkt[12:16])),
 			dst:   netip.AddrFrom4([4]byte(pkt[16:20])),
 		}, true
@@ -53,6 +55,7 @@ func parseIP(pkt []byte) (ipInfo, bool) {
 		}
 		return ipInfo{
 			proto: pkt[6],
+			hlen:  40,
 			src:   netip.AddrFrom16([16]byte(pkt[8:24])),
 			dst:   netip.AddrFrom16([16]byte(pkt[24:40])),
 		}, true

@@ -88,7 +88,9 @@ func vnetPacket(b []byte) ([]byte, error) {
 		return pkt, nil
 	}
 	at := start + off
-	if start >= len(pkt) || at+2 > len(pkt) || at < start {
+	// The sum covers the transport header and its payload: a start inside
+	// the IP header would write the sum over the header itself.
+	if start < info.hlen || start >= len(pkt) || at+2 > len(pkt) || at < start {
 		return nil, errVnetCsum
 	}
 	// The field holds the pseudo-header's sum, which the sum folds in.

@@ -125,13 +125,14 @@ func TestVnetPacketRefuses(t *testing.T) {
 	udp, start, _ := udpPartial(false, 100)
 	tcp := ipv4Packet(protoTCP, [4]byte{10, 1, 0, 1}, [4]byte{10, 2, 0, 1}, 100)
 	for name, read := range map[string][]byte{
-		"short header":        {0, 0, 0},
-		"not IP":              vnetRead(0, vnetGSONone, 0, 0, []byte{0x10, 1, 2, 3}),
-		"UDP segmentation":    vnetRead(vnetNeedsCsum, 5, start, 6, udp),
-		"TCP GSO on UDP":      vnetRead(vnetNeedsCsum, vnetGSOTCPv4, start, 6, udp),
-		"unknown GSO on TCP":  vnetRead(vnetNeedsCsum, 3, 20, 16, tcp),
-		"checksum past end":   vnetRead(vnetNeedsCsum, vnetGSONone, start, len(udp), udp),
-		"checksum start past": vnetRead(vnetNeedsCsum, vnetGSONone, len(udp), 0, udp),
+		"short header":          {0, 0, 0},
+		"not IP":                vnetRead(0, vnetGSONone, 0, 0, []byte{0x10, 1, 2, 3}),
+		"UDP segmentation":      vnetRead(vnetNeedsCsum, 5, start, 6, udp),
+		"TCP GSO on UDP":        vnetRead(vnetNeedsCsum, vnetGSOTCPv4, start, 6, udp),
+		"unknown GSO on TCP":    vnetRead(vnetNeedsCsum, 3, 20, 16, tcp),
+		"checksum past end":     vnetRead(vnetNeedsCsum, vnetGSONone, start, len(udp), udp),
+		"checksum start past":   vnetRead(vnetNeedsCsum, vnetGSONone, len(udp), 0, udp),
+		"checksum in IP header": vnetRead(vnetNeedsCsum, vnetGSONone, 1, 0, udp),
 	} {
 		if got, err := vnetPacket(read); err == nil {
 			t.Errorf("%s: accepted (%d bytes)", name, len(got))
