@@ -164,6 +164,13 @@ func (e *Endpoint) Run(ctx context.Context) (err error) {
 			return fmt.Errorf("create TUN %s (needs CAP_NET_ADMIN%s): %w", e.cfg.Name, tunDeviceHint(), err)
 		}
 		e.tun = t
+		// wireguard's device reports link events on a channel of five that
+		// nobody else reads. Once full, its listener goroutines block on it
+		// and outlive Close (which closes the channel only after they end).
+		go func() {
+			for range t.Events() {
+			}
+		}()
 		cleanup = append(cleanup, func() { t.Close() })
 	}
 	e.net = e.opts.Net
