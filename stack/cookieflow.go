@@ -300,14 +300,7 @@ func (s *Stack) cookieOut(pkt []byte, partial bool) (drop bool) {
 // replay injects the held client packets with their acknowledgement moved
 // into gVisor's sequence space.
 func (s *Stack) replay(held [][]byte, delta uint32) {
-	s.injecting.Add(1)
-	defer s.injecting.Add(-1)
-	if s.closed.Load() {
-		return
-	}
-	s.evicting.Add(1)
-	go func() {
-		defer s.evicting.Done()
+	s.goBackground(func() {
 		for _, p := range held {
 			seg, ok := parseSegment(p)
 			if !ok {
@@ -316,11 +309,7 @@ func (s *Stack) replay(held [][]byte, delta uint32) {
 			if seg.tcp.Flags()&header.TCPFlagAck != 0 {
 				seg.setAck(seg.tcp.AckNumber() - delta)
 			}
-			s.injecting.Add(1)
-			if !s.closed.Load() {
-				s.link.inject(p)
-			}
-			s.injecting.Add(-1)
+			s.injectOwn(p)
 		}
-	}()
+	})
 }

@@ -258,6 +258,33 @@ func (s *Stack) Inject(pkt []byte) {
 	s.injecting.Add(-1)
 }
 
+// injectOwn hands gVisor a packet the stack made itself (an eviction RST,
+// a replayed handshake), unless Close has begun: Close waits for the
+// injecting count, so nothing reaches gVisor after it.
+func (s *Stack) injectOwn(pkt []byte) {
+	s.injecting.Add(1)
+	if !s.closed.Load() {
+		s.link.inject(pkt)
+	}
+	s.injecting.Add(-1)
+}
+
+// goBackground runs f on a goroutine Close waits for (evicting), unless
+// Close has begun: none starts after it (the injecting count orders this
+// as for Inject).
+func (s *Stack) goBackground(f func()) {
+	s.injecting.Add(1)
+	defer s.injecting.Add(-1)
+	if s.closed.Load() {
+		return
+	}
+	s.evicting.Add(1)
+	go func() {
+		defer s.evicting.Done()
+		f()
+	}()
+}
+
 // admit looks at a packet from the TUN before gVisor does: a SYN may be
 // answered with a cookie, a cookie flow's packet translated or held
 // (cookieflow.go). false: gVisor must not see it.

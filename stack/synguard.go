@@ -164,23 +164,15 @@ func (s *Stack) evict(r *TCPRequest) {
 	if s.resetHandshake(r) {
 		return
 	}
-	// Close waits for the retries; none starts once it began (the
-	// injecting count orders this as for Inject).
-	s.injecting.Add(1)
-	defer s.injecting.Add(-1)
-	if s.closed.Load() {
-		return
-	}
-	s.evicting.Add(1)
-	go func() {
-		defer s.evicting.Done()
+	// Close waits for the retries.
+	s.goBackground(func() {
 		for _, d := range []time.Duration{2 * time.Millisecond, 10 * time.Millisecond, 50 * time.Millisecond} {
 			time.Sleep(d)
 			if r.handshakeOver.Load() || s.closed.Load() || s.resetHandshake(r) {
 				return
 			}
 		}
-	}()
+	})
 }
 
 // resetHandshake injects the RST that ends r's handshake, if its endpoint
@@ -199,11 +191,7 @@ func (s *Stack) resetHandshake(r *TCPRequest) bool {
 	if rst == nil {
 		return true
 	}
-	s.injecting.Add(1)
-	if !s.closed.Load() {
-		s.link.inject(rst)
-	}
-	s.injecting.Add(-1)
+	s.injectOwn(rst)
 	return true
 }
 
