@@ -46,6 +46,10 @@ type SessionConfig struct {
 	OnState func(outage bool)
 	// Logger may be nil.
 	Logger *slog.Logger
+	// Now is the clock [time.Now]; tests inject a virtual one. The
+	// session's timer still sleeps in real time, for the span the clock
+	// says is left.
+	Now func() time.Time
 }
 
 // Session drives one Association for concurrent users.
@@ -81,7 +85,10 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 	if cfg.Transmit == nil {
 		return nil, errors.New("scps: SessionConfig.Transmit is nil")
 	}
-	a, err := NewAssociation(cfg.Config, time.Now())
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	a, err := NewAssociation(cfg.Config, cfg.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +127,7 @@ func (s *Session) run() {
 	timer.Stop()
 	for {
 		s.mu.Lock()
-		now := time.Now()
+		now := s.cfg.Now()
 		if dl := s.a.Deadline(); !dl.IsZero() && !now.Before(dl) {
 			s.a.Tick(now)
 		}
@@ -153,7 +160,7 @@ func (s *Session) run() {
 			continue // more may be due right away
 		}
 		if !dl.IsZero() {
-			timer.Reset(time.Until(dl))
+			timer.Reset(dl.Sub(s.cfg.Now()))
 		}
 		select {
 		case <-s.wake:
@@ -172,7 +179,7 @@ func (s *Session) kickLocked() {
 	if !s.sleeping {
 		return // it will look again before sleeping
 	}
-	s.kickAtLocked(time.Now())
+	s.kickAtLocked(s.cfg.Now())
 }
 
 // kickAtLocked is kickLocked with the time already read.
@@ -264,7 +271,7 @@ func (s *Session) Input(pn uint64, pkt []byte) {
 	s.inputMu.Lock()
 	defer s.inputMu.Unlock()
 	s.mu.Lock()
-	now := time.Now()
+	now := s.cfg.Now()
 	err := s.a.Receive(now, pn, pkt)
 	s.dispatchLocked()
 	s.kickAtLocked(now)
@@ -336,9 +343,9 @@ func (s *Session) SendDatagram(p []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// The association's clock only moves when it is driven; a datagram
-	// queued after an idle spell must be stamped with the real time, or it
+	// queued after an idle spell must be stamped with the time now, or it
 	// looks too old to send.
-	s.a.setNow(time.Now())
+	s.a.setNow(s.cfg.Now())
 	err := s.a.SendDatagram(p)
 	if err == nil {
 		s.kickLocked()

@@ -605,3 +605,39 @@ func TestSessionWriteWith(t *testing.T) {
 	ps.Close()
 	ps2.Close()
 }
+
+// TestSessionClock checks that a Session keeps the time of the clock it is
+// handed, not the machine's: while that clock stands still no timer
+// expires however much real time passes, and once it moves past the idle
+// timeout the session ends for it.
+func TestSessionClock(t *testing.T) {
+	defer checkGoroutines(t)()
+	var ahead atomic.Int64
+	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	cfg := DefaultConfig()
+	cfg.MinRTO = 20 * time.Millisecond
+	cfg.IdleTimeout = 100 * time.Millisecond
+	s, err := NewSession(SessionConfig{
+		Config:   cfg,
+		Transmit: func([]Packet) {}, // the peer is never heard
+		Now:      func() time.Time { return base.Add(time.Duration(ahead.Load())) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	select {
+	case <-s.Done():
+		t.Fatalf("the session ended while its clock stood still: %v", s.Err())
+	case <-time.After(4 * cfg.IdleTimeout):
+	}
+	ahead.Store(int64(2 * cfg.IdleTimeout))
+	select {
+	case <-s.Done():
+	case <-time.After(30 * time.Second): // hang guard only
+		t.Fatal("the session did not see its clock move past the idle timeout")
+	}
+	if err := s.Err(); !errors.Is(err, ErrIdleTimeout) {
+		t.Fatalf("session ended with %v, want %v", err, ErrIdleTimeout)
+	}
+}
