@@ -1,13 +1,3 @@
-// Package tunnel is the endpoint: it joins the TUN device, the gVisor stack,
-// the peers' secure channels and one SCPS-TP association per peer.
-//
-// The path of a packet:
-//
-//	TUN read  -> TCP?  yes -> stack (terminates TCP) -> flow -> stream of the peer's association
-//	                   no  -> datagram on the association of the peer owning the destination
-//	UDP read  -> peers (authenticate, decrypt) -> association -> streams / datagrams
-//	stream opened by a peer -> stack dial from the client's own address -> TUN
-//	datagram from a peer    -> TUN, unchanged
 package tunnel
 
 import (

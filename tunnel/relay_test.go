@@ -9,8 +9,8 @@ import (
 
 // hubAndSpokes starts a hub (10.0.0.0/24, fd00::/64) with two spokes
 // (10.1.0.0/24, fd00:1::/64 and 10.2.0.0/24, fd00:2::/64), configured as
-// the README says: each spoke knows only the hub, as the owner of the hub's
-// LAN and the other spoke's. s1Routes, if given, replaces s1's list.
+// docs/hub-and-spoke.md says: each spoke knows only the hub, as the owner
+// of the hub's LAN and the other spoke's. s1Routes, if given, replaces s1's list.
 func hubAndSpokes(t *testing.T, s1Routes ...string) (h *harness, hub, s1, s2 *site) {
 	h = newHarness(t)
 	hub = h.addSite("hub", "192.0.2.10:4700", "10.0.0.0/24", "fd00::/64")
