@@ -75,7 +75,12 @@ type Stats struct {
 	FlowsRefused       atomic.Uint64
 	FlowsOverQuota     atomic.Uint64 // peers' streams refused: the peer at its share of max_flows (quota.go)
 	DatagramsOverQuota atomic.Uint64 // datagrams not relayed: over the sender's share of the next peer's uplink
-	FlowsActive        atomic.Int64
+	FlowsActive        atomic.Int64  // flows carrying data (spliced)
+	// FlowsHeld counts every flow from the moment it takes a slot (a
+	// netstack slot, or a relay's stream) to its end: dials in progress
+	// and flows waiting for an association or the next hop too. The
+	// per-peer quotas count against it (quota.go).
+	FlowsHeld atomic.Int64
 }
 
 // New prepares an endpoint; Run starts it. The zero Options opens the real

@@ -38,7 +38,13 @@ func (e *Endpoint) handleTCP(req *stack.TCPRequest) {
 		req.Refuse()
 		return
 	}
-	go e.carryOut(a, req)
+	// The request holds a netstack slot from its SYN on: it counts as held
+	// while it waits for the association too.
+	e.stats.FlowsHeld.Add(1)
+	go func() {
+		defer e.stats.FlowsHeld.Add(-1)
+		e.carryOut(a, req)
+	}()
 }
 
 // carryOut serves a local client's connection through the peer's association.
@@ -101,7 +107,7 @@ func (e *Endpoint) serveStream(a *assoc, st *scps.Stream) {
 			st.Reset(codeRefused)
 			return
 		}
-		defer a.quota.streams.release()
+		defer e.releaseFlow(&a.quota.streams)
 		out, err := other.openStream(e.ctx, st.Meta())
 		if err != nil {
 			e.stats.FlowsRefused.Add(1)
@@ -119,7 +125,7 @@ func (e *Endpoint) serveStream(a *assoc, st *scps.Stream) {
 		st.Reset(codeRefused)
 		return
 	}
-	defer a.quota.served.release()
+	defer e.releaseFlow(&a.quota.served)
 	ctx, cancel := context.WithTimeout(e.ctx, dialTimeout)
 	conn, err := e.stk.DialTCP(ctx, m.src, m.dst)
 	cancel()

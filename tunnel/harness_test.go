@@ -197,6 +197,7 @@ type site struct {
 	tun       atomic.Pointer[memTUN] // the running endpoint's, nil between runs
 	datagrams chan []byte            // non-TCP packets the endpoint wrote to the TUN
 	listeners sync.Map               // port (uint16) -> chan *stack.Conn
+	silent    sync.Map               // netip.Addr -> struct{}: LAN hosts that never answer
 
 	ep     *Endpoint
 	netc   *memNet
@@ -258,10 +259,13 @@ func (s *site) fromHost(bufs [][]byte, offset int) error {
 }
 
 // toHost takes what the endpoint writes to the TUN: TCP goes to the LAN's
-// stack, anything else is kept for the test to read.
+// stack (unless to a silent host: dropped), anything else is kept for the
+// test to read.
 func (s *site) toHost(pkt []byte) {
 	if info, ok := parseIP(pkt); ok && info.proto == protoTCP {
-		s.host.Inject(pkt)
+		if _, silent := s.silent.Load(info.dst); !silent {
+			s.host.Inject(pkt)
+		}
 		return
 	}
 	select {

@@ -2,10 +2,13 @@ package tunnel
 
 // Per-peer quotas at a hub (issue 10.5). The flows a peer opens here, the
 // ones re-originated on our LAN and the ones relayed on to another peer,
-// each count against a fair share of max_flows: while the endpoint carries
+// each count against a fair share of max_flows: while the endpoint holds
 // less than half of max_flows nobody is limited, beyond that a peer at its
 // share (max_flows / peers) gets its new streams refused, so one spoke
-// cannot take the slots every other spoke needs. Datagrams a peer sends
+// cannot take the slots every other spoke needs. A flow counts from the
+// moment it takes a slot, not once it carries data: a dial toward a host
+// that never answers holds its netstack slot for up to dialTimeout, and a
+// relay waiting for the next hop's association holds its stream. Datagrams a peer sends
 // for another peer are relayed at most at half that peer's configured
 // uplink rate, so one spoke's flood leaves room for the others'.
 
@@ -39,13 +42,21 @@ func (e *Endpoint) flowShare() (share, maxFlows int64) {
 }
 
 // admitFlow takes a slot of q for a peer's new flow, counting a refusal.
+// An admitted flow is held until releaseFlow.
 func (e *Endpoint) admitFlow(q *flowQuota) bool {
 	share, maxFlows := e.flowShare()
-	if q.take(share, e.stats.FlowsActive.Load(), maxFlows) {
+	if q.take(share, e.stats.FlowsHeld.Load(), maxFlows) {
+		e.stats.FlowsHeld.Add(1)
 		return true
 	}
 	e.stats.FlowsOverQuota.Add(1)
 	return false
+}
+
+// releaseFlow ends a flow admitFlow admitted.
+func (e *Endpoint) releaseFlow(q *flowQuota) {
+	q.release()
+	e.stats.FlowsHeld.Add(-1)
 }
 
 // byteBucket is a token bucket in bytes: rate a second, a burst of 100 ms

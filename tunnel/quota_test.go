@@ -2,27 +2,39 @@ package tunnel
 
 import (
 	"bytes"
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
 )
+
+// startHub runs a hub (10.0.0.0/24, [interface] lines iface) and two
+// spokes (10.1.0.0/24, 10.2.0.0/24) that reach each other through it;
+// s2link is the hub's [peer.link] of spoke 2 (default if empty).
+func startHub(t *testing.T, iface, s2link string) (hub, s1, s2 *site) {
+	t.Helper()
+	h := newHarness(t)
+	hub = h.addSite("hub", "192.0.2.10:4700", "10.0.0.0/24")
+	hub.iface = iface
+	s1 = h.addSite("s1", "192.0.2.11:4700", "10.1.0.0/24")
+	s2 = h.addSite("s2", "192.0.2.12:4700", "10.2.0.0/24")
+	s2spec := hub.peer(s2)
+	s2spec.link = s2link
+	hub.start(hub.peer(s1), s2spec)
+	s1.start(peerSpec{s: hub, subnets: []string{"10.0.0.0/24", "10.2.0.0/24"}})
+	s2.start(peerSpec{s: hub, subnets: []string{"10.0.0.0/24", "10.1.0.0/24"}})
+	hub.waitUp(s1, s2)
+	s1.waitUp(hub)
+	s2.waitUp(hub)
+	return hub, s1, s2
+}
 
 // TestPeerFlowQuota: at a hub with max_flows = 8 and two spokes (a share
 // of 4 each), spoke 1 holding 4 relayed flows open gets its further relay
 // streams refused once the hub carries half of max_flows, while spoke 2
 // still opens flows, relayed and to the hub's own LAN.
 func TestPeerFlowQuota(t *testing.T) {
-	h := newHarness(t)
-	hub := h.addSite("hub", "192.0.2.10:4700", "10.0.0.0/24")
-	hub.iface = "max_flows = 8\n"
-	s1 := h.addSite("s1", "192.0.2.11:4700", "10.1.0.0/24")
-	s2 := h.addSite("s2", "192.0.2.12:4700", "10.2.0.0/24")
-	hub.start(hub.peer(s1), hub.peer(s2))
-	s1.start(peerSpec{s: hub, subnets: []string{"10.0.0.0/24", "10.2.0.0/24"}})
-	s2.start(peerSpec{s: hub, subnets: []string{"10.0.0.0/24", "10.1.0.0/24"}})
-	hub.waitUp(s1, s2)
-	s1.waitUp(hub)
-	s2.waitUp(hub)
+	hub, s1, s2 := startHub(t, "max_flows = 8\n", "")
 	s2.echo(7)
 	s1.echo(7)
 	hub.echo(7)
@@ -57,22 +69,49 @@ func TestPeerFlowQuota(t *testing.T) {
 	}
 }
 
+// TestPeerFlowQuotaCountsDials: flows count against a peer's share from
+// the moment they take a slot. Spoke 1 opens max_flows streams toward a
+// host on the hub's LAN that never answers: the hub's dials to it hold
+// their netstack slots for up to 30 s without carrying data. Spoke 1 gets
+// only its share of them; the rest are refused over quota, and spoke 2 and
+// the hub's own LAN still find slots.
+func TestPeerFlowQuotaCountsDials(t *testing.T) {
+	const maxFlows = 8
+	hub, s1, s2 := startHub(t, fmt.Sprintf("max_flows = %d\n", maxFlows), "")
+	hub.echo(7)
+	s2.echo(7)
+	hub.silent.Store(netip.MustParseAddr("10.0.0.99"), struct{}{})
+
+	for range maxFlows {
+		c, err := s1.dial("10.1.0.7:0", "10.0.0.99:80")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+	// Every stream reached the hub: dialing (a slot each) or refused.
+	st := hub.ep.Stats()
+	dialing := func() int64 { return int64(hub.ep.stk.Stats().FlowsActive) }
+	if !waitFor(waitTime, func() bool { return dialing()+int64(st.FlowsOverQuota.Load()) >= maxFlows }) {
+		t.Fatalf("hub: %d dials and %d refusals, want %d in all", dialing(), st.FlowsOverQuota.Load(), maxFlows)
+	}
+	share := int64(maxFlows / 2)
+	if d, over := dialing(), st.FlowsOverQuota.Load(); d != share || over != maxFlows-uint64(share) {
+		t.Errorf("hub dials %d of spoke 1's flows and refused %d over quota, want %d and %d", d, over, share, maxFlows-share)
+	}
+	if n := st.FlowsActive.Load(); n != 0 {
+		t.Errorf("hub: %d flows carry data, want 0 (the dials never complete)", n)
+	}
+	// Spoke 2 to the hub's LAN, and the hub's LAN to spoke 2.
+	echoFrom(t, s2, "10.2.0.7:0", "10.0.0.5:7")
+	echoFrom(t, hub, "10.0.0.7:0", "10.2.0.5:7")
+}
+
 // TestPeerDatagramQuota: datagrams a spoke sends for the other spoke are
 // relayed at most at half of the other spoke's configured uplink; what
 // goes beyond is dropped and counted at the hub.
 func TestPeerDatagramQuota(t *testing.T) {
-	h := newHarness(t)
-	hub := h.addSite("hub", "192.0.2.10:4700", "10.0.0.0/24")
-	s1 := h.addSite("s1", "192.0.2.11:4700", "10.1.0.0/24")
-	s2 := h.addSite("s2", "192.0.2.12:4700", "10.2.0.0/24")
-	s2spec := hub.peer(s2)
-	s2spec.link = "rtt = \"20ms\"\nup = \"1Mbit\"\ndown = \"1Mbit\""
-	hub.start(hub.peer(s1), s2spec)
-	s1.start(peerSpec{s: hub, subnets: []string{"10.0.0.0/24", "10.2.0.0/24"}})
-	s2.start(peerSpec{s: hub, subnets: []string{"10.0.0.0/24", "10.1.0.0/24"}})
-	hub.waitUp(s1, s2)
-	s1.waitUp(hub)
-	s2.waitUp(hub)
+	hub, s1, _ := startHub(t, "", "rtt = \"20ms\"\nup = \"1Mbit\"\ndown = \"1Mbit\"")
 
 	// 400 datagrams of 1000 bytes over 0.8 s: 4 Mbit/s offered, the quota
 	// half of 1 Mbit/s after a burst of 64 KB.
