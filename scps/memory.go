@@ -26,6 +26,8 @@ package scps
 // gets out however full the budget is: the bound is Memory plus sendFloor
 // per stream.
 
+import "fmt"
+
 // sendFloor is what any stream may buffer for sending whatever the budget
 // says: a request, a reply header.
 const sendFloor = lightThreshold
@@ -171,4 +173,27 @@ func (a *Association) connHold() uint64 {
 		l = min(l, a.mem.recvHold())
 	}
 	return l
+}
+
+// SetMemory changes the memory budget (Config.Memory) of a running
+// association: an endpoint re-splits its budget when peers come or go.
+// Nothing is dropped or taken back to fit a smaller budget: credit already
+// granted stays (RFC 9000 §4.1) and send buffers keep what they hold.
+// What follows the new limit is what comes next: send buffers accept data
+// only within it, receive windows and the association's credit grow only
+// within it, and the peer's stream limit (MAX_STREAMS) is raised only as
+// far as it fits. So the association is back within a smaller budget once
+// the data it held then is read or acknowledged. A larger budget wakes the
+// writers waiting for room at once. 0 (no budget) and a budget below
+// MinMemory are refused, as Config.Validate refuses them.
+func (a *Association) SetMemory(limit uint64) error {
+	if limit < MinMemory || limit > 1<<40 || a.mem.limit == 0 {
+		return fmt.Errorf("scps: set memory %d: an association with a budget takes %d bytes to 1 TiB", limit, MinMemory)
+	}
+	a.cfg.Memory = limit
+	a.mem.limit = limit
+	a.streams.maxStreams = a.cfg.streamLimit()
+	a.streams.maybeMaxStreams()
+	a.budgetReleased()
+	return nil
 }

@@ -101,3 +101,85 @@ func TestMemoryBudgetKeepsOneStreamFast(t *testing.T) {
 		t.Errorf("%.2f Mbit/s, want at least 90%% of %.2f", rate/1e6, limit/1e6)
 	}
 }
+
+// TestSetMemoryShrinks: a running association given a smaller budget
+// (an endpoint's reload that adds peers) keeps every byte it holds and
+// carries on, and once what it held then is read, it stays within the
+// new budget. Uploads toward a reader that stalls fill a 64 MiB budget;
+// the budget drops to 16 MiB; the reader drains everything; when it
+// stalls again, the receive credit beyond the initial stays within the
+// smaller budget's eighth and the send buffers within a quarter of it
+// and their floors (what the larger budget let them hold is far more).
+func TestSetMemoryShrinks(t *testing.T) {
+	const (
+		n      = 50
+		before = 64 << 20
+		after  = 16 << 20
+	)
+	s := newGEOSim(t, 10e6, 2e6, before)
+	s.apps[1].onAccept = func(id uint64, meta []byte) *appStream {
+		return &appStream{expect: -1, resetAfter: -1, stallRead: true}
+	}
+	for i := range n {
+		s.apps[0].open(fmt.Sprintf("stream-%d", 2*i), 1<<40, 0)
+	}
+	stall := func(on bool) {
+		for _, st := range s.apps[1].streams {
+			st.stallRead = on
+			if !on {
+				s.apps[1].service(st)
+			}
+		}
+	}
+	// peaks of what the budget bounds: A's send buffers, B's receive
+	// credit granted beyond the initial and not read.
+	var sendPeak, recvPeak uint64
+	watch := func() bool {
+		sendPeak = max(sendPeak, s.a[0].mem.sendHeld)
+		recvPeak = max(recvPeak, s.a[1].mem.recvGranted)
+		return false
+	}
+	s.runUntil(30*time.Second, watch)
+	t.Logf("budget %d MiB, reader stalled: send buffers %d, receive credit %d", before>>20, sendPeak, recvPeak)
+	sendBound := uint64(after/4 + n*sendFloor)
+	if sendPeak <= sendBound || recvPeak <= after/8 {
+		t.Fatalf("the stalled uploads held only %d in send buffers and %d in receive credit: nothing for a smaller budget to bound", sendPeak, recvPeak)
+	}
+	received := func() (b uint64) {
+		for _, st := range s.apps[1].streams {
+			b += st.received
+		}
+		return b
+	}
+	held := received()
+	for i := range 2 {
+		if err := s.a[i].SetMemory(after); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stall(false)
+	s.runUntil(s.now+20*time.Second, func() bool { return false })
+	if got := received(); got <= held+uint64(after) {
+		t.Fatalf("after the budget shrank the reader got %d more bytes in 20 s, want the held data and more", got-held)
+	}
+	stall(true)
+	sendPeak, recvPeak = 0, 0
+	s.runUntil(s.now+30*time.Second, watch)
+	t.Logf("budget %d MiB, reader stalled again: send buffers %d, receive credit %d", after>>20, sendPeak, recvPeak)
+	if sendPeak > sendBound {
+		t.Errorf("send buffers held %d, over a quarter of the new budget and the floors (%d)", sendPeak, sendBound)
+	}
+	if recvPeak > after/8 {
+		t.Errorf("receive credit beyond the initial reached %d, over the new budget's eighth (%d)", recvPeak, after/8)
+	}
+	for i := range 2 {
+		for _, st := range s.apps[i].streams {
+			if st.resetErr != nil {
+				t.Errorf("side %d stream %d: %v", i, st.id, st.resetErr)
+			}
+		}
+	}
+	if err := s.a[0].SetMemory(0); err == nil {
+		t.Error("SetMemory(0) accepted: an association with a budget cannot drop it")
+	}
+}

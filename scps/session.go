@@ -353,6 +353,18 @@ func (s *Session) SendDatagram(p []byte) error {
 	return err
 }
 
+// SetMemory changes the association's memory budget (Association.SetMemory).
+func (s *Session) SetMemory(limit uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.a.SetMemory(limit); err != nil {
+		return err
+	}
+	s.dispatchLocked()
+	s.kickLocked()
+	return nil
+}
+
 // MaxDatagramSize is the largest payload SendDatagram accepts.
 func (s *Session) MaxDatagramSize() int { return s.a.MaxDatagramSize() }
 
