@@ -36,14 +36,17 @@ type Condition struct {
 	LossUp      float64          // random loss per packet, A->B
 	OutageEvery linkemu.Periodic // periodic outages of both directions; zero = none
 
-	// The transport issue's conditions (issue 4) add what follows; the
-	// zero values keep the original conditions as they were.
+	// The transport's targets add what follows; the zero values keep the
+	// original conditions as they were.
 
-	// Issue4 puts the condition in the report's transport-issue table.
-	Issue4 bool
-	// Issue11 puts the condition in the report's table of issue 11 (no
-	// configuration, rain fade, LEO, shared links).
-	Issue11 bool
+	// TransportTable puts the condition in the report's table of the
+	// transport's targets (rates told wrong or not at all, a thin return
+	// link, a capacity drop, an outage).
+	TransportTable bool
+	// AdaptationTable puts the condition in the report's table of links
+	// the transport must adapt to untold (no rates configured, rain fade,
+	// LEO, shared links).
+	AdaptationTable bool
 	// DownSchedule changes the download rate at offsets from the start of
 	// the transfer (not of the emulator: setup time varies by contender).
 	DownSchedule []linkemu.RateStep
@@ -84,53 +87,54 @@ const (
 var Conditions = []Condition{
 	{Name: "B1", Desc: "paper B1: modems cabled", Down: 1_500_000, Up: 1_500_000, RTT: 50 * time.Millisecond},
 	{Name: "C1", Desc: "paper C1: GEO satellite, no loss", Down: 1_500_000, Up: 1_500_000, RTT: 300 * time.Millisecond},
-	{Name: "C2", Desc: "paper C2: GEO satellite, 3% loss", Down: 1_500_000, Up: 1_500_000, RTT: 300 * time.Millisecond, LossDown: 0.03, Issue4: true},
-	{Name: "GEO", Desc: "GEO broadband, lossy", Down: 10_000_000, Up: 2_000_000, RTT: 600 * time.Millisecond, LossDown: 0.01, LossUp: 0.001, Issue4: true},
+	{Name: "C2", Desc: "paper C2: GEO satellite, 3% loss", Down: 1_500_000, Up: 1_500_000, RTT: 300 * time.Millisecond, LossDown: 0.03, TransportTable: true},
+	{Name: "GEO", Desc: "GEO broadband, lossy", Down: 10_000_000, Up: 2_000_000, RTT: 600 * time.Millisecond, LossDown: 0.01, LossUp: 0.001, TransportTable: true},
 	{Name: "LEO", Desc: "LEO constellation, handover outages", Down: 100_000_000, Up: 20_000_000, RTT: 40 * time.Millisecond,
 		LossDown: 0.005, LossUp: 0.005, OutageEvery: linkemu.Periodic{Every: 15 * time.Second, Duration: 100 * time.Millisecond}},
 	{Name: "GEO-10/2", Desc: "draft-kuhn-quic-4-sat GEO 10/2", Down: 10_000_000, Up: 2_000_000, RTT: 650 * time.Millisecond},
 	{Name: "GEO-50/0.5", Desc: "draft-kuhn-quic-4-sat GEO 50/0.5, congested uplink", Down: 50_000_000, Up: 500_000, RTT: 650 * time.Millisecond},
 
-	// The transport issue's conditions (issue 4); C2 and GEO above are
-	// part of its first criterion and also appear in its table.
-	{Name: "ASYM", Desc: "issue 4: 64 kbit/s return link", Down: 20_000_000, Up: 64_000, RTT: 600 * time.Millisecond, Issue4: true, BDPQueue: true},
-	{Name: "C2-2X", Desc: "issue 4: C2, scpsvpn told twice the rates", Down: 1_500_000, Up: 1_500_000, RTT: 300 * time.Millisecond, LossDown: 0.03,
-		Issue4: true, BDPQueue: true, PeerRateScale: 2, PeerLossAuto: true},
-	{Name: "GEO-2X", Desc: "issue 4: GEO, scpsvpn told twice the rates", Down: 10_000_000, Up: 2_000_000, RTT: 600 * time.Millisecond, LossDown: 0.01, LossUp: 0.001,
-		Issue4: true, BDPQueue: true, PeerRateScale: 2, PeerLossAuto: true},
-	{Name: "C2-NORATE", Desc: "issue 4: C2, scpsvpn told no rates", Down: 1_500_000, Up: 1_500_000, RTT: 300 * time.Millisecond, LossDown: 0.03,
-		Issue4: true, BDPQueue: true, PeerNoRate: true, PeerLossAuto: true},
-	{Name: "GEO-NORATE", Desc: "issue 4: GEO, scpsvpn told no rates", Down: 10_000_000, Up: 2_000_000, RTT: 600 * time.Millisecond, LossDown: 0.01, LossUp: 0.001,
-		Issue4: true, BDPQueue: true, PeerNoRate: true, PeerLossAuto: true},
-	{Name: "DROP", Desc: "issue 4: capacity drops mid-transfer, scpsvpn told 50 Mbit/s", Down: 50_000_000, Up: 5_000_000, RTT: 600 * time.Millisecond,
-		Issue4: true, BDPQueue: true, DownSchedule: []linkemu.RateStep{{At: 10 * time.Second, Rate: 10_000_000}}},
-	{Name: "OUTAGE", Desc: "issue 4: GEO 10/2 with a 30 s outage mid-transfer", Down: 10_000_000, Up: 2_000_000, RTT: 600 * time.Millisecond,
-		Issue4: true, BDPQueue: true, Outage: linkemu.Outage{Start: 10 * time.Second, Duration: 30 * time.Second}, MinDuration: 60 * time.Second},
+	// The transport's targets: rates told wrong or not at all, a thin
+	// return link, a capacity drop, an outage; C2 and GEO above are part
+	// of the first target and also appear in its table.
+	{Name: "ASYM", Desc: "64 kbit/s return link", Down: 20_000_000, Up: 64_000, RTT: 600 * time.Millisecond, TransportTable: true, BDPQueue: true},
+	{Name: "C2-2X", Desc: "C2, scpsvpn told twice the rates", Down: 1_500_000, Up: 1_500_000, RTT: 300 * time.Millisecond, LossDown: 0.03,
+		TransportTable: true, BDPQueue: true, PeerRateScale: 2, PeerLossAuto: true},
+	{Name: "GEO-2X", Desc: "GEO, scpsvpn told twice the rates", Down: 10_000_000, Up: 2_000_000, RTT: 600 * time.Millisecond, LossDown: 0.01, LossUp: 0.001,
+		TransportTable: true, BDPQueue: true, PeerRateScale: 2, PeerLossAuto: true},
+	{Name: "C2-NORATE", Desc: "C2, scpsvpn told no rates", Down: 1_500_000, Up: 1_500_000, RTT: 300 * time.Millisecond, LossDown: 0.03,
+		TransportTable: true, BDPQueue: true, PeerNoRate: true, PeerLossAuto: true},
+	{Name: "GEO-NORATE", Desc: "GEO, scpsvpn told no rates", Down: 10_000_000, Up: 2_000_000, RTT: 600 * time.Millisecond, LossDown: 0.01, LossUp: 0.001,
+		TransportTable: true, BDPQueue: true, PeerNoRate: true, PeerLossAuto: true},
+	{Name: "DROP", Desc: "capacity drops mid-transfer, scpsvpn told 50 Mbit/s", Down: 50_000_000, Up: 5_000_000, RTT: 600 * time.Millisecond,
+		TransportTable: true, BDPQueue: true, DownSchedule: []linkemu.RateStep{{At: 10 * time.Second, Rate: 10_000_000}}},
+	{Name: "OUTAGE", Desc: "GEO 10/2 with a 30 s outage mid-transfer", Down: 10_000_000, Up: 2_000_000, RTT: 600 * time.Millisecond,
+		TransportTable: true, BDPQueue: true, Outage: linkemu.Outage{Start: 10 * time.Second, Duration: 30 * time.Second}, MinDuration: 60 * time.Second},
 
-	// Issue 11: no configuration needed (C2-NORATE and GEO-NORATE above
-	// are part of it), a configured rate as a ceiling (GEO-2X above: told
+	// Links to adapt to untold: no configuration needed (C2-NORATE and
+	// GEO-NORATE above are part of it), a configured rate as a ceiling (GEO-2X above: told
 	// 20 Mbit/s on 10), the field's LEO (LEO above, told), and links
 	// shared by two flows (the share-* workloads run on BEAM*).
-	{Name: "GEO-50/0.5-NORATE", Desc: "issue 11: draft-kuhn-quic-4-sat GEO 50/0.5, scpsvpn told no rates", Down: 50_000_000, Up: 500_000, RTT: 650 * time.Millisecond,
-		Issue11: true, BDPQueue: true, PeerNoRate: true, PeerLossAuto: true},
-	{Name: "ASYM-NORATE", Desc: "issue 11: 64 kbit/s return link, scpsvpn told no rates", Down: 20_000_000, Up: 64_000, RTT: 600 * time.Millisecond,
-		Issue11: true, BDPQueue: true, PeerNoRate: true, PeerLossAuto: true},
-	{Name: "GEO-250/3-NORATE", Desc: "issue 11: draft-kuhn-quic-4-sat high-rate GEO 250/3, scpsvpn told no rates", Down: 250_000_000, Up: 3_000_000, RTT: 650 * time.Millisecond,
-		Issue11: true, BDPQueue: true, PeerNoRate: true, PeerLossAuto: true},
-	{Name: "GEO-250/3-LOSS-NORATE", Desc: "issue 11: GEO 250/3 with 1% loss each way, scpsvpn told no rates", Down: 250_000_000, Up: 3_000_000, RTT: 650 * time.Millisecond,
-		LossDown: 0.01, LossUp: 0.01, Issue11: true, BDPQueue: true, PeerNoRate: true, PeerLossAuto: true},
-	{Name: "GEO-250/3-LOSS", Desc: "issue 11: GEO 250/3 with 1% loss each way, told", Down: 250_000_000, Up: 3_000_000, RTT: 650 * time.Millisecond,
-		LossDown: 0.01, LossUp: 0.01, Issue11: true, BDPQueue: true, PeerLossAuto: true},
-	{Name: "FADE", Desc: "issue 11: rain fade, 50 -> 10 -> 50 Mbit/s, scpsvpn told 50", Down: 50_000_000, Up: 5_000_000, RTT: 600 * time.Millisecond,
-		Issue11: true, BDPQueue: true, PeerLossAuto: true, MinDuration: 40 * time.Second,
+	{Name: "GEO-50/0.5-NORATE", Desc: "draft-kuhn-quic-4-sat GEO 50/0.5, scpsvpn told no rates", Down: 50_000_000, Up: 500_000, RTT: 650 * time.Millisecond,
+		AdaptationTable: true, BDPQueue: true, PeerNoRate: true, PeerLossAuto: true},
+	{Name: "ASYM-NORATE", Desc: "64 kbit/s return link, scpsvpn told no rates", Down: 20_000_000, Up: 64_000, RTT: 600 * time.Millisecond,
+		AdaptationTable: true, BDPQueue: true, PeerNoRate: true, PeerLossAuto: true},
+	{Name: "GEO-250/3-NORATE", Desc: "draft-kuhn-quic-4-sat high-rate GEO 250/3, scpsvpn told no rates", Down: 250_000_000, Up: 3_000_000, RTT: 650 * time.Millisecond,
+		AdaptationTable: true, BDPQueue: true, PeerNoRate: true, PeerLossAuto: true},
+	{Name: "GEO-250/3-LOSS-NORATE", Desc: "GEO 250/3 with 1% loss each way, scpsvpn told no rates", Down: 250_000_000, Up: 3_000_000, RTT: 650 * time.Millisecond,
+		LossDown: 0.01, LossUp: 0.01, AdaptationTable: true, BDPQueue: true, PeerNoRate: true, PeerLossAuto: true},
+	{Name: "GEO-250/3-LOSS", Desc: "GEO 250/3 with 1% loss each way, told", Down: 250_000_000, Up: 3_000_000, RTT: 650 * time.Millisecond,
+		LossDown: 0.01, LossUp: 0.01, AdaptationTable: true, BDPQueue: true, PeerLossAuto: true},
+	{Name: "FADE", Desc: "rain fade, 50 -> 10 -> 50 Mbit/s, scpsvpn told 50", Down: 50_000_000, Up: 5_000_000, RTT: 600 * time.Millisecond,
+		AdaptationTable: true, BDPQueue: true, PeerLossAuto: true, MinDuration: 40 * time.Second,
 		DownSchedule: []linkemu.RateStep{{At: 10 * time.Second, Rate: 10_000_000}, {At: 25 * time.Second, Rate: 50_000_000}}},
-	{Name: "LEO-NORATE", Desc: "issue 11: LEO, scpsvpn told no rates", Down: 100_000_000, Up: 20_000_000, RTT: 40 * time.Millisecond,
+	{Name: "LEO-NORATE", Desc: "LEO, scpsvpn told no rates", Down: 100_000_000, Up: 20_000_000, RTT: 40 * time.Millisecond,
 		LossDown: 0.005, LossUp: 0.005, OutageEvery: linkemu.Periodic{Every: 15 * time.Second, Duration: 100 * time.Millisecond},
-		Issue11: true, BDPQueue: true, PeerNoRate: true, PeerLossAuto: true},
-	{Name: "BEAM", Desc: "issue 11: one GEO beam for the shared-link workloads, 1% loss", Down: 10_000_000, Up: 2_000_000, RTT: 600 * time.Millisecond,
-		LossDown: 0.01, LossUp: 0.001, Issue11: true, BDPQueue: true, PeerLossAuto: true, MinDuration: shareMinDuration},
-	{Name: "BEAM-CLEAN", Desc: "issue 11: the beam without random loss (kernel TCP can fill it)", Down: 10_000_000, Up: 2_000_000, RTT: 600 * time.Millisecond,
-		Issue11: true, BDPQueue: true, PeerLossAuto: true, MinDuration: shareMinDuration},
+		AdaptationTable: true, BDPQueue: true, PeerNoRate: true, PeerLossAuto: true},
+	{Name: "BEAM", Desc: "one GEO beam for the shared-link workloads, 1% loss", Down: 10_000_000, Up: 2_000_000, RTT: 600 * time.Millisecond,
+		LossDown: 0.01, LossUp: 0.001, AdaptationTable: true, BDPQueue: true, PeerLossAuto: true, MinDuration: shareMinDuration},
+	{Name: "BEAM-CLEAN", Desc: "the beam without random loss (kernel TCP can fill it)", Down: 10_000_000, Up: 2_000_000, RTT: 600 * time.Millisecond,
+		AdaptationTable: true, BDPQueue: true, PeerLossAuto: true, MinDuration: shareMinDuration},
 }
 
 // ConditionNames lists the built-in conditions' names.
@@ -279,8 +283,8 @@ func (c Condition) DownRateAt(t time.Duration) int64 {
 // PayloadLimit is the payload a download can at best deliver between
 // offsets from and to of the transfer: the rate in force over the time the
 // link is up, times the payload share of a full packet, times the share of
-// packets the random loss lets through (the issue's "payload limit":
-// rate/8 x 1460/1500 x (1 - loss)).
+// packets the random loss lets through (the "payload limit" the targets
+// are stated against: rate/8 x 1460/1500 x (1 - loss)).
 func (c Condition) PayloadLimit(from, to time.Duration) float64 {
 	if to <= from {
 		return 0

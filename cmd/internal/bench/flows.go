@@ -1,6 +1,6 @@
 package bench
 
-// This file owns the many-flows workload (issue 12.1): what an endpoint
+// This file owns the many-flows workload: what an endpoint
 // in front of a site of many users meets. On one testbed (one
 // association), in turn:
 //   - idle: many connections opened, each proven end to end by a one-byte
@@ -52,7 +52,7 @@ type FlowsSpec struct {
 	Opens         int `json:"opens"`
 }
 
-// DefaultFlows is the issue's workload: 1,000 downloads of 30 kB, 10,000
+// DefaultFlows is the workload the targets are set for: 1,000 downloads of 30 kB, 10,000
 // idle connections, 2,000 opens (enough to time a rate of thousands per
 // second over more than a round trip).
 var DefaultFlows = FlowsSpec{Flows: 1000, DownloadBytes: 30_000, Idle: 10_000, Opens: 2000}
@@ -931,7 +931,7 @@ func flowsSummary(r *Result) string {
 // renderFlows writes the many-flows table.
 func (rep *Report) renderFlows(w io.Writer) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
-	p("## Many flows (issue 12.1)\n\n")
+	p("## Many flows\n\n")
 	p("Goals on GEO-10/2: the concurrent downloads together >= 95%% of the payload limit with Jain's index >= 0.9; idle connections <= 64 KiB of endpoint RSS each; opens >= 1,000 per second; " +
 		"the request on a new connection within 1.2 RTT beside the bulk flows and the UDP stream. " +
 		"Idle: KiB of RSS per open connection at endpoint A / B (scpsvpn only). Request: p50 / p95 / max in round trips of the condition, and how many. Bulk and UDP: kB/s each carried during the requests (UDP offered).\n\n")

@@ -40,7 +40,7 @@ type Result struct {
 	Timeline      []Point          `json:"timeline,omitempty"`
 	Note          string           `json:"note,omitempty"` // what went wrong in a run that still measured
 
-	// The transport issue's measures (transport.go fills them).
+	// The measures of the transport's targets (transport.go fills them).
 
 	// LimitShare is goodput over the payload limit of the window (rate in
 	// force x 1460/1500 x (1 - loss), outages excluded), 0..1.

@@ -1,7 +1,6 @@
 package bench
 
-// This file owns the page-load workload (issue 12, "web pages near their
-// floor"): a browser's load of one page, an HTML object and then a fixed,
+// This file owns the page-load workload ("web pages near their floor"): a browser's load of one page, an HTML object and then a fixed,
 // seeded list of objects requested together, over 6 parallel HTTP/1.1
 // connections and over one HTTP/2 connection (cleartext, prior
 // knowledge), each timed from the first SYN to the last byte of the last
@@ -44,7 +43,7 @@ type PageSpec struct {
 	HTML    int `json:"html_bytes"`
 }
 
-// DefaultPage is the issue's page: an HTML object, then 50 objects of
+// DefaultPage is the page the targets are set for: an HTML object, then 50 objects of
 // 5-200 KB.
 var DefaultPage = NewPageSpec(50, 200_000)
 
@@ -447,7 +446,7 @@ const pageBaseline = "bbr"
 // TCP bbr's load in the same run.
 func (rep *Report) renderPage(w io.Writer) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
-	p("## Page load (issue 12)\n\n")
+	p("## Page load\n\n")
 	p("Seconds from the first SYN to the last byte of the page's last object. The floor is two round trips plus the page's bytes at the link's payload capacity; x floor is the load over it, x %s the load over kernel TCP %s's load of the same page in the same run. "+
 		"Goal on GEO-10/2 and C2: HTTP/2 within 1.15x the floor, HTTP/1.1 at most 0.6x %s. HTML and first object: when the HTML's last byte and the first byte of any object arrived (HTTP/2), in seconds.\n\n", pageBaseline, pageBaseline, pageBaseline)
 	p("| condition | contender | floor | HTTP/1.1 | x floor | x %s | conns | HTTP/2 | x floor | x %s | HTML, first object |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", pageBaseline, pageBaseline)

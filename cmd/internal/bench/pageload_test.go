@@ -131,7 +131,7 @@ func TestRenderPage(t *testing.T) {
 	rep.RenderMarkdown(&b)
 	md := b.String()
 	for _, want := range []string{
-		"## Page load (issue 12)",
+		"## Page load",
 		"| GEO-10/2 | bbr | 5.00 | 16.00 | 3.20x | 1.00x | 6 | 12.00 | 2.40x | 1.00x | 1.40, 2.10 |",
 		"| GEO-10/2 | scpsvpn | 5.00 | 8.00 | 1.60x | 0.50x | 6 | 6.00 | 1.20x | 0.50x | 1.40, 2.10 |",
 	} {

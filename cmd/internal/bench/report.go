@@ -66,13 +66,13 @@ type ConditionInfo struct {
 	OutageEvery  string  `json:"outage_every,omitempty"` // "15s:100ms"
 	CapacityKBps float64 `json:"payload_capacity_kBps"`
 	Summary      string  `json:"summary"`
-	// The transport issue's additions.
-	Issue4       bool    `json:"issue4,omitempty"`
-	Issue11      bool    `json:"issue11,omitempty"`
-	DownSchedule string  `json:"down_schedule,omitempty"` // "10s:10Mbit", offsets from the transfer's start
-	Outage       string  `json:"outage,omitempty"`        // "10s:30s" (start:duration), from the transfer's start
-	MinDurationS float64 `json:"min_duration_s,omitempty"`
-	PeerLinkA    string  `json:"peer_link_a,omitempty"` // what scpsvpn was told, when not the truth
+	// The transport targets' additions.
+	TransportTable  bool    `json:"transport_table,omitempty"`
+	AdaptationTable bool    `json:"adaptation_table,omitempty"`
+	DownSchedule    string  `json:"down_schedule,omitempty"` // "10s:10Mbit", offsets from the transfer's start
+	Outage          string  `json:"outage,omitempty"`        // "10s:30s" (start:duration), from the transfer's start
+	MinDurationS    float64 `json:"min_duration_s,omitempty"`
+	PeerLinkA       string  `json:"peer_link_a,omitempty"` // what scpsvpn was told, when not the truth
 }
 
 // ContenderInfo is a contender as results.json records it.
@@ -95,7 +95,7 @@ func NewConditionInfo(c Condition) ConditionInfo {
 	if c.OutageEvery != (linkemu.Periodic{}) {
 		ci.OutageEvery = fmt.Sprintf("%v:%v", c.OutageEvery.Every, c.OutageEvery.Duration)
 	}
-	ci.Issue4, ci.Issue11 = c.Issue4, c.Issue11
+	ci.TransportTable, ci.AdaptationTable = c.TransportTable, c.AdaptationTable
 	var steps []string
 	for _, s := range c.DownSchedule {
 		steps = append(steps, fmt.Sprintf("%v:%s", s.At, configs.FormatRate(s.Rate)))
@@ -295,7 +295,7 @@ func (rep *Report) RenderMarkdown(w io.Writer) {
 	table("Queue drops", "Drop-tail losses of the download direction (the emulator's queue overflowing) as % of the packets its sender offered the link.",
 		func(r *Result) string { return fmt.Sprintf("%.2f", r.QueueDropPct) })
 	rep.renderTransport(w)
-	rep.renderIssue11(w)
+	rep.renderAdaptation(w)
 	rep.renderShare(w)
 	table("Time to first byte", "ms from the start of the client's connect() to the first byte of the download (a fresh connection).",
 		func(r *Result) string {

@@ -1,6 +1,6 @@
 package bench
 
-// This file owns the shared-link workloads (issue 11, "sharing one beam"):
+// This file owns the shared-link workloads ("sharing one beam"):
 // two downloads over the same emulated link at once, the second started
 // shareLag after the first. "share-sites" is two sites' associations (the
 // testbed's second pair of sites: its own endpoints, subnets and
@@ -322,7 +322,7 @@ func (rep *Report) renderShare(w io.Writer) {
 		return
 	}
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
-	p("## Sharing one link (issue 11)\n\n")
+	p("## Sharing one link\n\n")
 	p("Two downloads over the same emulated link, the second started %v after the first (a quarter of a shorter run): two sites' associations (share-sites: a second pair of endpoints with its own subnets, association and UDP port in the same namespaces), or one association beside a kernel TCP flow outside the tunnel, the kernel flow first (share-cubic, share-bbr). "+
 		"Shares are of the payload limit over the time both run, from %v (or a quarter of the run) after the second flow started to the end; Jain's index of the two goodputs (1 = equal); the late flow's time from its start until it first held %.0f%% of an equal share for %v.\n\n",
 		shareLag, shareSettle, shareReach*100, shareReachWindow)

@@ -1,6 +1,6 @@
 package bench
 
-// This file owns the transport issue's measures (issue 4): the share of
+// This file owns the measures of the transport's targets: the share of
 // the payload limit, drop-tail losses of the download direction, the time
 // to 90% of the rate, and what a run under an outage saw (did the
 // connection survive, how fast did the rate return, what went into the
@@ -32,7 +32,7 @@ const (
 	// losses (a hole holds in-order delivery for a round trip).
 	steadyAfterRTTs = 4
 	// fadeBackTarget is the share of the restored rate a fade's end must
-	// bring back (issue 11: 95% within 2 s).
+	// bring back (the target: 95% within 2 s).
 	fadeBackTarget = 0.95
 )
 
@@ -125,7 +125,7 @@ func (c Condition) Shifted(d time.Duration) Condition {
 	return c
 }
 
-// summarizeTransport fills the transport issue's measures. late is how
+// summarizeTransport fills the measures of the transport's targets. late is how
 // much after the schedule's origin the transfer started; during holds the
 // emulator counters over the outage window (nil if not taken).
 func summarizeTransport(r *Result, cond Condition, t *Transfer, delta linkemu.Counters, late time.Duration, during *linkemu.Counters) {
@@ -178,23 +178,23 @@ func summarizeTransport(r *Result, cond Condition, t *Transfer, delta linkemu.Co
 	r.Outage = o
 }
 
-// renderTransport writes the transport issue's table: for each of its
-// conditions and each contender, the goodput as a share of the payload
+// renderTransport writes the table of the transport's targets: for each
+// of its conditions and each contender, the goodput as a share of the payload
 // limit, as a multiple of kernel cubic and bbr, the time to 90% of the
 // rate, the drop-tail losses, and the outage measures.
 func (rep *Report) renderTransport(w io.Writer) {
-	rep.renderIssue(w, "Transport issue (issue 4)", func(c ConditionInfo) bool { return c.Issue4 })
+	rep.renderTargets(w, "Transport targets: wrong or no rates, thin return link, capacity drop, outage", func(c ConditionInfo) bool { return c.TransportTable })
 }
 
-// renderIssue11 is renderTransport's table for issue 11's conditions,
-// with the rain fade's measures; the shared-link workloads have their own
-// table (renderShare).
-func (rep *Report) renderIssue11(w io.Writer) {
-	rep.renderIssue(w, "No configuration, rain fade, LEO (issue 11)", func(c ConditionInfo) bool { return c.Issue11 })
+// renderAdaptation is renderTransport's table for the links to adapt to
+// untold, with the rain fade's measures; the shared-link workloads have
+// their own table (renderShare).
+func (rep *Report) renderAdaptation(w io.Writer) {
+	rep.renderTargets(w, "No configuration, rain fade, LEO", func(c ConditionInfo) bool { return c.AdaptationTable })
 }
 
-// renderIssue writes the table of the conditions keep selects.
-func (rep *Report) renderIssue(w io.Writer, title string, keep func(ConditionInfo) bool) {
+// renderTargets writes the table of the conditions keep selects.
+func (rep *Report) renderTargets(w io.Writer, title string, keep func(ConditionInfo) bool) {
 	var conds []ConditionInfo
 	outage, fade := false, false
 	for _, c := range rep.Conditions {

@@ -1,6 +1,6 @@
 package bench
 
-// Tests of the transport issue's pieces without root: the new conditions
+// Tests of the transport targets' pieces without root: the new conditions
 // (their emulator options, shifted schedules, what scpsvpn is told), the
 // payload limit, the time to rate, the outage measures and their table.
 
@@ -23,7 +23,7 @@ func mustCondition(t *testing.T, name string) Condition {
 	return c
 }
 
-func TestIssue4Conditions(t *testing.T) {
+func TestTransportConditions(t *testing.T) {
 	// The original seven keep their names and their (default) queues.
 	for _, n := range []string{"B1", "C1", "C2", "GEO", "LEO", "GEO-10/2", "GEO-50/0.5"} {
 		c := mustCondition(t, n)
@@ -36,8 +36,8 @@ func TestIssue4Conditions(t *testing.T) {
 		t.Fatalf("selecting the new conditions: %v %v", sel, err)
 	}
 	for _, c := range sel {
-		if !c.Issue4 || !c.BDPQueue {
-			t.Errorf("%s: not in the issue-4 table or without a BDP queue", c.Name)
+		if !c.TransportTable || !c.BDPQueue {
+			t.Errorf("%s: not in the transport targets' table or without a BDP queue", c.Name)
 		}
 	}
 	// ASYM's 64 kbit/s return link gets a queue of 8 packets, not 64 KiB
@@ -83,7 +83,7 @@ func TestIssue4Conditions(t *testing.T) {
 	}
 }
 
-func TestIssue4PeerLinks(t *testing.T) {
+func TestTransportPeerLinks(t *testing.T) {
 	a, b := mustCondition(t, "GEO-2X").PeerLinks("")
 	la, lb := parseLink(t, a), parseLink(t, b)
 	if la.Up != 4_000_000 || la.Down != 20_000_000 || lb.Up != 20_000_000 || lb.Down != 4_000_000 {
@@ -110,7 +110,7 @@ func TestIssue4PeerLinks(t *testing.T) {
 
 func TestPayloadLimit(t *testing.T) {
 	c2 := mustCondition(t, "C2")
-	// The issue's formula: rate/8 x 1460/1500 x (1 - loss).
+	// The targets' formula: rate/8 x 1460/1500 x (1 - loss).
 	per := 1_500_000.0 / 8 * 1460 / 1500 * 0.97
 	if got := c2.PayloadLimit(0, 10*time.Second); math.Abs(got-10*per) > 1e-6 {
 		t.Errorf("C2 limit %v, want %v", got, 10*per)
@@ -318,10 +318,10 @@ func TestRenderTransport(t *testing.T) {
 	var b strings.Builder
 	rep.RenderMarkdown(&b)
 	md := b.String()
-	sec := md[strings.Index(md, "## Transport issue"):]
+	sec := md[strings.Index(md, "## Transport targets"):]
 	sec = sec[:strings.Index(sec[3:], "\n## ")+3]
 	if strings.Contains(sec, "| C1 |") {
-		t.Error("C1 is not an issue-4 condition")
+		t.Error("C1 is not a transport-target condition")
 	}
 	for _, want := range []string{
 		"| ASYM | scpsvpn | 2500.0 | 96% | 98% | 4.80x | 2.40x | 2.5 | 0.50 | - | - | - | - |",
@@ -336,11 +336,11 @@ func TestRenderTransport(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, md)
 		}
 	}
-	// Without an issue-4 condition there is no such table.
+	// Without a transport-target condition there is no such table.
 	rep.Conditions = rep.Conditions[:1]
 	b.Reset()
 	rep.RenderMarkdown(&b)
-	if strings.Contains(b.String(), "Transport issue") {
+	if strings.Contains(b.String(), "Transport targets") {
 		t.Error("a transport table without its conditions")
 	}
 }
