@@ -1,7 +1,7 @@
 package e2e
 
 // Flow control through the real binary: windows that grow to what an
-// unconfigured link carries (issue 11.1).
+// unconfigured link carries (docs/adaptation.md, "untold").
 
 import (
 	"encoding/json"
@@ -167,7 +167,7 @@ func TestWindowGrowsUntold(t *testing.T) {
 	}
 }
 
-// TestStalledReadersIsolated (issue 10.1): over GEO 10/2 Mbit/s, ten
+// TestStalledReadersIsolated: over GEO 10/2 Mbit/s, ten
 // downloads whose clients stopped reading (a paused video) fill every
 // buffer they may; a fresh download beside them must still get at least
 // 90% of the link. With connection credit returned only as the

@@ -1,6 +1,6 @@
 package e2e
 
-// Issue 10: the endpoint facing buggy or hostile peers and LANs, through
+// The endpoint facing buggy or hostile peers and LANs, through
 // the real binary in a hub with spokes (testbed.Star).
 
 import (
@@ -23,7 +23,7 @@ import (
 	"scpsvpn/cmd/internal/testbed"
 )
 
-var floodTime = flag.Duration("flood-time", 20*time.Second, "how long TestHandshakeFlood floods the hub (issue 10.7 asks for 5m)")
+var floodTime = flag.Duration("flood-time", 20*time.Second, "how long TestHandshakeFlood floods the hub (the target is measured over 5m)")
 
 // A peer speaks only for the addresses whose longest-prefix owner it is
 // (WireGuard's allowed IPs): the hub lists spoke 2 with a /16 that holds

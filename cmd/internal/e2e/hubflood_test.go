@@ -1,6 +1,6 @@
 package e2e
 
-// Issue 10.5 at a hub with several spokes: one spoke's LAN floods UDP
+// Fair shares at a hub with several spokes: one spoke's LAN floods UDP
 // through the hub toward another spoke while the hub's LAN and a third
 // spoke send TCP to that spoke through the same hub-to-spoke association;
 // then the flooding spoke opens more flows than its share. The others keep

@@ -1,6 +1,7 @@
 package e2e
 
-// The memory budget through the real binary (issue 10.2).
+// The memory budget through the real binary (docs/reliability.md, "A
+// memory budget").
 
 import (
 	"errors"
@@ -16,8 +17,8 @@ import (
 )
 
 var (
-	stalledUploads = flag.Int("stalled-uploads", 200, "uploads TestMemoryBudget keeps open (issue 10.2 asks for 2000)")
-	memoryBudget   = flag.String("memory", "64MiB", "[interface] memory of both sites in TestMemoryBudget (issue 10.2 asks for 256MiB)")
+	stalledUploads = flag.Int("stalled-uploads", 200, "uploads TestMemoryBudget keeps open (the target is measured with 2000)")
+	memoryBudget   = flag.String("memory", "64MiB", "[interface] memory of both sites in TestMemoryBudget (the target is measured with 256MiB)")
 )
 
 // TestMemoryBudget: over GEO 10/2 Mbit/s, uploads from site A toward a

@@ -1,6 +1,6 @@
 package e2e
 
-// Issue 10.9: crash, restart, reload. The real binary at both ends of an
+// Crash, restart, reload. The real binary at both ends of an
 // emulated GEO-like link (600 ms RTT): a killed and restarted endpoint, a
 // peer removed by SIGHUP, a reload that is refused, a SIGHUP while the
 // endpoint starts, and a peer that never comes up.

@@ -1,6 +1,6 @@
 package e2e
 
-// Issue 5: a hub with three spokes (testbed.Star), and the endpoint's
+// A hub with three spokes (testbed.Star), and the endpoint's
 // security seen from outside: every spoke reaches the hub's LAN and every
 // other spoke through the hub; a spoke removed from the hub's configuration
 // on SIGHUP loses access within a second while the others carry on; a

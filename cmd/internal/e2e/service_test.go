@@ -1,7 +1,7 @@
 package e2e
 
-// Issue 9 (the endpoint as a service) and issue 10 part 4 (control sockets
-// per network namespace), through the real binary.
+// The endpoint as a service, and control sockets per network namespace,
+// through the real binary.
 
 import (
 	"context"

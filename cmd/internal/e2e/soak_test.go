@@ -1,6 +1,6 @@
 package e2e
 
-// Issue 10.10: the soak. Two endpoints (the real binary) over an emulated
+// The soak. Two endpoints (the real binary) over an emulated
 // lossy, reordering link that goes down for 20 s every 2 minutes; 200
 // concurrent TCP flows of mixed sizes both ways, each checked by SHA-256
 // in both directions; a UDP echo and ping all along; site B killed and

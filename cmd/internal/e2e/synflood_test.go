@@ -1,6 +1,6 @@
 package e2e
 
-// Issue 10.6: a SYN flood from one LAN host. Spoofed SYNs toward a real
+// A SYN flood from one LAN host. Spoofed SYNs toward a real
 // server across the link, from sources that never answer; other clients'
 // connections must still open at once, and the far side must not dial the
 // server for the flood.
@@ -78,7 +78,7 @@ const synFlooderEnv = "SCPSVPN_E2E_SYNFLOODER"
 
 // synFlood starts a process in side's namespace that sends rate spoofed
 // SYNs a second to dst until stop is closed; the channel returns how many
-// it sent. A process of its own, as the issue's flooding host is another
+// it sent. A process of its own, as the flooding host in the field is another
 // host: inside this test process its bursts would delay the measuring
 // client's goroutines and be counted as the endpoint's latency.
 func synFlood(t *testing.T, tb *testbed.Testbed, side testbed.Side, dst netip.AddrPort, rate int, stop <-chan struct{}) <-chan int {
@@ -203,7 +203,7 @@ func countersOf(t *testing.T, tb *testbed.Testbed, side testbed.Side) tunnel.Cou
 //
 // Opt-in (SCPSVPN_SYNFLOOD=1): a millisecond-scale latency bound beside a
 // flood is too thin a margin for a loaded CI machine; the figures are in
-// docs/reliability.md (issue 10.6).
+// docs/reliability.md ("SYN floods").
 func TestSYNFlood(t *testing.T) {
 	if os.Getenv("SCPSVPN_SYNFLOOD") == "" {
 		t.Skip("a 10,000 SYN/s flood for half a minute: set SCPSVPN_SYNFLOOD=1 to run it")

@@ -1,6 +1,6 @@
 package e2e
 
-// Issue 2: TCP carried transparently from TUN to TUN, over a veth.
+// TCP carried transparently from TUN to TUN, over a veth.
 
 import (
 	"context"
@@ -341,7 +341,7 @@ func TestStopCleansUpAndResets(t *testing.T) {
 	}
 }
 
-// rssLimit is the issue's bound on an endpoint's resident memory.
+// rssLimit is the bound on an endpoint's resident memory.
 const rssLimit = 128 << 20
 
 func TestMemoryBounded(t *testing.T) {

@@ -1,6 +1,6 @@
 package e2e
 
-// Issue 10.5: a saturating UDP flood from one LAN host beside TCP. TCP must
+// A saturating UDP flood from one LAN host beside TCP. TCP must
 // keep at least half the link, and its request latency p95 stay within
 // twice the figure without the flood.
 
@@ -175,7 +175,8 @@ func isTimeout(err error) bool {
 // without the flood.
 //
 // Opt-in (SCPSVPN_UDPFLOOD=1): measured at 54% of the link here, too near
-// the bound for a loaded CI machine (docs/reliability.md, issue 10.5).
+// the bound for a loaded CI machine (docs/reliability.md, "Fair shares
+// at a hub").
 func TestUDPFloodBesideTCP(t *testing.T) {
 	if os.Getenv("SCPSVPN_UDPFLOOD") == "" {
 		t.Skip("a 20 Mbit/s UDP flood beside TCP: set SCPSVPN_UDPFLOOD=1 to run it")
