@@ -1,7 +1,9 @@
 // Package configs owns the endpoint's configuration file: the TOML schema,
 // strict decoding, defaults, and validation that names the offending key and
-// says what is allowed. It knows nothing of the rest of scpsvpn; other
-// packages take the typed values it produces.
+// says what is allowed. It is plain data: of the rest of scpsvpn it imports
+// only scps/settings, the leaf that holds the transport's defaults, bounds
+// and controller names, so the file accepts exactly what the association
+// does; other packages take the typed values it produces.
 package configs
 
 import (
@@ -18,8 +20,7 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
-	"scpsvpn/scps"
-	"scpsvpn/scps/cc"
+	"scpsvpn/scps/settings"
 )
 
 // File is the configuration file as written by the user.
@@ -76,13 +77,11 @@ const (
 	DefaultPathMTU = 1500
 )
 
-// Bounds the transport (scps.Config.Validate) puts on link keys, checked
-// here so a bad value is refused naming its key rather than when the
-// association starts; a test ties them to scps.
+// Bounds of [peer.link] mtu. The transport's bounds on the other link keys
+// (the slowest rate, the window, the outage timers) are in scps/settings:
+// checked here so a bad value is refused naming its key rather than when
+// the association starts (tunnel's TestLinkKeysMatchTheTransport).
 const (
-	MinLinkRate = 8000     // bit/s, for up and down
-	MinWindow   = 64 << 10 // bytes: a stream's initial credit
-	MaxWindow   = 1 << 30  // bytes
 	// A path MTU below IPv6's minimum (1280) would leave association
 	// packets below the transport's least (1200 bytes).
 	MinPathMTU = 1280
@@ -90,24 +89,11 @@ const (
 )
 
 // CongestionModes lists the controllers a peer may name, the default
-// first: the registry of scps/cc (a leaf package of the standard library
-// only), so a controller registered there is accepted here.
-var CongestionModes = congestionModes()
+// first (settings.Congestions, which scps/cc's registry matches).
+var CongestionModes = settings.Congestions()
 
 // LossModes lists the loss-cause modes a peer may name, the default first.
-// configs does not import scps for them; a test checks they match
-// scps.LossModes.
-var LossModes = []string{"auto", "corruption", "congestion"}
-
-func congestionModes() []string {
-	modes := []string{cc.DefaultName}
-	for _, n := range cc.Names() {
-		if n != cc.DefaultName {
-			modes = append(modes, n)
-		}
-	}
-	return modes
-}
+var LossModes = settings.LossModes()
 
 // Config is the validated, typed configuration.
 type Config struct {
@@ -244,8 +230,8 @@ func (f *File) Validate() (*Config, error) {
 	if c.MaxFlows == 0 {
 		c.MaxFlows = DefaultMaxFlows
 	}
-	if c.MaxFlows < 1 || c.MaxFlows > 1<<20 {
-		return nil, fmt.Errorf("interface.max_flows: %d is out of range: use 1..1048576", c.MaxFlows)
+	if c.MaxFlows < 1 || c.MaxFlows > settings.MaxStreams {
+		return nil, fmt.Errorf("interface.max_flows: %d is out of range: use 1..%d", c.MaxFlows, settings.MaxStreams)
 	}
 	if c.Memory, err = memoryKey(in.Memory); err != nil {
 		return nil, err
@@ -352,7 +338,7 @@ func (l *Link) validate(where string) (LinkConfig, error) {
 	}
 	lc.RTT = DefaultRTT
 	if l.RTT != "" {
-		if lc.RTT, err = durationKey(where+".rtt", l.RTT, time.Millisecond, time.Minute); err != nil {
+		if lc.RTT, err = durationKey(where+".rtt", l.RTT, settings.MinRTT, settings.MaxRTT); err != nil {
 			return lc, err
 		}
 	}
@@ -363,8 +349,8 @@ func (l *Link) validate(where string) (LinkConfig, error) {
 	if !contains(CongestionModes, lc.Congestion) {
 		return lc, fmt.Errorf("%s.congestion: %q is not a controller: use one of %s", where, l.Congestion, strings.Join(CongestionModes, ", "))
 	}
-	if lc.Congestion == "rate" && lc.Up == 0 {
-		return lc, fmt.Errorf("%s.congestion: \"rate\" sends open loop at the configured rate, so %s.up must be set", where, where)
+	if lc.Congestion == settings.CongestionRate && lc.Up == 0 {
+		return lc, fmt.Errorf("%s.congestion: %q sends open loop at the configured rate, so %s.up must be set", where, lc.Congestion, where)
 	}
 	lc.Loss = l.Loss
 	if lc.Loss == "" {
@@ -374,31 +360,31 @@ func (l *Link) validate(where string) (LinkConfig, error) {
 		return lc, fmt.Errorf("%s.loss: %q is not a loss mode: use one of %s", where, l.Loss, strings.Join(LossModes, ", "))
 	}
 	if l.OutageAfter != "" {
-		if lc.OutageAfter, err = durationKey(where+".outage_after", l.OutageAfter, 100*time.Millisecond, time.Hour); err != nil {
+		if lc.OutageAfter, err = durationKey(where+".outage_after", l.OutageAfter, settings.MinOutageAfter, settings.MaxOutageAfter); err != nil {
 			return lc, err
 		}
 	}
 	if l.ProbeInterval != "" {
-		if lc.ProbeInterval, err = durationKey(where+".probe_interval", l.ProbeInterval, 10*time.Millisecond, time.Minute); err != nil {
+		if lc.ProbeInterval, err = durationKey(where+".probe_interval", l.ProbeInterval, settings.MinProbeInterval, settings.MaxProbeInterval); err != nil {
 			return lc, err
 		}
 	}
 	if l.MaxOutage != "" {
-		if lc.MaxOutage, err = durationKey(where+".max_outage", l.MaxOutage, time.Second, 7*24*time.Hour); err != nil {
+		if lc.MaxOutage, err = durationKey(where+".max_outage", l.MaxOutage, settings.MinMaxOutage, settings.MaxMaxOutage); err != nil {
 			return lc, err
 		}
 	}
 	// The transport refuses a max_outage shorter than outage_after at start;
 	// say so here, naming the keys, so a reload or a check refuses it too.
-	if after, most := cmp.Or(lc.OutageAfter, scps.DefaultOutageAfter), cmp.Or(lc.MaxOutage, scps.DefaultMaxOutage); most < after {
+	if after, most := cmp.Or(lc.OutageAfter, settings.DefaultOutageAfter), cmp.Or(lc.MaxOutage, settings.DefaultMaxOutage); most < after {
 		return lc, fmt.Errorf("%s.max_outage: %v is shorter than outage_after (%v): an outage is declared only after outage_after, so raise max_outage or lower outage_after", where, most, after)
 	}
 	if l.Window != "" {
 		if lc.Window, err = sizeKey(where+".window", l.Window); err != nil {
 			return lc, err
 		}
-		if lc.Window < MinWindow || lc.Window > MaxWindow {
-			return lc, fmt.Errorf("%s.window: %q is out of range: use 64KiB..1GiB, or leave it out (auto)", where, l.Window)
+		if lc.Window < settings.MinStreamWindow || lc.Window > settings.MaxStreamWindow {
+			return lc, fmt.Errorf("%s.window: %q is out of range: use %s..%s, or leave it out (auto)", where, l.Window, FormatSize(settings.MinStreamWindow), FormatSize(settings.MaxStreamWindow))
 		}
 	}
 	lc.MTU = l.MTU
@@ -419,8 +405,8 @@ func rateKey(key, s string) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", key, err)
 	}
-	if r > 0 && r < MinLinkRate {
-		return 0, fmt.Errorf("%s: %q is below 8kbit, the slowest link the transport paces: leave it out if the rate is unknown", key, s)
+	if r > 0 && r < settings.MinRate {
+		return 0, fmt.Errorf("%s: %q is below %s, the slowest link the transport paces: leave it out if the rate is unknown", key, s, FormatRate(settings.MinRate))
 	}
 	return r, nil
 }

@@ -3,13 +3,9 @@ package configs
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"scpsvpn/scps"
-	"scpsvpn/scps/cc"
 )
 
 const keyB = "HIgo9xNzJMWLKASShiTqIybxZ0U3wGLiUeJ1PKf8ykw="
@@ -151,58 +147,6 @@ func TestLoadMissingFile(t *testing.T) {
 	if _, err := Load(p); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// TestLinkKeysMatchTheTransport ties what configs accepts to what the
-// association's config accepts (scps.Config.Validate): the controllers and
-// loss modes and their defaults, and the bounds of the rate and window keys.
-func TestLinkKeysMatchTheTransport(t *testing.T) {
-	if !slices.Equal(sorted(CongestionModes), cc.Names()) || CongestionModes[0] != scps.DefaultConfig().Congestion {
-		t.Errorf("congestion modes %v; scps has %v (default %q)", CongestionModes, cc.Names(), scps.DefaultConfig().Congestion)
-	}
-	if !slices.Equal(sorted(LossModes), sorted(scps.LossModes())) || LossModes[0] != scps.DefaultConfig().Loss {
-		t.Errorf("loss modes %v; scps has %v (default %q)", LossModes, scps.LossModes(), scps.DefaultConfig().Loss)
-	}
-	valid := func(f func(*scps.Config)) bool {
-		c := scps.DefaultConfig()
-		f(&c)
-		return c.Validate() == nil
-	}
-	for _, m := range CongestionModes {
-		for _, l := range LossModes {
-			if !valid(func(c *scps.Config) { c.Congestion, c.Loss, c.SendRate = m, l, MinLinkRate }) {
-				t.Errorf("scps refuses congestion %q with loss %q", m, l)
-			}
-		}
-	}
-	// Each bound: the transport takes the value configs allows at the edge
-	// and refuses the one beyond (rates have no upper bound there).
-	rate := func(c *scps.Config, v int64) { c.SendRate, c.RecvRate = v, v }
-	window := func(c *scps.Config, v int64) { c.StreamWindow = uint64(v) }
-	for _, tc := range []struct {
-		name           string
-		set            func(*scps.Config, int64)
-		inside, beyond int64
-	}{
-		{"rate minimum", rate, MinLinkRate, MinLinkRate - 1},
-		{"window minimum", window, MinWindow, MinWindow - 1},
-		{"window maximum", window, MaxWindow, MaxWindow + 1},
-	} {
-		in := valid(func(c *scps.Config) { tc.set(c, tc.inside) })
-		out := valid(func(c *scps.Config) { tc.set(c, tc.beyond) })
-		if !in || out {
-			t.Errorf("%s: scps takes %d: %v (want true), %d: %v (want false)", tc.name, tc.inside, in, tc.beyond, out)
-		}
-	}
-	if !valid(func(c *scps.Config) { rate(c, MaxRate) }) {
-		t.Errorf("scps refuses the fastest rate configs takes, %d", int64(MaxRate))
-	}
-}
-
-func sorted(s []string) []string {
-	s = slices.Clone(s)
-	slices.Sort(s)
-	return s
 }
 
 func TestPathMTU(t *testing.T) {

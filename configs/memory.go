@@ -9,14 +9,16 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"scpsvpn/scps/settings"
 )
 
-// Bounds and default of [interface] memory.
+// Bounds and default of [interface] memory; the most is the transport's
+// (settings.MaxMemory).
 const (
 	// MinMemory leaves each part of the endpoint (netstack buffers, an
 	// association's streams) enough to carry one flow at full speed.
 	MinMemory = 32 << 20
-	MaxMemory = 1 << 40
 	// DefaultMemoryShare: without the key, the budget is this fraction of
 	// the machine's memory (a gateway shares its box with little else, but
 	// the kernel's socket buffers and page cache need room too), between
@@ -38,8 +40,8 @@ func memoryKey(s string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if n < MinMemory || n > MaxMemory {
-		return 0, fmt.Errorf("interface.memory: %q is out of range: use 32MiB..1TiB, e.g. \"256MiB\", or leave it out (a quarter of the machine's memory)", s)
+	if n < MinMemory || n > settings.MaxMemory {
+		return 0, fmt.Errorf("interface.memory: %q is out of range: use %s..%s, e.g. \"256MiB\", or leave it out (a quarter of the machine's memory)", s, FormatSize(MinMemory), FormatSize(settings.MaxMemory))
 	}
 	return n, nil
 }

@@ -78,12 +78,12 @@ var sizeUnits = []struct {
 	suffix string
 	mult   float64
 }{
-	{"gib", 1 << 30}, {"mib", 1 << 20}, {"kib", 1 << 10},
+	{"tib", 1 << 40}, {"gib", 1 << 30}, {"mib", 1 << 20}, {"kib", 1 << 10},
 	{"gb", 1e9}, {"mb", 1e6}, {"kb", 1e3}, {"b", 1},
 }
 
 // ParseSize parses a byte size such as "4MiB", "64KiB", "1500KB" or "65536"
-// (a bare number is bytes; KB/MB/GB are decimal, KiB/MiB/GiB binary).
+// (a bare number is bytes; KB/MB/GB are decimal, KiB/MiB/GiB/TiB binary).
 func ParseSize(s string) (int64, error) {
 	t := strings.ToLower(strings.TrimSpace(s))
 	mult := 1.0
@@ -99,4 +99,18 @@ func ParseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("%q is not a size: use e.g. 4MiB, 512KiB, 100kB or 65536 (bytes)", s)
 	}
 	return int64(v * mult), nil
+}
+
+// FormatSize prints a byte size in the largest binary unit that holds it
+// whole ("64KiB", "1GiB"), else in bytes; ParseSize reads it back.
+func FormatSize(n int64) string {
+	for _, u := range []struct {
+		suffix string
+		shift  uint
+	}{{"TiB", 40}, {"GiB", 30}, {"MiB", 20}, {"KiB", 10}} {
+		if n != 0 && n%(1<<u.shift) == 0 {
+			return fmt.Sprintf("%d%s", n>>u.shift, u.suffix)
+		}
+	}
+	return strconv.FormatInt(n, 10)
 }

@@ -40,7 +40,7 @@ func TestFormatRateReadsBack(t *testing.T) {
 func TestParseSize(t *testing.T) {
 	good := map[string]int64{
 		"4MiB": 4 << 20, "1MiB": 1 << 20, "64KiB": 64 << 10, "100kB": 100_000, "1500KB": 1_500_000,
-		"2MB": 2_000_000, "65536": 65536, "1500B": 1500, "0": 0,
+		"2MB": 2_000_000, "65536": 65536, "1500B": 1500, "0": 0, "1TiB": 1 << 40,
 	}
 	for in, want := range good {
 		if got, err := ParseSize(in); err != nil || got != want {
@@ -69,8 +69,21 @@ func FuzzParseUnits(f *testing.F) {
 				t.Fatalf("ParseRate(%q) = %d formats as %q, which reads back as %d, %v", s, r, FormatRate(r), back, err)
 			}
 		}
-		if z, err := ParseSize(s); err == nil && (z < 0 || z > maxSize) {
-			t.Fatalf("ParseSize(%q) = %d", s, z)
+		if z, err := ParseSize(s); err == nil {
+			if z < 0 || z > maxSize {
+				t.Fatalf("ParseSize(%q) = %d", s, z)
+			}
+			if back, err := ParseSize(FormatSize(z)); err != nil || back != z {
+				t.Fatalf("ParseSize(%q) = %d formats as %q, which reads back as %d, %v", s, z, FormatSize(z), back, err)
+			}
 		}
 	})
+}
+
+func TestFormatSize(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 1500: "1500", 64 << 10: "64KiB", 1536: "1536", 32 << 20: "32MiB", 1 << 30: "1GiB", 1 << 40: "1TiB", 3 << 30: "3GiB"} {
+		if got := FormatSize(n); got != want {
+			t.Errorf("FormatSize(%d) = %q, want %q", n, got, want)
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"scpsvpn/scps/cc"
+	"scpsvpn/scps/settings"
 )
 
 // Protocol constants both ends assume before the peer has said otherwise.
@@ -17,7 +18,7 @@ import (
 const (
 	// InitialStreamCredit is the send credit of a new stream in each
 	// direction before any MAX_STREAM_DATA.
-	InitialStreamCredit = 64 << 10
+	InitialStreamCredit = settings.InitialStreamCredit
 	// InitialConnCredit is the association-wide send credit before any
 	// MAX_DATA.
 	InitialConnCredit = 1 << 20
@@ -120,13 +121,13 @@ type Config struct {
 
 // Loss-cause modes (Config.Loss).
 const (
-	LossAuto       = "auto"
-	LossCongestion = "congestion"
-	LossCorruption = "corruption"
+	LossAuto       = settings.LossAuto
+	LossCongestion = settings.LossCongestion
+	LossCorruption = settings.LossCorruption
 )
 
-// LossModes lists the valid Config.Loss values.
-func LossModes() []string { return []string{LossAuto, LossCongestion, LossCorruption} }
+// LossModes lists the valid Config.Loss values, the default first.
+func LossModes() []string { return settings.LossModes() }
 
 // Defaults. DefaultSendBuffer is the least a stream's automatic send
 // buffer starts at: unacknowledged data stays in the send buffer, so one
@@ -144,11 +145,9 @@ const (
 	DefaultMaxStreams    = 4096
 	DefaultAckEvery      = 10
 	DefaultAcksPerRTT    = 4
-	// DefaultOutageAfter is a few round trips even on GEO (600 ms), so a
-	// lost keep-alive and its probe fit inside it.
-	DefaultOutageAfter   = 3 * time.Second
-	DefaultProbeInterval = time.Second
-	DefaultMaxOutage     = 10 * time.Minute
+	DefaultOutageAfter   = settings.DefaultOutageAfter
+	DefaultProbeInterval = settings.DefaultProbeInterval
+	DefaultMaxOutage     = settings.DefaultMaxOutage
 	// minInitialStreamWindow is the least receive window a new stream
 	// starts with (the bandwidth-delay product of 10 Mbit/s at 800 ms, for
 	// when the peer's rate is not configured). It only bounds what may be
@@ -337,30 +336,30 @@ func (c Config) Validate() error {
 		return bad("MaxPacketSize", c.MaxPacketSize, "must be between 1200 and 65000 bytes")
 	case c.WireOverhead < 0 || c.WireOverhead > 1000:
 		return bad("WireOverhead", c.WireOverhead, "must be between 0 and 1000 bytes")
-	case c.InitialRTT < time.Millisecond || c.InitialRTT > time.Minute:
-		return bad("InitialRTT", c.InitialRTT, "must be between 1ms and 1m")
+	case c.InitialRTT < settings.MinRTT || c.InitialRTT > settings.MaxRTT:
+		return bad("InitialRTT", c.InitialRTT, fmt.Sprintf("must be between %v and %v", settings.MinRTT, settings.MaxRTT))
 	case c.MinRTO < time.Millisecond || c.MinRTO > time.Minute:
 		return bad("MinRTO", c.MinRTO, "must be between 1ms and 1m")
-	case c.SendRate < 0 || (c.SendRate > 0 && c.SendRate < 8000):
-		return bad("SendRate", c.SendRate, "must be 0 (unknown) or at least 8000 bit/s")
-	case c.RecvRate < 0 || (c.RecvRate > 0 && c.RecvRate < 8000):
-		return bad("RecvRate", c.RecvRate, "must be 0 (unknown) or at least 8000 bit/s")
+	case c.SendRate < 0 || (c.SendRate > 0 && c.SendRate < settings.MinRate):
+		return bad("SendRate", c.SendRate, fmt.Sprintf("must be 0 (unknown) or at least %d bit/s", settings.MinRate))
+	case c.RecvRate < 0 || (c.RecvRate > 0 && c.RecvRate < settings.MinRate):
+		return bad("RecvRate", c.RecvRate, fmt.Sprintf("must be 0 (unknown) or at least %d bit/s", settings.MinRate))
 	case !cc.Known(c.Congestion):
 		return bad("Congestion", fmt.Sprintf("%q", c.Congestion), fmt.Sprintf("must be one of %v", cc.Names()))
-	case c.Congestion == "rate" && c.SendRate == 0:
+	case c.Congestion == settings.CongestionRate && c.SendRate == 0:
 		return bad("Congestion", `"rate"`, "sends open loop at the link rate, so SendRate must be set")
 	case !slices.Contains(LossModes(), c.Loss):
 		return bad("Loss", fmt.Sprintf("%q", c.Loss), fmt.Sprintf("must be one of %v", LossModes()))
-	case c.StreamWindow != 0 && (c.StreamWindow < InitialStreamCredit || c.StreamWindow > 1<<30):
-		return bad("StreamWindow", c.StreamWindow, fmt.Sprintf("must be 0 (auto) or between %d and %d bytes", InitialStreamCredit, 1<<30))
+	case c.StreamWindow != 0 && (c.StreamWindow < settings.MinStreamWindow || c.StreamWindow > settings.MaxStreamWindow):
+		return bad("StreamWindow", c.StreamWindow, fmt.Sprintf("must be 0 (auto) or between %d and %d bytes", settings.MinStreamWindow, settings.MaxStreamWindow))
 	case c.ConnWindow != 0 && (c.ConnWindow < max(InitialConnCredit, c.StreamWindow) || c.ConnWindow > 1<<32):
 		return bad("ConnWindow", c.ConnWindow, fmt.Sprintf("must be 0 (auto) or at least %d bytes and at least StreamWindow (%d), at most 4 GiB", InitialConnCredit, c.StreamWindow))
 	case c.SendBuffer != 0 && (c.SendBuffer < 64<<10 || c.SendBuffer > 1<<30):
 		return bad("SendBuffer", c.SendBuffer, "must be 0 (auto) or between 64 KiB and 1 GiB")
-	case c.Memory != 0 && (c.Memory < MinMemory || c.Memory > 1<<40):
+	case c.Memory != 0 && (c.Memory < MinMemory || c.Memory > settings.MaxMemory):
 		return bad("Memory", c.Memory, fmt.Sprintf("must be 0 (no budget) or between %d bytes and 1 TiB", MinMemory))
-	case c.MaxStreams < InitialMaxStreams || c.MaxStreams > 1<<20:
-		return bad("MaxStreams", c.MaxStreams, fmt.Sprintf("must be between %d and %d", InitialMaxStreams, 1<<20))
+	case c.MaxStreams < InitialMaxStreams || c.MaxStreams > settings.MaxStreams:
+		return bad("MaxStreams", c.MaxStreams, fmt.Sprintf("must be between %d and %d", InitialMaxStreams, settings.MaxStreams))
 	case c.IdleTimeout < 0:
 		return bad("IdleTimeout", c.IdleTimeout, "must be >= 0 (0 = none)")
 	case c.IdleTimeout > 0 && c.IdleTimeout < 2*c.MinRTO:
@@ -369,12 +368,12 @@ func (c Config) Validate() error {
 		return bad("AckEvery", c.AckEvery, "must be between 1 and 64 packets")
 	case c.AcksPerRTT < 1 || c.AcksPerRTT > 64:
 		return bad("AcksPerRTT", c.AcksPerRTT, "must be between 1 and 64")
-	case c.OutageAfter < 100*time.Millisecond || c.OutageAfter > time.Hour:
-		return bad("OutageAfter", c.OutageAfter, "must be between 100ms and 1h")
-	case c.ProbeInterval < 10*time.Millisecond || c.ProbeInterval > time.Minute:
-		return bad("ProbeInterval", c.ProbeInterval, "must be between 10ms and 1m")
-	case c.MaxOutage < time.Second || c.MaxOutage > 7*24*time.Hour:
-		return bad("MaxOutage", c.MaxOutage, "must be between 1s and 168h")
+	case c.OutageAfter < settings.MinOutageAfter || c.OutageAfter > settings.MaxOutageAfter:
+		return bad("OutageAfter", c.OutageAfter, fmt.Sprintf("must be between %v and %v", settings.MinOutageAfter, settings.MaxOutageAfter))
+	case c.ProbeInterval < settings.MinProbeInterval || c.ProbeInterval > settings.MaxProbeInterval:
+		return bad("ProbeInterval", c.ProbeInterval, fmt.Sprintf("must be between %v and %v", settings.MinProbeInterval, settings.MaxProbeInterval))
+	case c.MaxOutage < settings.MinMaxOutage || c.MaxOutage > settings.MaxMaxOutage:
+		return bad("MaxOutage", c.MaxOutage, fmt.Sprintf("must be between %v and %v", settings.MinMaxOutage, settings.MaxMaxOutage))
 	case c.MaxOutage < c.OutageAfter:
 		return bad("MaxOutage", c.MaxOutage, fmt.Sprintf("must be at least OutageAfter (%v)", c.OutageAfter))
 	}

@@ -150,6 +150,16 @@ func (a *assoc) sessionConfig(addr netip.Addr) scps.Config {
 	cfg.MaxPacketSize = maxDatagram(link.MTU, addr) - peers.OverheadFor(0)
 	cfg.WireOverhead = peers.OverheadFor(0) + underlayHeaders(addr)
 	cfg.HeaderGrowth = sealGrowth
+	applyLink(&cfg, link)
+	cfg.Memory = a.memory
+	cfg.MaxStreams = peerStreams(a.e.cfg.MaxFlows)
+	return cfg
+}
+
+// applyLink sets the association's knobs that the peer's [peer.link]
+// table gives; configs has checked them against the same bounds
+// (scps/settings).
+func applyLink(cfg *scps.Config, link configs.LinkConfig) {
 	cfg.InitialRTT = link.RTT
 	cfg.SendRate = link.Up
 	cfg.RecvRate = link.Down
@@ -161,9 +171,6 @@ func (a *assoc) sessionConfig(addr netip.Addr) scps.Config {
 	if link.Window > 0 {
 		cfg.StreamWindow = uint64(link.Window)
 	}
-	cfg.Memory = a.memory
-	cfg.MaxStreams = peerStreams(a.e.cfg.MaxFlows)
-	return cfg
 }
 
 // payload is our handshake payload for the peer. It is called by peers

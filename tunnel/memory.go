@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"scpsvpn/scps"
+	"scpsvpn/scps/settings"
 )
 
 // stackMemory is the netstack's part of the budget.
@@ -52,5 +53,5 @@ func copyBufPool(total int64, maxFlows int) *sync.Pool {
 // which held a site's 4,097th concurrent connection back behind the
 // others. The memory budget may lower it further (scps.Config.Memory).
 func peerStreams(maxFlows int) int {
-	return min(max(maxFlows, scps.DefaultMaxStreams), 1<<20)
+	return min(max(maxFlows, scps.DefaultMaxStreams), settings.MaxStreams)
 }

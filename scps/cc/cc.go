@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"scpsvpn/scps/settings"
 )
 
 // Cause says why packets were lost, as far as the association can tell.
@@ -115,9 +117,9 @@ type Factory func(p Params) Controller
 
 var registry = map[string]Factory{}
 
-// DefaultName is the controller used when none is configured: "hybrid"
-// measured best across the simulated conditions (see docs/transport.md).
-const DefaultName = "hybrid"
+// DefaultName is the controller used when none is configured
+// (settings.DefaultCongestion).
+const DefaultName = settings.DefaultCongestion
 
 // Register adds a controller under name; it is meant for init functions.
 func Register(name string, f Factory) { registry[name] = f }
@@ -160,7 +162,7 @@ func New(name string, p Params) (Controller, error) {
 	if p.SendRate < 0 {
 		return nil, fmt.Errorf("congestion controller %q: SendRate %d must be >= 0", name, p.SendRate)
 	}
-	if name == "rate" && p.SendRate == 0 {
+	if name == settings.CongestionRate && p.SendRate == 0 {
 		return nil, fmt.Errorf("congestion controller %q sends open loop at the link rate: SendRate must be set", name)
 	}
 	return f(p), nil

@@ -3,8 +3,11 @@ package cc
 // This file tests the RTT estimator, NewReno and the registry.
 
 import (
+	"slices"
 	"testing"
 	"time"
+
+	"scpsvpn/scps/settings"
 )
 
 func TestRTTStats(t *testing.T) {
@@ -121,5 +124,23 @@ func TestRegistry(t *testing.T) {
 	}
 	if _, err := New("vj", Params{MaxDatagramSize: 1000}); err == nil {
 		t.Error("missing RTT accepted")
+	}
+}
+
+// TestRegistryMatchesSettings: the controllers the config file may name
+// (settings.Congestions) are the ones registered here, each under the name
+// it gives itself; a controller added here must be named there too.
+func TestRegistryMatchesSettings(t *testing.T) {
+	named := slices.Sorted(slices.Values(settings.Congestions()))
+	if got := Names(); !slices.Equal(got, named) {
+		t.Errorf("registered controllers %v; settings.Congestions names %v: name each registered controller there", got, named)
+	}
+	for _, n := range Names() {
+		c, err := New(n, Params{MaxDatagramSize: 1000, RTT: NewRTTStats(time.Second), SendRate: settings.MinRate})
+		if err != nil {
+			t.Errorf("controller %q: %v", n, err)
+		} else if c.Name() != n {
+			t.Errorf("controller registered as %q names itself %q", n, c.Name())
+		}
 	}
 }
