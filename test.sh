@@ -46,7 +46,7 @@ fuzz() { # fuzz ./PKG TARGET
   (cd "$1" && "$bin" -test.paniconexit0 -test.timeout 10m -test.run '^$' -test.fuzz "^$2\$" \
      -test.fuzztime "${FUZZTIME:-50000x}" -test.fuzzminimizetime 100x -test.fuzzcachedir "$fuzzcache/${1#./}")
 }
-# The 3-minute soak (issue 10.10; cmd/internal/e2e/soak_test.go) runs
+# The 3-minute soak (cmd/internal/e2e/soak_test.go) runs
 # beside the fuzz runs, which are bounded by executions and time nothing:
 # 200 flows over a lossy link with an outage, B killed and restarted,
 # SIGHUPs, every byte checked and goroutines and memory flat. Its test

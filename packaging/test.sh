@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The packaging check CI runs (issue 9, "How it is checked"), as root on a
+# The packaging check CI runs (docs/testing.md), as root on a
 # Debian machine where systemd need not be PID 1:
 #   build the packages; dpkg -i the amd64 .deb; check its files, user, key
 #   and unit (systemd-analyze verify); run the *installed* binary as user

@@ -120,7 +120,7 @@ func requestBesideBulk(t *testing.T, bulk, requests int, flood bool) []time.Dura
 	return lat
 }
 
-// TestRequestBesideBulkAndFlood (issue 12.1): a request on a new stream
+// TestRequestBesideBulkAndFlood: a request on a new stream
 // is answered within 1.2 round trips while bulk streams and a datagram
 // flood at the link's rate fill a GEO link: new streams and their answers
 // go ahead of the bulk queue and the datagrams' share.
@@ -145,7 +145,7 @@ func TestMeasureRequestBesideBulk(t *testing.T) {
 	}
 }
 
-// TestManySmallDownloads (issue 12.1): 1,000 streams opened at once each
+// TestManySmallDownloads: 1,000 streams opened at once each
 // download 30 kB on GEO 10/2. Together, over the time from the first byte
 // to the last, they fill at least 95% of the payload limit, and Jain's
 // index of the streams' rates (each its bytes over the time from its

@@ -140,7 +140,7 @@ func TestPerformanceTargets(t *testing.T) {
 	targets := []target{
 		{condC2(), 97, 3}, {condGEO(), 97, 3}, {condAsym(), 97, 3},
 		// A configured rate is a ceiling, not a promise: told 20 Mbit/s
-		// on a 10 Mbit/s GEO link (issue 11).
+		// on a 10 Mbit/s GEO link (docs/adaptation.md).
 		{wrongRate(condC2(), 2), 90, 0}, {wrongRate(condGEO(), 2), 95, 0},
 		{wrongRate(condC2(), 0), 90, 0}, {wrongRate(condGEO(), 0), 90, 0},
 	}
@@ -163,7 +163,7 @@ func TestPerformanceTargets(t *testing.T) {
 	t.Logf("default controller %q:\n%s", DefaultConfig().Congestion, formatResults(rs))
 }
 
-// TestNoConfigurationTargets asserts issue 11's first target for the
+// TestNoConfigurationTargets asserts the "untold" target for the
 // default controller told nothing of the link: at least 95% of the
 // payload limit after start-up and 90% over a 30 s download, under 1%
 // lost to queue overflow. (The 250 Mbit/s runs of the matrix take too
@@ -192,7 +192,7 @@ func TestNoConfigurationTargets(t *testing.T) {
 // terminal in rain falls back to a robust modulation), then 50 again. The
 // configured rate is a ceiling: the sender holds 95% of what the link
 // carries during the fade, overflows the queue with under 1% of its
-// packets, and is soon back at the restored rate. Issue 11 asks for 2 s;
+// packets, and is soon back at the restored rate. The target is 2 s;
 // the standard fade (condFade) takes 1.8 s, but a window cut that
 // coincides with the return holds the resumption back by up to two round
 // trips (a queue that the sender's own cut drained says nothing of the

@@ -353,7 +353,7 @@ func condK250Loss() condition {
 }
 
 // noRate is c with no rate configured and windows that do not limit, for
-// a 30 s download (issue 11: no configuration needed).
+// a 30 s download (no configuration needed, docs/adaptation.md).
 func noRate(c condition) condition {
 	c = wrongRate(c, 0)
 	c.name += " (big windows)"
@@ -458,7 +458,7 @@ func TestMeasureMatrix(t *testing.T) {
 	conds := []condition{condB1(), condC1(), condC2(), condGEO(), condAsym(), condLEO(), condLEOJitter(),
 		wrongRate(condC2(), 2), wrongRate(condGEO(), 2), wrongRate(condC2(), 0), wrongRate(condGEO(), 0),
 		condNarrow(), condDrop(),
-		// Issue 11: no configuration, rain fade, the field's LEO.
+		// No configuration, rain fade, the field's LEO (docs/adaptation.md).
 		noRate(condC2()), noRate(condGEO()), noRate(condGEO50()), noRate(condAsym()), noRate(condK250()), noRate(condK250Loss()),
 		condFade(), noRateFade(), condLEOShort(), wrongRate(condLEOShort(), 0)}
 	var rs []result

@@ -4,7 +4,8 @@ package scps
 // sites behind one satellite beam, or a tunnel beside a loss-based flow)
 // whose packets cross the same drop-tail queue and link each way, in
 // virtual time, with the per-flow goodput, Jain's fairness index and the
-// time a late flow takes to reach its share (issue 11: sharing one beam).
+// time a late flow takes to reach its share (docs/adaptation.md: sharing
+// one beam).
 
 import (
 	"container/heap"
@@ -265,7 +266,7 @@ func formatShare(rs []shareResult) string {
 	return b.String()
 }
 
-// shareBeam is issue 11's shared beam: 10/2 Mbit/s, 600 ms, 1% loss
+// shareBeam is the shared beam of docs/adaptation.md: 10/2 Mbit/s, 600 ms, 1% loss
 // forward (0.1% back, as GEO), a one-BDP drop-tail queue; two sites'
 // associations, the second opening 10 s after the first.
 func shareBeam(told bool, mode string) shareCase {
@@ -349,7 +350,7 @@ func TestMeasureShare(t *testing.T) {
 }
 
 // TestSharesBesideLossBased: hybrid beside a loss-based flow that starts
-// 5 s later on the one beam (issue 11.4) keeps between a third and two
+// 5 s later on the one beam keeps between a third and two
 // thirds of the link, told the rates and not; before competition mode it
 // kept 1% told and 12% not told.
 func TestSharesBesideLossBased(t *testing.T) {

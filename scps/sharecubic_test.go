@@ -3,7 +3,7 @@ package scps
 // This file owns cubicModel, a CUBIC sender (RFC 9438: the window a cubic
 // function of the time since the last reduction, 0.7 of it kept at a
 // loss, never below what Reno would have) for the shared-bottleneck
-// harness only: kernel cubic beside a tunnel on one beam (issue 11.4).
+// harness only: kernel cubic beside a tunnel on one beam.
 // NewReno grows by one packet per 600 ms round trip and never presses a
 // competitor; cubic grows by time and does.
 

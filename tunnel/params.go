@@ -23,7 +23,7 @@ import (
 
 // wireVersion is the version of the formats the tunnel speaks (spec.md):
 // 4 since association packets are frames only, their packet number the
-// seal's counter (scps and peers formats of issue 11); 3 had the
+// seal's counter (the overhead cut, docs/overhead.md); 3 had the
 // association's varints in the parameters, 2 LEB128.
 const wireVersion = 4
 

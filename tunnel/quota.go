@@ -1,16 +1,17 @@
 package tunnel
 
-// Per-peer quotas at a hub (issue 10.5). The flows a peer opens here, the
-// ones re-originated on our LAN and the ones relayed on to another peer,
-// each count against a fair share of max_flows: while the endpoint holds
-// less than half of max_flows nobody is limited, beyond that a peer at its
-// share (max_flows / peers) gets its new streams refused, so one spoke
-// cannot take the slots every other spoke needs. A flow counts from the
-// moment it takes a slot, not once it carries data: a dial toward a host
-// that never answers holds its netstack slot for up to dialTimeout, and a
-// relay waiting for the next hop's association holds its stream. Datagrams a peer sends
-// for another peer are relayed at most at half that peer's configured
-// uplink rate, so one spoke's flood leaves room for the others'.
+// Per-peer quotas at a hub (docs/reliability.md, "Fair shares at a hub").
+// The flows a peer opens here, the ones re-originated on our LAN and the
+// ones relayed on to another peer, each count against a fair share of
+// max_flows: while the endpoint holds less than half of max_flows nobody
+// is limited, beyond that a peer at its share (max_flows / peers) gets its
+// new streams refused, so one spoke cannot take the slots every other
+// spoke needs. A flow counts from the moment it takes a slot, not once it
+// carries data: a dial toward a host that never answers holds its netstack
+// slot for up to dialTimeout, and a relay waiting for the next hop's
+// association holds its stream. Datagrams a peer sends for another peer
+// are relayed at most at half that peer's configured uplink rate, so one
+// spoke's flood leaves room for the others'.
 
 import (
 	"sync"

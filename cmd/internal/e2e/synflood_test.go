@@ -78,9 +78,9 @@ const synFlooderEnv = "SCPSVPN_E2E_SYNFLOODER"
 
 // synFlood starts a process in side's namespace that sends rate spoofed
 // SYNs a second to dst until stop is closed; the channel returns how many
-// it sent. A process of its own, as the flooding host in the field is another
-// host: inside this test process its bursts would delay the measuring
-// client's goroutines and be counted as the endpoint's latency.
+// it sent. A process of its own, as the flooding host in the field is
+// another host: inside this test process its bursts would delay the
+// measuring client's goroutines and be counted as the endpoint's latency.
 func synFlood(t *testing.T, tb *testbed.Testbed, side testbed.Side, dst netip.AddrPort, rate int, stop <-chan struct{}) <-chan int {
 	cmd := tb.Command(side, os.Args[0])
 	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d", synFlooderEnv, dst, rate))
