@@ -131,8 +131,8 @@ func TestRequestBesideBulkAndFlood(t *testing.T) {
 	}
 }
 
-// TestMeasureRequestBesideBulk: the same with the 1,000 bulk
-// streams (about a minute).
+// TestMeasureRequestBesideBulk: the same with the target's 1,000 bulk
+// streams of docs/manyflows.md (about a minute).
 func TestMeasureRequestBesideBulk(t *testing.T) {
 	if !matrixEnabled() {
 		t.Skip("set SCPS_MATRIX=1 to measure requests beside 1,000 bulk streams")

@@ -371,8 +371,8 @@ func TestSharesBesideLossBased(t *testing.T) {
 // TestTwoSitesFillBeam: two sites' associations on one beam (10/2
 // Mbit/s, 600 ms, 1% loss), the second opening 10 s after the first, told
 // the beam's rates and not, fill at least 95% of it together, evenly
-// (Jain >= 0.98), and the late one reaches its share within 5 s (issue
-// 11.4), on two loss patterns. Before resumes noticed a shared link
+// (Jain >= 0.98), and the late one reaches its share within 5 s
+// (docs/adaptation.md, "shared beam"), on two loss patterns. Before resumes noticed a shared link
 // (Hybrid.shared) each site took its half share for a fade and resumed
 // slow start into the other's queue: told, together 92.5%; before shared
 // links grew additively and cut to Vegas' target, not told 93.1%
