@@ -114,9 +114,9 @@ func TestTransferBothWays(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				gotUp = sha256.Sum256(readAllTimeout(t, sc, 20*time.Second))
+				gotUp = sha256.Sum256(readAllTimeout(t, sc))
 			}()
-			gotDown = sha256.Sum256(readAllTimeout(t, cc, 20*time.Second))
+			gotDown = sha256.Sum256(readAllTimeout(t, cc))
 			wg.Wait()
 			for range 2 {
 				if err := <-errs; err != nil {
@@ -159,7 +159,7 @@ func TestHalfClose(t *testing.T) {
 		t.Fatalf("CloseWrite: %v", err)
 	}
 	// The server sees the request then EOF (the FIN) ...
-	if got := readAllTimeout(t, sc, 5*time.Second); string(got) != "request" {
+	if got := readAllTimeout(t, sc); string(got) != "request" {
 		t.Fatalf("server read %q", got)
 	}
 	// ... and can still answer: the client reads after its own CloseWrite.
@@ -169,7 +169,7 @@ func TestHalfClose(t *testing.T) {
 	if err := sc.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got := readAllTimeout(t, cc, 5*time.Second); string(got) != "response" {
+	if got := readAllTimeout(t, cc); string(got) != "response" {
 		t.Fatalf("client read %q", got)
 	}
 	cc.Close()
@@ -186,8 +186,8 @@ func TestRefuse(t *testing.T) {
 				got.Store(r)
 				r.Refuse()
 			}}, Config{})
-			start := time.Now()
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			// The RST answers the SYN: ErrRefused, not the deadline.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			c, err := n.b.DialTCP(ctx, tc.src, tc.dst)
 			if err == nil {
@@ -196,9 +196,6 @@ func TestRefuse(t *testing.T) {
 			}
 			if !errors.Is(err, ErrRefused) || !errors.Is(err, syscall.ECONNREFUSED) {
 				t.Fatalf("DialTCP error = %v, want ErrRefused/ECONNREFUSED", err)
-			}
-			if d := time.Since(start); d > time.Second {
-				t.Errorf("refusal took %v, want fast", d)
 			}
 			if r := got.Load(); r == nil || r.Src != tc.src || r.Dst != tc.dst {
 				t.Errorf("handler saw %+v", r)
@@ -309,7 +306,7 @@ func TestMaxFlowsInbound(t *testing.T) {
 	var freed bool
 	for _, c := range n.a.snapshotConns() {
 		if c.RemoteAddrPort().Port() == 6000 {
-			readAllTimeout(t, c, 5*time.Second)
+			readAllTimeout(t, c)
 			c.Close()
 			freed = true
 		}
@@ -369,8 +366,9 @@ func TestDialTimeout(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("dial = %v, want deadline exceeded", err)
 	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("dial took %v", d)
+	// A hang guard: gVisor's own SYN retries would take over a minute.
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("dial took %v after a 200 ms deadline", d)
 	}
 	if st := n.b.Stats(); st.FlowsActive != 0 || st.DialFailed != 1 {
 		t.Errorf("FlowsActive=%d DialFailed=%d", st.FlowsActive, st.DialFailed)
@@ -448,7 +446,7 @@ func TestBackpressure(t *testing.T) {
 		t.Error("server never advertised a zero window")
 	}
 
-	got := readAllTimeout(t, sc, 2*time.Minute)
+	got := readAllTimeout(t, sc)
 	if err := <-done; err != nil {
 		t.Fatalf("writer: %v", err)
 	}
@@ -460,7 +458,9 @@ func TestBackpressure(t *testing.T) {
 }
 
 // TestManyConnections opens many concurrent flows and checks every one
-// carries its own bytes.
+// carries its own bytes. Every wait has a generous deadline and every
+// failure off the test goroutine is t.Errorf, so a lost connection fails
+// the test instead of hanging it until the package timeout.
 func TestManyConnections(t *testing.T) {
 	count := 1000
 	if testing.Short() {
@@ -474,14 +474,21 @@ func TestManyConnections(t *testing.T) {
 	serverWG.Add(1)
 	go func() {
 		defer serverWG.Done()
-		for range count {
-			a := <-acc
+		for i := range count {
+			var a accepted
+			select {
+			case a = <-acc:
+			case <-time.After(hangGuard):
+				t.Errorf("accepted %d of %d connections, then none within %v", i, count, hangGuard)
+				return
+			}
 			if a.err != nil {
 				t.Errorf("accept: %v", a.err)
 				continue
 			}
 			go func(c *Conn, port uint16) {
 				defer c.Close()
+				c.SetDeadline(time.Now().Add(hangGuard))
 				b, err := io.ReadAll(c)
 				if err != nil {
 					t.Errorf("server read: %v", err)
@@ -501,8 +508,15 @@ func TestManyConnections(t *testing.T) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			port := uint16(10000 + i)
-			c := dial(t, n.b, netip.AddrPortFrom(client4.Addr(), port), server4)
+			ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+			defer cancel()
+			c, err := n.b.DialTCP(ctx, netip.AddrPortFrom(client4.Addr(), port), server4)
+			if err != nil {
+				t.Errorf("dial from port %d: %v", port, err)
+				return
+			}
 			defer c.Close()
+			c.SetDeadline(time.Now().Add(hangGuard))
 			msg := fmt.Sprintf("hello-%d", i)
 			if _, err := c.Write([]byte(msg)); err != nil {
 				t.Errorf("write: %v", err)
@@ -521,10 +535,13 @@ func TestManyConnections(t *testing.T) {
 	}
 	wg.Wait()
 	serverWG.Wait()
+	if t.Failed() {
+		return
+	}
 	if st := n.a.Stats(); st.Accepted != uint64(count) || st.RefusedLimit != 0 {
 		t.Errorf("server Accepted=%d RefusedLimit=%d, want %d, 0", st.Accepted, st.RefusedLimit, count)
 	}
-	if !waitFor(5*time.Second, func() bool { return n.a.Stats().FlowsActive == 0 && n.b.Stats().FlowsActive == 0 }) {
+	if !waitFor(hangGuard, func() bool { return n.a.Stats().FlowsActive == 0 && n.b.Stats().FlowsActive == 0 }) {
 		t.Errorf("flows left: a=%d b=%d", n.a.Stats().FlowsActive, n.b.Stats().FlowsActive)
 	}
 }
@@ -665,12 +682,10 @@ func TestMaxInFlightDropsCounted(t *testing.T) {
 	// A handler that never answers keeps the single in-flight slot busy.
 	var held atomic.Pointer[TCPRequest]
 	n := newTestNet(t, Config{MaxInFlight: 1, HandleTCP: func(r *TCPRequest) { held.Store(r) }}, Config{})
+	// The dials wait until the test ends: a dial that gave up would reset
+	// the held request and free its slot before it is counted.
 	for i := range 2 {
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			n.b.DialTCP(ctx, netip.AddrPortFrom(client4.Addr(), uint16(8000+i)), server4)
-		}()
+		go n.b.DialTCP(t.Context(), netip.AddrPortFrom(client4.Addr(), uint16(8000+i)), server4)
 	}
 	if !waitFor(5*time.Second, func() bool { return n.a.Stats().InFlightDrops >= 1 }) {
 		t.Fatalf("InFlightDrops = %d, want >= 1", n.a.Stats().InFlightDrops)
@@ -741,15 +756,22 @@ func TestRedialSameTuple(t *testing.T) {
 				}
 				fmt.Fprintf(first, "round %d", i)
 				first.CloseWrite() // the first closer ends in TIME-WAIT
-				if got := readAllTimeout(t, second, 5*time.Second); string(got) != fmt.Sprintf("round %d", i) {
+				if got := readAllTimeout(t, second); string(got) != fmt.Sprintf("round %d", i) {
 					t.Fatalf("round %d: read %q", i, got)
 				}
 				second.Close()
-				readAllTimeout(t, first, 5*time.Second)
+				readAllTimeout(t, first)
 				first.Close()
-				// Let the last ACK land; the first closer stays in TIME-WAIT
-				// (10 s) and must not block the next round.
-				time.Sleep(20 * time.Millisecond)
+				// Until the last ACK has landed (the second closer's
+				// endpoint left LAST-ACK) and the first closer sits in
+				// TIME-WAIT (10 s), which must not block the next round.
+				if !waitFor(hangGuard, func() bool {
+					return tcp.EndpointState(second.ep.State()) == tcp.StateClose &&
+						tcp.EndpointState(first.ep.State()) == tcp.StateTimeWait
+				}) {
+					t.Fatalf("round %d: first closer %v, second %v; want TIME-WAIT and closed", i,
+						tcp.EndpointState(first.ep.State()), tcp.EndpointState(second.ep.State()))
+				}
 			}
 			live := dial(t, n.b, client4, server4)
 			defer live.Close()
