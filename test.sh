@@ -19,6 +19,15 @@ trap cleanup EXIT
 chmod 755 "$work"
 go build -o "$work/scpsvpn" ./cmd/scpsvpn
 export SCPSVPN_BINARY="$work/scpsvpn"
+# passed LOG TEST...: each test run by name must have run and passed (its
+# `--- PASS` line in LOG, from -v output): a renamed test that no longer
+# matches would otherwise leave go test nothing to run, and that passes.
+passed() {
+  local log=$1 name; shift
+  for name; do
+    grep -q "^--- PASS: $name " "$log" || { echo "test.sh: $name did not run and pass"; exit 1; }
+  done
+}
 # Packages whose state is shared between goroutines run under the race detector.
 go test -race -count=1 -timeout 15m ./configs/... ./scps/cc/... ./scps/internal/... ./scps/varint/... \
   ./peers/... ./stack/... ./tunnel/...
@@ -27,7 +36,8 @@ go test -race -count=1 -timeout 15m ./configs/... ./scps/cc/... ./scps/internal/
 # simulator tests, most of its run time, run without it: the detector finds
 # nothing in one goroutine and slows the simulator about fifteenfold
 # (8.5 min instead of 35 s on a loaded 2-core machine).
-go test -race -count=1 -timeout 15m -run '^TestSession' ./scps/
+go test -race -count=1 -timeout 15m -run '^TestSession' ./scps/ | tee "$work/session.log"
+! grep -q 'no tests to run' "$work/session.log" || { echo "test.sh: no TestSession* in ./scps"; exit 1; }
 go test -count=1 -timeout 15m ./scps/
 # Each network-facing decoder gets a short fuzz run beyond its seed corpus.
 # Both the run and the minimising of new inputs are bounded by executions,
@@ -66,6 +76,7 @@ wait "$soak" || soak_rc=$?
 soak=
 grep -Ev ' level=DEBUG ' "$work/soak.log"
 [ "$soak_rc" = 0 ] || { echo "the soak failed (exit $soak_rc)"; exit 1; }
+passed "$work/soak.log" TestSoak
 # The command's packages: the emulator, test bed, demo and bench, and the
 # end-to-end tests (namespaces, TUN, the real binary; root only), also under
 # the race detector (the endpoint binaries they start are built without it:
@@ -76,5 +87,7 @@ env -u SCPSVPN_SOAK go test -race -p 1 -count=1 -timeout 20m ./cmd/...
 # The end-to-end tests that need the in-process emulator at full speed
 # skip under the race detector; they run here from the race-free binary.
 (cd cmd/internal/e2e && exec "$work/e2e.test" -test.run '^TestWindowGrowsUntold$' -test.count=1 -test.timeout 5m -test.v) \
-  | grep -Ev ' level=DEBUG '
+  >"$work/untold.log" 2>&1 || { grep -Ev ' level=DEBUG ' "$work/untold.log"; exit 1; }
+grep -Ev ' level=DEBUG ' "$work/untold.log"
+passed "$work/untold.log" TestWindowGrowsUntold
 
