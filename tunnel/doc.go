@@ -61,4 +61,5 @@ package tunnel
 //	metrics.go            the Prometheus collector
 //
 // Tests run whole endpoints without root over an in-memory TUN and UDP
-// wire (harness_test.go, memio_test.go).
+// wire (harness_test.go, with the doubles of tunnel/tunneltest, which
+// other packages' tests may use too).

@@ -1,7 +1,7 @@
 package tunnel
 
 // A test network of whole endpoints joined by the in-memory doubles of
-// memio_test.go. Each site has a gVisor stack of its own (the package
+// package tunneltest. Each site has a gVisor stack of its own (the package
 // stack, used as the site's "kernel"): its clients dial through the TUN
 // from any address of the site's LAN, and its servers accept connections
 // the endpoint re-originates. Everything runs in the test process as an
@@ -29,6 +29,7 @@ import (
 	"scpsvpn/configs"
 	"scpsvpn/peers"
 	"scpsvpn/stack"
+	"scpsvpn/tunnel/tunneltest"
 )
 
 // waitTime bounds anything a test waits for. Generous: the machine may be a
@@ -116,7 +117,7 @@ func (st *logStore) find(msg string, want map[string]string) []logRec {
 // harness is one test's network.
 type harness struct {
 	t     *testing.T
-	wire  *memWire
+	wire  *tunneltest.Wire
 	logs  *logStore
 	sites []*site
 	done  chan struct{}
@@ -128,7 +129,7 @@ type harness struct {
 func newHarness(t *testing.T) *harness {
 	t.Helper()
 	checkNoLeaks(t)
-	h := &harness{t: t, wire: newMemWire(), logs: &logStore{}, done: make(chan struct{})}
+	h := &harness{t: t, wire: tunneltest.NewWire(), logs: &logStore{}, done: make(chan struct{})}
 	t.Cleanup(func() {
 		for _, s := range h.sites {
 			s.stop()
@@ -194,14 +195,14 @@ type site struct {
 	iface    string // more [interface] lines, if any
 
 	host      *stack.Stack
-	tun       atomic.Pointer[memTUN] // the running endpoint's, nil between runs
-	datagrams chan []byte            // non-TCP packets the endpoint wrote to the TUN
-	listeners sync.Map               // port (uint16) -> chan *stack.Conn
-	silent    sync.Map               // netip.Addr -> struct{}: LAN hosts that never answer
+	tun       atomic.Pointer[tunneltest.TUN] // the running endpoint's, nil between runs
+	datagrams chan []byte                    // non-TCP packets the endpoint wrote to the TUN
+	listeners sync.Map                       // port (uint16) -> chan *stack.Conn
+	silent    sync.Map                       // netip.Addr -> struct{}: LAN hosts that never answer
 
 	ep     *Endpoint
-	netc   *memNet
-	conn   *memConn
+	netc   *tunneltest.Net
+	conn   *tunneltest.Conn
 	cancel context.CancelFunc
 	done   chan error
 	runs   int
@@ -233,7 +234,7 @@ func (h *harness) addSite(name, wire string, lan ...string) *site {
 	// early would: a peer's first handshake waits in it instead of being
 	// lost and retried a second later.
 	if s.wireAddr.Port() != 0 {
-		s.conn = h.wire.listen(s.wireAddr)
+		s.conn = h.wire.Listen(s.wireAddr)
 	}
 	s.host, err = stack.New(stack.Config{
 		MTU:       1400,
@@ -252,7 +253,7 @@ func (h *harness) addSite(name, wire string, lan ...string) *site {
 func (s *site) fromHost(bufs [][]byte, offset int) error {
 	for _, b := range bufs {
 		if t := s.tun.Load(); t != nil {
-			t.send(b[offset:])
+			t.Inject(b[offset:])
 		}
 	}
 	return nil
@@ -399,12 +400,12 @@ func (s *site) start(ps ...peerSpec) {
 	}
 	s.runs++
 	log := slog.New(&recHandler{st: s.h.logs}).With("site", s.name, "run", fmt.Sprint(s.runs))
-	tun := newMemTUN(s.toHost)
-	s.netc = &memNet{}
+	tun := tunneltest.NewTUN(s.toHost)
+	s.netc = &tunneltest.Net{}
 	opts := Options{TUN: tun, Net: s.netc}
 	if !s.realUDP {
-		if s.conn == nil || s.conn.isClosed() {
-			s.conn = s.h.wire.listen(s.wireAddr)
+		if s.conn == nil || s.conn.Closed() {
+			s.conn = s.h.wire.Listen(s.wireAddr)
 		}
 		opts.Conn = s.conn
 	}
@@ -439,11 +440,11 @@ func (s *site) stop() {
 		return
 	}
 	tun := s.tun.Swap(nil)
-	if !tun.isClosed() || (s.conn != nil && !s.conn.isClosed()) {
+	if !tun.Closed() || (s.conn != nil && !s.conn.Closed()) {
 		t.Errorf("%s: stopped endpoint left its TUN or socket open", s.name)
 	}
-	if routes := s.netc.routeList(); len(routes) != 0 || s.netc.downs != 1 {
-		t.Errorf("%s: stopped endpoint left routes %v (Down called %d times)", s.name, routes, s.netc.downs)
+	if routes := s.netc.Routes(); len(routes) != 0 || s.netc.Downs() != 1 {
+		t.Errorf("%s: stopped endpoint left routes %v (Down called %d times)", s.name, routes, s.netc.Downs())
 	}
 	s.ep = nil
 }
@@ -509,7 +510,7 @@ func (s *site) noDatagram(d time.Duration) {
 
 // inject sends a packet into the site's TUN as its kernel would.
 func (s *site) inject(pkt []byte) {
-	if t := s.tun.Load(); t == nil || !t.send(pkt) {
+	if t := s.tun.Load(); t == nil || !t.Inject(pkt) {
 		s.h.t.Fatalf("%s: TUN closed", s.name)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"scpsvpn/tunnel/tunneltest"
 )
 
 // TestStatusSocket: `scpsvpn status` reads the endpoint's state from its
@@ -75,7 +77,7 @@ func TestStopResetsFlows(t *testing.T) {
 // and counted, and never answered.
 func TestGarbageGetsNoReply(t *testing.T) {
 	h, a, _ := twoSites(t)
-	stranger := h.wire.listen(netip.MustParseAddrPort("192.0.2.99:4700"))
+	stranger := h.wire.Listen(netip.MustParseAddrPort("192.0.2.99:4700"))
 	defer stranger.Close()
 	before := a.ep.Stats().UDPDropped.Load()
 	var junk [][]byte
@@ -89,7 +91,7 @@ func TestGarbageGetsNoReply(t *testing.T) {
 		t.Errorf("%d of %d junk datagrams counted as dropped", a.ep.Stats().UDPDropped.Load()-before, len(junk))
 	}
 	time.Sleep(100 * time.Millisecond)
-	if n := len(stranger.q); n != 0 {
+	if n := stranger.Queued(); n != 0 {
 		t.Errorf("the stranger got %d replies", n)
 	}
 }
@@ -118,7 +120,7 @@ func TestRealUDPSockets(t *testing.T) {
 // error naming the cause, and what the caller handed over is closed.
 func TestRunFailsCleanly(t *testing.T) {
 	checkNoLeaks(t)
-	h := &harness{t: t, wire: newMemWire(), logs: &logStore{}, done: make(chan struct{})}
+	h := &harness{t: t, wire: tunneltest.NewWire(), logs: &logStore{}, done: make(chan struct{})}
 	a := h.addSite("a", "192.0.2.1:4700", "10.1.0.0/24")
 	b := h.addSite("b", "192.0.2.2:4700", "10.2.0.0/24")
 	defer a.host.Close()
@@ -132,14 +134,14 @@ func TestRunFailsCleanly(t *testing.T) {
 		want string
 	}{
 		{"missing key file", nil, "/nonexistent/a.key", "interface.private_key_file"},
-		{"network config refused", func(o *Options) { o.Net = &memNet{failUp: errors.New("address refused")} }, "", "address refused"},
+		{"network config refused", func(o *Options) { o.Net = &tunneltest.Net{FailUp: errors.New("address refused")} }, "", "address refused"},
 	} {
 		cfg := a.config(a.peer(b))
 		if tc.key != "" {
 			cfg.PrivateKeyFile = tc.key
 		}
-		tun, conn := newMemTUN(func([]byte) {}), h.wire.listen(a.wireAddr)
-		opts := Options{TUN: tun, Conn: conn, Net: &memNet{}}
+		tun, conn := tunneltest.NewTUN(func([]byte) {}), h.wire.Listen(a.wireAddr)
+		opts := Options{TUN: tun, Conn: conn, Net: &tunneltest.Net{}}
 		if tc.edit != nil {
 			tc.edit(&opts)
 		}
@@ -153,7 +155,7 @@ func TestRunFailsCleanly(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: Run returned %v, want an error about %q", tc.name, err, tc.want)
 		}
-		if !tun.isClosed() || !conn.isClosed() {
+		if !tun.Closed() || !conn.Closed() {
 			t.Errorf("%s: the TUN or socket handed to Run is still open", tc.name)
 		}
 	}

@@ -37,7 +37,7 @@ func TestPacketsFillThePath(t *testing.T) {
 		{a, c, 1400 - 28},
 		{c, a, 1500 - 28},
 	} {
-		if got := tc.from.conn.largestTo(tc.to.wireAddr); got != tc.want {
+		if got := tc.from.conn.LargestTo(tc.to.wireAddr); got != tc.want {
 			t.Errorf("%s -> %s: largest datagram %d bytes, want %d", tc.from.name, tc.to.name, got, tc.want)
 		}
 	}

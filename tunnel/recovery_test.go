@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"scpsvpn/stack"
+	"scpsvpn/tunnel/tunneltest"
 )
 
 // exchange opens a flow from a's LAN to b's server on port and moves a
@@ -67,14 +68,14 @@ func TestReloadCloseLost(t *testing.T) {
 	h, a, b := twoSites(t)
 	b.echo(7)
 	client, server := exchange(t, a, b, 80)
-	h.wire.setFilter(func(from, to netip.AddrPort) bool { return from != a.wireAddr })
+	h.wire.SetFilter(func(from, to netip.AddrPort) bool { return from != a.wireAddr })
 	changed := peerSpec{s: b, link: "rtt = \"30ms\""}
 	if err := a.ep.Reload(a.config(changed)); err != nil {
 		t.Fatal(err)
 	}
 	resetWithin(t, client, "a's client after the reload")
 	silent(t, server, 300*time.Millisecond, "b's server while a cannot reach b")
-	h.wire.setFilter(nil)
+	h.wire.SetFilter(nil)
 	took := resetWithin(t, server, "b's server once a's handshake gets through")
 	t.Logf("b reset the old association's flow %v after the link was back", took)
 	b.waitLog("peer's association ended: resetting its streams", map[string]string{"peer": "a"})
@@ -99,9 +100,9 @@ func TestRestartedHubTellsSpoke(t *testing.T) {
 	a.waitUp(b)
 	b.waitUp(a)
 	client, _ := exchange(t, a, b, 80)
-	h.wire.setFilter(func(from, to netip.AddrPort) bool { return from != b.wireAddr })
+	h.wire.SetFilter(func(from, to netip.AddrPort) bool { return from != b.wireAddr })
 	b.stop()
-	h.wire.setFilter(nil)
+	h.wire.SetFilter(nil)
 	b.start(peerSpec{s: a, link: link, noEndpoint: true})
 	took := resetWithin(t, client, "a's client of b's old run")
 	t.Logf("a reset the flow %v after b restarted", took)
@@ -166,21 +167,21 @@ func TestReloadFailureChangesNothing(t *testing.T) {
 	_, a, b, c := threeSites(t)
 	toB := openEcho(t, a, "10.2.0.5:7")
 	oldB, oldC := a.assoc(b), a.assoc(c)
-	routes := a.netc.routeList()
+	routes := a.netc.Routes()
 	refused := errors.New("routes refused")
-	a.netc.failRoutes.Store(&refused)
+	a.netc.FailRoutes(refused)
 	changed := peerSpec{s: b, link: "rtt = \"30ms\""}
 	if err := a.ep.Reload(a.config(changed)); !errors.Is(err, refused) {
 		t.Fatalf("reload: %v, want the routes' error", err)
 	}
-	a.netc.failRoutes.Store(nil)
+	a.netc.FailRoutes(nil)
 	if a.assoc(b) != oldB || a.assoc(c) != oldC {
 		t.Error("the failed reload replaced or removed an association")
 	}
 	if _, ok := a.ep.dev.Peer("c"); !ok {
 		t.Error("the failed reload removed c from the peer table")
 	}
-	if got := a.netc.routeList(); !slices.Equal(got, routes) {
+	if got := a.netc.Routes(); !slices.Equal(got, routes) {
 		t.Errorf("routes %v after the failed reload, want %v", got, routes)
 	}
 	if err := echoCheck(toB, 64<<10); err != nil {
@@ -198,7 +199,7 @@ func TestReloadOutsideRun(t *testing.T) {
 	a := h.addSite("a", "192.0.2.1:4700", "10.1.0.0/24")
 	b := h.addSite("b", "192.0.2.2:4700", "10.2.0.0/24")
 	cfg := a.config(a.peer(b))
-	ep, err := New(cfg, slog.New(&recHandler{st: h.logs}), Options{TUN: newMemTUN(func([]byte) {}), Conn: a.conn, Net: &memNet{}})
+	ep, err := New(cfg, slog.New(&recHandler{st: h.logs}), Options{TUN: tunneltest.NewTUN(func([]byte) {}), Conn: a.conn, Net: &tunneltest.Net{}})
 	if err != nil {
 		t.Fatal(err)
 	}

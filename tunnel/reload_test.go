@@ -39,7 +39,7 @@ func TestReloadRemovesAndAddsPeer(t *testing.T) {
 	_, a, b, c := threeSites(t)
 	toB := openEcho(t, a, "10.2.0.5:7")
 	toC := openEcho(t, a, "10.3.0.5:7")
-	if got, want := a.netc.routeList(), prefixes("10.2.0.0/24", "fd00:2::/64", "10.3.0.0/24", "fd00:3::/64"); !slices.Equal(got, want) {
+	if got, want := a.netc.Routes(), prefixes("10.2.0.0/24", "fd00:2::/64", "10.3.0.0/24", "fd00:3::/64"); !slices.Equal(got, want) {
 		t.Errorf("routes %v, want %v", got, want)
 	}
 
@@ -56,7 +56,7 @@ func TestReloadRemovesAndAddsPeer(t *testing.T) {
 	if err := echoCheck(toB, 64<<10); err != nil {
 		t.Errorf("b's flow across the reload: %v", err)
 	}
-	if got, want := a.netc.routeList(), prefixes("10.2.0.0/24", "fd00:2::/64"); !slices.Equal(got, want) {
+	if got, want := a.netc.Routes(), prefixes("10.2.0.0/24", "fd00:2::/64"); !slices.Equal(got, want) {
 		t.Errorf("routes after removing c: %v, want %v", got, want)
 	}
 	if conn, err := a.dial("10.1.0.7:0", "10.3.0.5:7"); err == nil {
@@ -79,7 +79,7 @@ func TestReloadRemovesAndAddsPeer(t *testing.T) {
 	if err := echoCheck(toB, 64<<10); err != nil {
 		t.Errorf("b's flow after c came back: %v", err)
 	}
-	if got, want := a.netc.routeList(), prefixes("10.2.0.0/24", "fd00:2::/64", "10.3.0.0/24", "fd00:3::/64"); !slices.Equal(got, want) {
+	if got, want := a.netc.Routes(), prefixes("10.2.0.0/24", "fd00:2::/64", "10.3.0.0/24", "fd00:3::/64"); !slices.Equal(got, want) {
 		t.Errorf("routes after adding c back: %v, want %v", got, want)
 	}
 }

@@ -16,9 +16,9 @@ func TestPeerRestart(t *testing.T) {
 	b.echo(7)
 	old := openEcho(t, a, "10.2.0.5:7")
 	// b dies: nothing it sends on the way out reaches a.
-	h.wire.setFilter(func(from, to netip.AddrPort) bool { return from != b.wireAddr })
+	h.wire.SetFilter(func(from, to netip.AddrPort) bool { return from != b.wireAddr })
 	b.stop()
-	h.wire.setFilter(nil)
+	h.wire.SetFilter(nil)
 	// The flow stays open (a cannot tell a dead peer from a quiet one),
 	// but nothing comes back.
 	if _, err := old.Write([]byte("x")); err != nil {
@@ -44,7 +44,7 @@ func TestOutageOutlivesMaxOutage(t *testing.T) {
 	a.waitUp(b)
 	b.echo(7)
 	old := openEcho(t, a, "10.2.0.5:7")
-	h.wire.setFilter(func(from, to netip.AddrPort) bool { return false })
+	h.wire.SetFilter(func(from, to netip.AddrPort) bool { return false })
 	a.waitLog("association down", map[string]string{"peer": "b", "reason": "link outage: probing"})
 	old.SetReadDeadline(time.Now().Add(waitTime))
 	if _, err := old.Read(make([]byte, 1)); !isReset(err) {
@@ -55,7 +55,7 @@ func TestOutageOutlivesMaxOutage(t *testing.T) {
 	for _, s := range []struct{ at, peer *site }{{a, b}, {b, a}} {
 		s.at.waitLog("association down", map[string]string{"peer": s.peer.name, "reason": scps.ErrOutage.Error()})
 	}
-	h.wire.setFilter(nil)
+	h.wire.SetFilter(nil)
 	openEcho(t, a, "10.2.0.5:7")
 	a.waitLogN(2, "scps session started", map[string]string{"peer": "b"})
 }
