@@ -95,8 +95,10 @@ type Config struct {
 	OutBlockTimeout time.Duration
 	// TrustRXChecksums skips TCP/IP checksum verification of injected
 	// packets. Set it only when every packet comes from the local kernel
-	// through the TUN (wireguard's tun completes partial checksums), never for
-	// packets that crossed a wire.
+	// through the TUN and the caller checked the TCP checksums the kernel
+	// did not vouch for (the kernel checks none of a packet it forwards or
+	// a raw socket sends; the endpoint does, tunnel's routeFromTUN), never
+	// for packets that crossed a wire unchecked.
 	TrustRXChecksums bool
 	// GSOMaxSize, when non-zero, lets the stack's TCP send segments of up to
 	// this many bytes (at most 65535) that the kernel cuts into MSS-sized

@@ -60,6 +60,7 @@ type Stats struct {
 	TunPackets         atomic.Uint64 // packets read from the TUN (a kernel TCP segment of up to 64 KB is one)
 	TunNoPeer          atomic.Uint64 // non-TCP packets to no peer's subnet, dropped
 	TunMalformed       atomic.Uint64
+	TunBadChecksum     atomic.Uint64 // TCP segments from the TUN with a wrong checksum the kernel had not vouched for
 	DatagramsIn        atomic.Uint64 // datagrams from peers written to the TUN
 	DatagramsBadSrc    atomic.Uint64 // datagrams whose source is not the sending peer's
 	StreamsBadSrc      atomic.Uint64 // streams whose client address is not the opening peer's
@@ -207,9 +208,10 @@ func (e *Endpoint) Run(ctx context.Context) (err error) {
 		GSOMaxSize:  gsoMax,
 		OutQueueLen: outQueue,
 		// Every packet the stack gets comes from our own kernel through the
-		// TUN (whose TCP checksums a TUN with offloads leaves partial,
-		// vnetPacket); the satellite hop is covered by the AEAD. Verifying
-		// again would be wasted CPU, or wrong.
+		// TUN, its TCP checksum either vouched for by the kernel (left
+		// partial by a TUN with offloads, vnetPacket) or checked by
+		// routeFromTUN; the satellite hop is covered by the AEAD. gVisor
+		// checking again would be wasted CPU, or wrong (a partial sum).
 		TrustRXChecksums: true,
 		BufferMemory:     stackMemory(e.cfg.Memory),
 		Logger:           e.log.With("part", "stack"),

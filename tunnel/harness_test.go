@@ -197,8 +197,13 @@ type site struct {
 	host      *stack.Stack
 	tun       atomic.Pointer[tunneltest.TUN] // the running endpoint's, nil between runs
 	datagrams chan []byte                    // non-TCP packets the endpoint wrote to the TUN
-	listeners sync.Map                       // port (uint16) -> chan *stack.Conn
-	silent    sync.Map                       // netip.Addr -> struct{}: LAN hosts that never answer
+	// tamper, if set, may change each packet the LAN routes into the TUN
+	// (its own copy), as a faulty LAN link would.
+	tamper atomic.Pointer[func(pkt []byte)]
+	// tap, if set, sees each packet the endpoint writes to the TUN.
+	tap       atomic.Pointer[func(pkt []byte)]
+	listeners sync.Map // port (uint16) -> chan *stack.Conn
+	silent    sync.Map // netip.Addr -> struct{}: LAN hosts that never answer
 
 	ep     *Endpoint
 	netc   *tunneltest.Net
@@ -252,9 +257,16 @@ func (h *harness) addSite(name, wire string, lan ...string) *site {
 // fromHost is the LAN's output: packets routed into the TUN.
 func (s *site) fromHost(bufs [][]byte, offset int) error {
 	for _, b := range bufs {
-		if t := s.tun.Load(); t != nil {
-			t.Inject(b[offset:])
+		t := s.tun.Load()
+		if t == nil {
+			continue
 		}
+		pkt := b[offset:]
+		if f := s.tamper.Load(); f != nil {
+			pkt = bytes.Clone(pkt)
+			(*f)(pkt)
+		}
+		t.Inject(pkt)
 	}
 	return nil
 }
@@ -263,6 +275,9 @@ func (s *site) fromHost(bufs [][]byte, offset int) error {
 // stack (unless to a silent host: dropped), anything else is kept for the
 // test to read.
 func (s *site) toHost(pkt []byte) {
+	if f := s.tap.Load(); f != nil {
+		(*f)(pkt)
+	}
 	if info, ok := parseIP(pkt); ok && info.proto == protoTCP {
 		if _, silent := s.silent.Load(info.dst); !silent {
 			s.host.Inject(pkt)

@@ -38,7 +38,8 @@ func (e *Endpoint) readTUN() {
 		tcp = tcp[:0]
 		for i := 0; i < count; i++ {
 			pkt := bufs[i][tunOffset : tunOffset+sizes[i]]
-			if e.routeFromTUN(pkt) {
+			// wireguard's tun says nothing of what the kernel checked.
+			if e.routeFromTUN(pkt, false) {
 				tcp = append(tcp, pkt)
 			}
 		}
@@ -60,8 +61,11 @@ func (e *Endpoint) readTUN() {
 }
 
 // routeFromTUN handles a packet read from the TUN, except TCP: true means
-// pkt is TCP for the stack, which the caller injects with its batch.
-func (e *Endpoint) routeFromTUN(pkt []byte) (tcp bool) {
+// pkt is TCP for the stack, which the caller injects with its batch. A TCP
+// segment's checksum is checked unless the kernel vouched for it (vouched,
+// vnetPacket): the stack takes the segments it is given as sound, and
+// acknowledges them to the client.
+func (e *Endpoint) routeFromTUN(pkt []byte, vouched bool) (tcp bool) {
 	e.stats.TunPackets.Add(1)
 	info, ok := parseIP(pkt)
 	if !ok {
@@ -72,6 +76,10 @@ func (e *Endpoint) routeFromTUN(pkt []byte) (tcp bool) {
 		return false
 	}
 	if info.proto == protoTCP {
+		if !vouched && !tcpChecksumValid(pkt, info) {
+			e.stats.TunBadChecksum.Add(1)
+			return false
+		}
 		return true
 	}
 	a := e.assocFor(info.dst)

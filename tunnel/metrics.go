@@ -194,6 +194,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descTunPackets, k.TunPackets)
 	counter(descTunDrops, k.TunNoPeer, "no_peer")
 	counter(descTunDrops, k.TunMalformed, "malformed")
+	counter(descTunDrops, k.TunBadChecksum, "bad_checksum")
 	counter(descTunDrops, k.TunBadSrc, "spoofed_source")
 	counter(descTunDrops, k.DatagramsBadSrc, "datagram_bad_source")
 	counter(descStreamsBadSrc, k.StreamsBadSrc)

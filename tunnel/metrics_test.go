@@ -14,7 +14,7 @@ import (
 func sampleStatus() Status {
 	return Status{
 		Interface: "scps0", Listen: "0.0.0.0:4700", PublicKey: "PUB",
-		Counters: Counters{TunPackets: 100, TunNoPeer: 2, TunBadSrc: 4, FlowsOpened: 7, FlowsAccepted: 3, FlowsRefused: 1, FlowsActive: 4, UDPIn: 90, UDPStale: 4, TunNoAssoc: 3,
+		Counters: Counters{TunPackets: 100, TunNoPeer: 2, TunBadChecksum: 19, TunBadSrc: 4, FlowsOpened: 7, FlowsAccepted: 3, FlowsRefused: 1, FlowsActive: 4, UDPIn: 90, UDPStale: 4, TunNoAssoc: 3,
 			SYNDropped: 12, SYNEvicted: 13, SYNCookiesSent: 16, SYNCookiesAccepted: 17, SYNCookiesRejected: 18, FlowsOverQuota: 14, DatagramsOverQuota: 15},
 		Security: peers.Stats{Drops: map[string]uint64{"replay": 5, "auth": 0}, InitiationsSent: 2, CookieRepliesSent: 11},
 		Peers: []PeerStatus{{
@@ -87,6 +87,7 @@ scpsvpn_udp_drops_total{reason="replay"} 5
 scpsvpn_udp_drops_total{reason="stale_association"} 4
 # HELP scpsvpn_tun_drops_total Packets from the TUN, or peers' datagrams for it, dropped, by reason.
 # TYPE scpsvpn_tun_drops_total counter
+scpsvpn_tun_drops_total{reason="bad_checksum"} 19
 scpsvpn_tun_drops_total{reason="datagram_bad_source"} 0
 scpsvpn_tun_drops_total{reason="malformed"} 0
 scpsvpn_tun_drops_total{reason="no_association"} 3

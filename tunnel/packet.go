@@ -62,3 +62,28 @@ func parseIP(pkt []byte) (ipInfo, bool) {
 	}
 	return ipInfo{}, false
 }
+
+// tcpChecksumValid reports whether the TCP segment of pkt, an IP packet
+// parseIP read as info (protocol TCP), carries a right checksum. The kernel
+// checks no transport checksum of a packet it forwards, or of a raw packet
+// a local program sends, into the TUN; the stack trusts what it is given
+// (stack.Config.TrustRXChecksums), and a corrupted segment it acknowledged
+// would reach the far server as good data. A segment too short for a TCP
+// header is not valid either.
+func tcpChecksumValid(pkt []byte, info ipInfo) bool {
+	var end int
+	var addrs []byte // source and destination, where the pseudo-header takes them
+	if info.src.Is4() {
+		end, addrs = int(binary.BigEndian.Uint16(pkt[2:4])), pkt[12:20]
+	} else {
+		end, addrs = 40+int(binary.BigEndian.Uint16(pkt[4:6])), pkt[8:40]
+	}
+	seg := pkt[info.hlen:end]
+	if len(seg) < 20 {
+		return false
+	}
+	// The rest of the pseudo-header adds up, in IPv4 and IPv6 alike, to
+	// the protocol plus the segment's length.
+	rest := [4]byte{0, info.proto, byte(len(seg) >> 8), byte(len(seg))}
+	return checksum(seg, checksum(rest[:], checksum(addrs, 0))) == 0xffff
+}

@@ -31,6 +31,7 @@ type Counters struct {
 	TunPackets         uint64 `json:"tun_packets"`
 	TunNoPeer          uint64 `json:"tun_no_peer"`
 	TunMalformed       uint64 `json:"tun_malformed"`
+	TunBadChecksum     uint64 `json:"tun_bad_checksum"`
 	DatagramsIn        uint64 `json:"datagrams_in"`
 	DatagramsBadSrc    uint64 `json:"datagrams_bad_src"`
 	StreamsBadSrc      uint64 `json:"streams_bad_src"`
@@ -94,7 +95,8 @@ func (e *Endpoint) Status() Status {
 		Uptime:    time.Since(e.started).Round(time.Second).String(),
 		Counters: Counters{
 			TunPackets: s.TunPackets.Load(), TunNoPeer: s.TunNoPeer.Load(), TunMalformed: s.TunMalformed.Load(),
-			DatagramsIn: s.DatagramsIn.Load(), DatagramsBadSrc: s.DatagramsBadSrc.Load(),
+			TunBadChecksum: s.TunBadChecksum.Load(),
+			DatagramsIn:    s.DatagramsIn.Load(), DatagramsBadSrc: s.DatagramsBadSrc.Load(),
 			StreamsBadSrc: s.StreamsBadSrc.Load(), TunBadSrc: s.TunBadSrc.Load(),
 			UDPIn: s.UDPIn.Load(), UDPDropped: s.UDPDropped.Load(), RepliesDropped: s.RepliesDropped.Load(), RxQueueDrops: s.RxQueueDrops.Load(),
 			UDPStale: s.UDPStale.Load(), TunNoAssoc: s.TunNoAssoc.Load(),

@@ -23,6 +23,7 @@ import (
 // Linux's virtio-net header values (include/uapi/linux/virtio_net.h).
 const (
 	vnetNeedsCsum = 1 // flags: the checksum at csum_start+csum_offset is partial
+	vnetDataValid = 2 // flags: the kernel (or the NIC for it) checked the checksums
 	vnetGSONone   = 0
 	vnetGSOTCPv4  = 1
 	vnetGSOTCPv6  = 4
@@ -60,38 +61,43 @@ func offloadFile(d TUN) *os.File {
 }
 
 // vnetPacket returns the IP packet of one read from a TUN with virtio-net
-// headers. A TCP segment comes whole, however large, and with its TCP
-// checksum left partial when the kernel says so: it goes only to the stack,
-// which trusts the checksums of packets from our own kernel
-// (stack.Config.TrustRXChecksums). Any other packet may go on to a peer, so
-// a partial checksum is completed here. The packet is b's own bytes.
-func vnetPacket(b []byte) ([]byte, error) {
+// headers, and whether the kernel vouched for its transport checksum: it
+// checked it (DATA_VALID, a NIC's checksum offload), or the packet is its
+// own, with a partial checksum it would complete on the wire (NEEDS_CSUM).
+// A TCP segment comes whole, however large, and with its TCP checksum left
+// partial when the kernel says so: it goes only to the stack, which trusts
+// the checksums it is given (stack.Config.TrustRXChecksums) once the
+// endpoint checked those the kernel did not vouch for (routeFromTUN). Any
+// other packet may go on to a peer, so a partial checksum is completed
+// here. The packet is b's own bytes.
+func vnetPacket(b []byte) (pkt []byte, vouched bool, err error) {
 	if len(b) < stack.VirtioNetHdrLen {
-		return nil, errVnetShort
+		return nil, false, errVnetShort
 	}
 	flags, gso := b[0], b[1]
+	vouched = flags&(vnetNeedsCsum|vnetDataValid) != 0
 	ne := binary.NativeEndian
 	start, off := int(ne.Uint16(b[6:])), int(ne.Uint16(b[8:]))
-	pkt := b[stack.VirtioNetHdrLen:]
+	pkt = b[stack.VirtioNetHdrLen:]
 	info, ok := parseIP(pkt)
 	switch {
 	case !ok:
-		return nil, errMalformedIP
+		return nil, false, errMalformedIP
 	case gso == vnetGSOTCPv4 || gso == vnetGSOTCPv6:
 		if info.proto != protoTCP {
-			return nil, errVnetGSO
+			return nil, false, errVnetGSO
 		}
-		return pkt, nil
+		return pkt, vouched, nil
 	case gso != vnetGSONone:
-		return nil, errVnetGSO
+		return nil, false, errVnetGSO
 	case flags&vnetNeedsCsum == 0 || info.proto == protoTCP:
-		return pkt, nil
+		return pkt, vouched, nil
 	}
 	at := start + off
 	// The sum covers the transport header and its payload: a start inside
 	// the IP header would write the sum over the header itself.
 	if start < info.hlen || start >= len(pkt) || at+2 > len(pkt) || at < start {
-		return nil, errVnetCsum
+		return nil, false, errVnetCsum
 	}
 	// The field holds the pseudo-header's sum, which the sum folds in.
 	initial := binary.BigEndian.Uint16(pkt[at:])
@@ -101,7 +107,7 @@ func vnetPacket(b []byte) ([]byte, error) {
 		sum = 0xffff // 0 means "no checksum" in UDP
 	}
 	binary.BigEndian.PutUint16(pkt[at:], sum)
-	return pkt, nil
+	return pkt, true, nil
 }
 
 var errMalformedIP = errors.New("TUN read: not an IP packet")
@@ -121,13 +127,13 @@ func (e *Endpoint) readTUNOffload(f *os.File) {
 			}
 			return
 		}
-		pkt, err := vnetPacket(buf[:n])
+		pkt, vouched, err := vnetPacket(buf[:n])
 		if err != nil {
 			e.stats.TunPackets.Add(1)
 			e.stats.TunMalformed.Add(1)
 			continue
 		}
-		if e.routeFromTUN(pkt) {
+		if e.routeFromTUN(pkt, vouched) {
 			e.stk.Inject(pkt)
 		}
 	}

@@ -35,7 +35,7 @@ func checksum16(b []byte, initial uint16) uint16 {
 
 func TestChecksumMatchesRFC1071(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	for n := 0; n < 200; n++ {
+	for n := 0; n < 300; n++ {
 		b := make([]byte, n)
 		for i := range b {
 			b[i] = byte(r.Uint32())
@@ -84,7 +84,7 @@ func TestVnetPacketCompletesChecksum(t *testing.T) {
 	for _, v6 := range []bool{false, true} {
 		for _, payload := range []int{0, 1, 7, 1200} {
 			pkt, start, pseudo := udpPartial(v6, payload)
-			got, err := vnetPacket(vnetRead(vnetNeedsCsum, vnetGSONone, start, 6, pkt))
+			got, _, err := vnetPacket(vnetRead(vnetNeedsCsum, vnetGSONone, start, 6, pkt))
 			if err != nil {
 				t.Fatalf("v6 %v, %d bytes: %v", v6, payload, err)
 			}
@@ -102,19 +102,33 @@ func TestVnetPacketCompletesChecksum(t *testing.T) {
 }
 
 // TestVnetPacketTCPWhole: a TCP segment comes out whole and unchanged,
-// however far beyond the MTU, its partial checksum left for the stack.
+// however far beyond the MTU, its partial checksum left for the stack; the
+// kernel vouched for its checksum when it says the sum is partial or was
+// checked, and only then.
 func TestVnetPacketTCPWhole(t *testing.T) {
 	seg4 := ipv4Packet(protoTCP, [4]byte{10, 1, 0, 1}, [4]byte{10, 2, 0, 1}, 65000)
 	seg6 := ipv6Packet(protoTCP, netip.MustParseAddr("fd00:1::1"), netip.MustParseAddr("fd00:2::1"), 65000)
-	for name, read := range map[string][]byte{
-		"v4 GSO":   vnetRead(vnetNeedsCsum, vnetGSOTCPv4, 20, 16, seg4),
-		"v6 GSO":   vnetRead(vnetNeedsCsum, vnetGSOTCPv6, 40, 16, seg6),
-		"v4 plain": vnetRead(vnetNeedsCsum, vnetGSONone, 20, 16, ipv4Packet(protoTCP, [4]byte{10, 1, 0, 1}, [4]byte{10, 2, 0, 1}, 1480)),
+	plain := ipv4Packet(protoTCP, [4]byte{10, 1, 0, 1}, [4]byte{10, 2, 0, 1}, 1480)
+	for _, c := range []struct {
+		name    string
+		read    []byte
+		vouched bool
+	}{
+		{"v4 GSO", vnetRead(vnetNeedsCsum, vnetGSOTCPv4, 20, 16, seg4), true},
+		{"v6 GSO", vnetRead(vnetNeedsCsum, vnetGSOTCPv6, 40, 16, seg6), true},
+		{"v4 GSO checked", vnetRead(vnetDataValid, vnetGSOTCPv4, 0, 0, seg4), true},
+		{"v4 GSO unchecked", vnetRead(0, vnetGSOTCPv4, 0, 0, seg4), false},
+		{"v4 partial", vnetRead(vnetNeedsCsum, vnetGSONone, 20, 16, plain), true},
+		{"v4 checked", vnetRead(vnetDataValid, vnetGSONone, 0, 0, plain), true},
+		{"v4 unchecked", vnetRead(0, vnetGSONone, 0, 0, plain), false},
 	} {
-		want := append([]byte(nil), read[10:]...)
-		got, err := vnetPacket(read)
-		if err != nil || !bytes.Equal(got, want) || &got[0] != &read[10] {
-			t.Errorf("%s: %d bytes (want %d in place), %v", name, len(got), len(want), err)
+		want := append([]byte(nil), c.read[10:]...)
+		got, vouched, err := vnetPacket(c.read)
+		if err != nil || !bytes.Equal(got, want) || &got[0] != &c.read[10] {
+			t.Errorf("%s: %d bytes (want %d in place), %v", c.name, len(got), len(want), err)
+		}
+		if vouched != c.vouched {
+			t.Errorf("%s: vouched %v, want %v", c.name, vouched, c.vouched)
 		}
 	}
 }
@@ -134,7 +148,7 @@ func TestVnetPacketRefuses(t *testing.T) {
 		"checksum start past":   vnetRead(vnetNeedsCsum, vnetGSONone, len(udp), 0, udp),
 		"checksum in IP header": vnetRead(vnetNeedsCsum, vnetGSONone, 1, 0, udp),
 	} {
-		if got, err := vnetPacket(read); err == nil {
+		if got, _, err := vnetPacket(read); err == nil {
 			t.Errorf("%s: accepted (%d bytes)", name, len(got))
 		}
 	}
@@ -148,7 +162,7 @@ func FuzzVnetPacket(f *testing.F) {
 	f.Add(vnetRead(vnetNeedsCsum, vnetGSOTCPv4, 20, 16, ipv4Packet(protoTCP, [4]byte{10, 1, 0, 1}, [4]byte{10, 2, 0, 1}, 3000)))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		n := len(b)
-		pkt, err := vnetPacket(b)
+		pkt, _, err := vnetPacket(b)
 		if err != nil {
 			return
 		}

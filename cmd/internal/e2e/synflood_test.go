@@ -35,9 +35,23 @@ var synSources = netip.MustParsePrefix("10.203.0.0/16")
 
 // buildSYN4 returns an IPv4 TCP SYN from src to dst with valid checksums.
 func buildSYN4(src, dst netip.AddrPort, seq uint32) []byte {
-	p := make([]byte, 40)
+	return buildTCP4(src, dst, seq, 0, tcpFlagSYN, nil)
+}
+
+// TCP header flags.
+const (
+	tcpFlagSYN = 0x02
+	tcpFlagPSH = 0x08
+	tcpFlagACK = 0x10
+)
+
+// buildTCP4 returns an IPv4 TCP segment from src to dst with valid
+// checksums.
+func buildTCP4(src, dst netip.AddrPort, seq, ack uint32, flags byte, payload []byte) []byte {
+	n := 40 + len(payload)
+	p := make([]byte, n)
 	p[0], p[8], p[9] = 0x45, 64, unix.IPPROTO_TCP
-	be.BigEndian.PutUint16(p[2:], 40)
+	be.BigEndian.PutUint16(p[2:], uint16(n))
 	s4, d4 := src.Addr().As4(), dst.Addr().As4()
 	copy(p[12:], s4[:])
 	copy(p[16:], d4[:])
@@ -46,13 +60,15 @@ func buildSYN4(src, dst netip.AddrPort, seq uint32) []byte {
 	be.BigEndian.PutUint16(tcp[0:], src.Port())
 	be.BigEndian.PutUint16(tcp[2:], dst.Port())
 	be.BigEndian.PutUint32(tcp[4:], seq)
-	tcp[12], tcp[13] = 5<<4, 0x02 // data offset, SYN
+	be.BigEndian.PutUint32(tcp[8:], ack)
+	tcp[12], tcp[13] = 5<<4, flags // data offset, flags
 	be.BigEndian.PutUint16(tcp[14:], 64240)
+	copy(tcp[20:], payload)
 	var ph [12]byte
 	copy(ph[0:], s4[:])
 	copy(ph[4:], d4[:])
 	ph[9] = unix.IPPROTO_TCP
-	be.BigEndian.PutUint16(ph[10:], 20)
+	be.BigEndian.PutUint16(ph[10:], uint16(len(tcp)))
 	be.BigEndian.PutUint16(tcp[16:], ^csum(csum(0, ph[:]), tcp))
 	return p
 }
