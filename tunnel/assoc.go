@@ -57,6 +57,12 @@ type assoc struct {
 	guess  netip.Addr
 	tunMTU int
 	memory uint64 // the association's part of [interface] memory (memory.go)
+	// maxStreams bounds the streams the peer may open (from [interface]
+	// max_flows). Everything the association needs of the endpoint's
+	// settings is copied here when it is made, under e.mu: begin runs on
+	// the peer's receive routine, which must not read e.cfg while Reload
+	// replaces it.
+	maxStreams int
 
 	// The per-packet path reads cur and up without taking mu.
 	cur atomic.Pointer[association] // nil while there is none
@@ -109,7 +115,8 @@ func (as *association) addSession(id uint64) {
 // before anything changes.
 func (e *Endpoint) newAssoc(pc configs.PeerConfig, peers int) (*assoc, error) {
 	a := &assoc{e: e, cfg: pc, log: e.log.With("peer", pc.Name), ready: make(chan struct{}), rx: newPeerRx(&e.stats.RxQueueDrops),
-		guess: underlayGuess(pc, e.cfg.Listen), tunMTU: e.cfg.MTU, memory: assocMemory(e.cfg.Memory, peers)}
+		guess: underlayGuess(pc, e.cfg.Listen), tunMTU: e.cfg.MTU, memory: assocMemory(e.cfg.Memory, peers),
+		maxStreams: peerStreams(e.cfg.MaxFlows)}
 	a.scfg = a.sessionConfig(a.guess)
 	if err := a.scfg.Validate(); err != nil {
 		return nil, fmt.Errorf("peer %s: association: %w", pc.Name, err)
@@ -152,7 +159,7 @@ func (a *assoc) sessionConfig(addr netip.Addr) scps.Config {
 	cfg.HeaderGrowth = sealGrowth
 	applyLink(&cfg, link)
 	cfg.Memory = a.memory
-	cfg.MaxStreams = peerStreams(a.e.cfg.MaxFlows)
+	cfg.MaxStreams = a.maxStreams
 	return cfg
 }
 

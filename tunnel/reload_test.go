@@ -1,10 +1,14 @@
 package tunnel
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // threeSites starts a with peers b and c, each with a as its peer, and an
@@ -138,4 +142,64 @@ func TestReloadErrors(t *testing.T) {
 	if err := echoCheck(toB, 16<<10); err != nil {
 		t.Errorf("b's flow: %v", err)
 	}
+}
+
+// TestReloadDuringHandshakes: reloads at a while b's changes make a begin
+// new associations with b on a's receive routine for b, which reads the
+// endpoint's settings (sessionConfig) as Reload replaces them: the race
+// detector checks the two (test.sh runs this package with -race), and a
+// routine calling sessionConfig throughout makes the overlap certain.
+// Every new association comes up and carries a flow.
+func TestReloadDuringHandshakes(t *testing.T) {
+	_, a, b, c := threeSites(t)
+	cfgA := a.config(a.peer(b), a.peer(c))
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	var reloads atomic.Int64
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for !stop.Load() {
+			if err := a.ep.Reload(cfgA); err != nil {
+				t.Errorf("reload at a: %v", err)
+				return
+			}
+			reloads.Add(1)
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	go func() { // what begin does on a's receive routine for b
+		defer wg.Done()
+		as := a.assoc(b)
+		for !stop.Load() {
+			if cfg := as.sessionConfig(b.wireAddr.Addr()); cfg.MaxStreams <= 0 {
+				t.Errorf("session configuration with %d streams", cfg.MaxStreams)
+				return
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}()
+	const changes = 6
+	for i := range changes {
+		// b's link to a changes: b's new association handshakes with a,
+		// which begins one too.
+		link := fmt.Sprintf("rtt = \"%dms\"", 20+i+1)
+		old := a.assoc(b).cur.Load()
+		if err := b.ep.Reload(b.config(peerSpec{s: a, link: link})); err != nil {
+			t.Fatalf("reload at b: %v", err)
+		}
+		if !waitFor(waitTime, func() bool {
+			cur := a.assoc(b).cur.Load()
+			return cur != nil && cur != old && a.assoc(b).up.Load()
+		}) {
+			t.Fatalf("change %d: a began no new association with b", i)
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	if reloads.Load() == 0 {
+		t.Error("a never reloaded")
+	}
+	b.waitUp(a)
+	openEcho(t, a, "10.2.0.5:7")
 }
