@@ -59,6 +59,12 @@ type Options struct {
 	HandshakeRateGlobal float64
 	// RateLimitSources bounds the rate limiter's table [4096].
 	RateLimitSources int
+	// CookieReplyShare is the share of an uplink that cookie replies may
+	// take (cookielimit.go) [0.02].
+	CookieReplyShare float64
+	// AssumedUplink is the uplink rate in bit/s taken for a path whose
+	// rate is not known (PeerConfig.Up) [1 Mbit/s].
+	AssumedUplink int64
 	// Payload returns our handshake payload for a peer (at most
 	// MaxHandshakePayload bytes). Nil means empty. It is called with the
 	// peer's lock held and must not call back into the Device.
@@ -101,6 +107,12 @@ func (o *Options) setDefaults() error {
 	if o.RateLimitSources == 0 {
 		o.RateLimitSources = 4096
 	}
+	if o.CookieReplyShare == 0 {
+		o.CookieReplyShare = 0.02
+	}
+	if o.AssumedUplink == 0 {
+		o.AssumedUplink = 1e6
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -113,6 +125,8 @@ func (o *Options) setDefaults() error {
 		return fmt.Errorf("options: HandshakeAttemptTime (%v) must be at least HandshakeRetransmitMax (%v)", o.HandshakeAttemptTime, o.HandshakeRetransmitMax)
 	case o.HandshakeRatePerSource < 0 || o.HandshakeRateGlobal < 0 || o.RateLimitSources < 0:
 		return errors.New("options: handshake rate limits must be positive")
+	case o.CookieReplyShare < 0 || o.CookieReplyShare > 1 || o.AssumedUplink < 0:
+		return errors.New("options: CookieReplyShare must be within 0..1 and AssumedUplink positive")
 	}
 	return nil
 }
@@ -126,6 +140,9 @@ type PeerConfig struct {
 	Endpoint netip.AddrPort
 	// Subnets the peer owns; traffic to them is routed to it.
 	Subnets []netip.Prefix
+	// Up is our uplink rate toward the peer in bit/s, 0 if unknown: cookie
+	// replies to its endpoint take a share of it (cookielimit.go).
+	Up int64
 }
 
 // Datagram is one UDP payload to send.
@@ -192,6 +209,7 @@ type Device struct {
 	byMAC1 map[[macLen]byte]*initiation // our outstanding initiations, for cookie replies
 
 	limiter *rateLimiter
+	replies *cookieLimiter
 	cookies cookieJar
 	stats   counters
 
@@ -223,6 +241,7 @@ func NewDevice(priv Key, peers []PeerConfig, opts Options) (*Device, error) {
 			opts.HandshakeRateGlobal, opts.RateLimitSources),
 	}
 	d.cookies = newCookieJar(opts.Now, pub)
+	d.replies = newCookieLimiter(d, &opts)
 	d.routes.Store(&routeTable{})
 	if err := d.SetPeers(peers); err != nil {
 		return nil, fmt.Errorf("new device: %w", err)

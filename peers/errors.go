@@ -17,6 +17,7 @@ var (
 	ErrUnknownType      = errors.New("peers: unknown datagram type")
 	ErrBadMAC           = errors.New("peers: handshake MAC does not match our public key")
 	ErrRateLimited      = errors.New("peers: handshake rate limited")
+	ErrCookieLimited    = errors.New("peers: under load, and cookie replies at their share of the uplink")
 	ErrHandshakeAuth    = errors.New("peers: handshake failed to authenticate")
 	ErrUnknownPeer      = errors.New("peers: handshake from a key that is not a configured peer")
 	ErrStaleInitiation  = errors.New("peers: replayed or stale handshake initiation")
@@ -52,6 +53,7 @@ const (
 	dropBuffer
 	dropInternal
 	dropIndexFull
+	dropCookieLimited
 	numDropReasons
 )
 
@@ -73,6 +75,7 @@ var dropInfo = [numDropReasons]struct {
 	dropBuffer:          {"buffer", ErrBufferTooSmall},
 	dropInternal:        {"internal", ErrHandshakeFailure},
 	dropIndexFull:       {"index_full", ErrIndexFull},
+	dropCookieLimited:   {"cookie_limited", ErrCookieLimited},
 }
 
 // reasonOf maps a session-level error back to its drop reason.
@@ -105,7 +108,8 @@ type Stats struct {
 	// Drops counts rejected datagrams by reason (malformed, bad_mac,
 	// rate_limited, handshake_auth, unknown_peer, stale_initiation,
 	// unknown_index, session_expired, replay, auth, buffer, internal,
-	// index_full, ...).
+	// index_full, cookie_limited: initiations under load left without a
+	// cookie reply, cookielimit.go).
 	Drops map[string]uint64
 
 	RxPackets, RxBytes uint64 // authenticated transport packets and plaintext bytes

@@ -11,19 +11,22 @@ import (
 )
 
 // flooder feeds a device initiations that carry a valid mac1 (anyone who
-// knows its public key can make them) from ever new forged sources, as
-// fast as a real one would, straight into Receive: the forged sources
-// receive nothing, so what the device answers is only counted.
+// knows its public key can make them) from ever new forged sources (or
+// one, src), as fast as a real one would, straight into Receive: the
+// forged sources receive nothing, so what the device answers is only
+// counted.
 type flooder struct {
-	target  *node
-	junk    []byte
-	rng     *rand.Rand
-	carry   float64
-	sent    int
-	cookies int // cookie replies the target sent
-	dh      int // initiations the target spent a Diffie-Hellman on
-	limited int
-	buf     []byte
+	target     *node
+	src        netip.AddrPort // the one forged source; ever new ones if invalid
+	junk       []byte
+	rng        *rand.Rand
+	carry      float64
+	sent       int
+	cookies    int // cookie replies the target sent
+	dh         int // initiations the target spent a Diffie-Hellman on
+	limited    int
+	suppressed int // left without a cookie reply: replies at their share of the uplink
+	buf        []byte
 }
 
 func newFlooder(target *node) *flooder {
@@ -44,6 +47,9 @@ func (f *flooder) flood(t *testing.T, rate float64, dt time.Duration) {
 		var a [4]byte
 		binary.BigEndian.PutUint32(a[:], 0xc6120000|f.rng.Uint32()&0x1ffff) // 198.18.0.0/15
 		src := netip.AddrPortFrom(netip.AddrFrom4(a), uint16(1024+f.rng.IntN(60000)))
+		if f.src.IsValid() {
+			src = f.src
+		}
 		r, err := f.target.dev.Receive(src, f.junk, f.buf)
 		f.sent++
 		switch {
@@ -53,6 +59,8 @@ func (f *flooder) flood(t *testing.T, rate float64, dt time.Duration) {
 			f.dh++
 		case err == ErrRateLimited:
 			f.limited++
+		case err == ErrCookieLimited:
+			f.suppressed++
 		default:
 			t.Fatalf("flood initiation: %+v, %v", r, err)
 		}
@@ -201,8 +209,10 @@ func TestHandshakeFloodFromSpoofedSources(t *testing.T) {
 	if f.dh > 2*int(budget) {
 		t.Errorf("b spent %d Diffie-Hellman operations on the flood", f.dh)
 	}
-	if f.cookies < f.sent*99/100 {
-		t.Errorf("only %d of %d flood initiations got a cookie reply", f.cookies, f.sent)
+	// The rest got a cookie reply, or none once replies were at their
+	// share of the uplink (cookielimit.go).
+	if f.cookies+f.suppressed < f.sent*99/100 {
+		t.Errorf("only %d of %d flood initiations got a cookie reply or were suppressed", f.cookies+f.suppressed, f.sent)
 	}
 }
 
@@ -210,7 +220,8 @@ func TestHandshakeFloodFromSpoofedSources(t *testing.T) {
 // its next initiation gets in; the same initiation from another address,
 // or with a cookie from secrets long rotated away, gets only a new cookie.
 func TestCookieBoundToSource(t *testing.T) {
-	s, a, b := pair(t, Options{HandshakeRateGlobal: 10})
+	// A fast assumed uplink: cookie replies are not what is bounded here.
+	s, a, b := pair(t, Options{HandshakeRateGlobal: 10, AssumedUplink: 1e9})
 	f := newFlooder(b)
 	f.flood(t, 100, time.Second) // ten times the budget at once
 	if f.cookies == 0 {
@@ -266,5 +277,81 @@ func TestCookieBoundToSource(t *testing.T) {
 	r, err = s.receive(b, a.addr, dg.Data)
 	if err != nil || len(r.Send) != 1 || r.Send[0].Data[0] != typeCookieReply {
 		t.Fatalf("initiation with a cookie of a rotated secret: %+v, %v", r, err)
+	}
+}
+
+// TestCookieRepliesBounded: 10,000 initiations a second with a valid mac1,
+// spoofed in a peer's name (its endpoint as source), and as many from
+// random sources, for 5 s of virtual time (2 s under the race detector):
+// the cookie replies to that endpoint stay within CookieReplyShare of our
+// configured uplink toward the peer (2 Mbit/s: 41 replies a second), in
+// another peer's name within the share of its measured uplink (4 Mbit/s),
+// and those to the random sources within the same share of the fastest
+// uplink we know (4 Mbit/s); everything else is counted as suppressed. Unbounded, each flood got a reply per initiation: about
+// 10 Mbit/s of replies.
+func TestCookieRepliesBounded(t *testing.T) {
+	const (
+		rate = 10000.0
+		dt   = 10 * time.Millisecond
+		up   = 2e6 // bit/s toward a
+	)
+	floodTime := 5 * time.Second
+	if raceEnabled || testing.Short() {
+		floodTime = 2 * time.Second
+	}
+	s := newSim(t, 300*time.Millisecond)
+	aCfg := cfgFor("a", "192.0.2.1:4000")
+	aCfg.Up = up
+	b := s.addNode("b", "198.51.100.2:4000", Options{}, aCfg, cfgFor("c", "192.0.2.3:4000"))
+	b.peer(t, "c").SetMeasuredUp(2 * up) // c's uplink is not configured
+	inName := newFlooder(b)
+	inName.src = aCfg.Endpoint
+	inCsName := newFlooder(b)
+	inCsName.src = netip.MustParseAddrPort("192.0.2.3:4000")
+	random := newFlooder(b)
+	for elapsed := time.Duration(0); elapsed < floodTime; elapsed += dt {
+		inName.flood(t, rate, dt)
+		inCsName.flood(t, rate/10, dt)
+		random.flood(t, rate, dt)
+		s.clk.Advance(dt)
+	}
+	share := b.dev.opts.CookieReplyShare
+	for _, c := range []struct {
+		name   string
+		f      *flooder
+		uplink float64
+	}{
+		{"in a's name", inName, up},
+		{"in c's name (uplink measured)", inCsName, 2 * up},
+		{"from random sources", random, 2 * up},
+	} {
+		perSecond := share * c.uplink / 8 / cookieReplyWire
+		// A second's burst, and the Diffie-Hellman budget's burst before
+		// the device was under load.
+		allowed := perSecond * (floodTime.Seconds() + 1)
+		replyRate := float64(c.f.cookies*cookieReplyWire*8) / floodTime.Seconds()
+		t.Logf("%s: %d initiations, %d cookie replies (%.1f kbit/s, %.1f%% of %.0f kbit/s), %d suppressed, %d Diffie-Hellman",
+			c.name, c.f.sent, c.f.cookies, replyRate/1e3, 100*replyRate/c.uplink, c.uplink/1e3, c.f.suppressed, c.f.dh)
+		if float64(c.f.cookies) > allowed {
+			t.Errorf("%s: %d cookie replies in %v, the share allows %.0f", c.name, c.f.cookies, floodTime, allowed)
+		}
+		if c.f.cookies == 0 {
+			t.Errorf("%s: no cookie reply at all: a real initiator there could never prove its address", c.name)
+		}
+		if c.f.cookies+c.f.suppressed+c.f.dh+c.f.limited != c.f.sent {
+			t.Errorf("%s: %d sent, %d accounted for", c.name, c.f.sent, c.f.cookies+c.f.suppressed+c.f.dh+c.f.limited)
+		}
+	}
+	if got, want := b.dev.Stats().Drops["cookie_limited"], uint64(inName.suppressed+inCsName.suppressed+random.suppressed); got != want {
+		t.Errorf("Drops[cookie_limited] = %d, want %d", got, want)
+	}
+	// The random flood took none of the replies another peer's endpoint
+	// has: an initiation from there gets its cookie.
+	b.dev.SetPeers([]PeerConfig{aCfg, cfgFor("c", "192.0.2.3:4000"), cfgFor("d", "192.0.2.4:4000")})
+	s.clk.Advance(time.Second)
+	random.flood(t, rate, time.Second)
+	r, err := b.dev.Receive(netip.MustParseAddrPort("192.0.2.4:4000"), random.junk, random.buf)
+	if err != nil || len(r.Send) != 1 || r.Send[0].Data[0] != typeCookieReply {
+		t.Errorf("an initiation from d's endpoint under the flood: %+v, %v; want a cookie reply", r, err)
 	}
 }

@@ -124,6 +124,9 @@ func (d *Device) receiveInitiation(src netip.AddrPort, pkt []byte) (Result, erro
 	// may cost a Diffie-Hellman; the others get a cookie to prove it
 	// with. See cookie.go.
 	if d.limiter.loaded(now) && !d.cookies.checkMAC2(src, m.mac2d, m.mac2) {
+		if !d.replies.allow(src, now) {
+			return d.drop(dropCookieLimited)
+		}
 		d.stats.cookiesSent.Add(1)
 		return Result{Send: []Datagram{{To: src, Data: d.cookies.reply(src, m.mac1)}}}, nil
 	}

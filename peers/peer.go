@@ -44,6 +44,8 @@ type Peer struct {
 	removed     atomic.Bool
 	rekeyWanted atomic.Bool   // a send limit was crossed
 	handshakes  atomic.Uint64 // sessions with this peer that became current
+	up          atomic.Int64  // PeerConfig.Up
+	measuredUp  atomic.Int64  // SetMeasuredUp
 
 	mu         sync.Mutex
 	key        Key
@@ -69,12 +71,14 @@ func newPeer(d *Device, c PeerConfig, subnets []netip.Prefix) *Peer {
 		ep := c.Endpoint
 		p.endpoint.Store(&ep)
 	}
+	p.up.Store(c.Up)
 	return p
 }
 
 func (p *Peer) reconfigure(c PeerConfig, subnets []netip.Prefix) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.up.Store(c.Up)
 	if c.PublicKey != p.key {
 		p.resetLocked()
 		p.key = c.PublicKey
@@ -145,6 +149,20 @@ func (p *Peer) Endpoint() netip.AddrPort {
 		return *ep
 	}
 	return netip.AddrPort{}
+}
+
+// SetMeasuredUp tells the device our uplink rate toward the peer as
+// measured (bit/s): where PeerConfig.Up is 0 it sizes the share of cookie
+// replies to the peer's endpoint instead of Options.AssumedUplink.
+func (p *Peer) SetMeasuredUp(bps int64) { p.measuredUp.Store(bps) }
+
+// Uplink is our uplink rate toward the peer in bit/s: configured, else
+// measured; 0 if neither is known.
+func (p *Peer) Uplink() int64 {
+	if up := p.up.Load(); up > 0 {
+		return up
+	}
+	return p.measuredUp.Load()
 }
 
 // HasSession reports whether Seal can send now.

@@ -78,21 +78,49 @@ func (r *rateLimiter) loaded(now time.Time) bool {
 // allowSource takes one token for src. It allocates a table entry only
 // while the table has room, after sweeping idle entries.
 func (r *rateLimiter) allowSource(src netip.Addr, now time.Time) bool {
-	key := sourceKey(src)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	b := r.bucketLocked(src, now)
+	return b != nil && b.Allow(now, r.rate, r.burst)
+}
+
+// allowSourceAndGlobal takes one token for src and one of the global
+// budget, only if both have one.
+func (r *rateLimiter) allowSourceAndGlobal(src netip.Addr, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b := r.bucketLocked(src, now)
+	if b == nil || !b.Ready(now, r.rate, r.burst) || !r.global.Ready(now, r.grate, r.gburst) {
+		return false
+	}
+	b.Take()
+	r.global.Take()
+	return true
+}
+
+// bucketLocked returns src's bucket, nil if the table is full.
+func (r *rateLimiter) bucketLocked(src netip.Addr, now time.Time) *tokenbucket.Bucket {
+	key := sourceKey(src)
 	b, ok := r.sources[key]
 	if !ok {
 		if len(r.sources) >= r.max {
 			r.sweepLocked(now)
 			if len(r.sources) >= r.max {
-				return false
+				return nil
 			}
 		}
 		b = new(tokenbucket.Bucket) // starts full
 		r.sources[key] = b
 	}
-	return b.Allow(now, r.rate, r.burst)
+	return b
+}
+
+// setGlobal changes the global budget's rate, with a second of it as
+// burst.
+func (r *rateLimiter) setGlobal(rate float64) {
+	r.mu.Lock()
+	r.grate, r.gburst = rate, rate
+	r.mu.Unlock()
 }
 
 // sweep drops entries whose buckets have refilled completely: forgetting

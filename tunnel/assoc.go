@@ -75,6 +75,9 @@ type assoc struct {
 	remote  uint64        // the peer's endpoint instance from its last handshake
 
 	quota peerQuotas // what the peer holds here (quota.go)
+	// measuredUp is the highest delivery rate toward the peer, bit/s
+	// (uplink.go); the timers routine alone uses it.
+	measuredUp int64
 
 	rx     *peerRx            // the peer's decrypted packets and handshakes (peerrx.go)
 	stopRx context.CancelFunc // ends the routine draining rx; nil until started

@@ -392,11 +392,12 @@ func (e *Endpoint) handshakePayload(peer string) []byte {
 	return assocParams{version: wireVersion, instance: e.instance}.marshal()
 }
 
-// timers drives the handshake and rekey timers.
+// timers drives the handshake and rekey timers, and passes the measured
+// uplink rates on to peers once a second.
 func (e *Endpoint) timers() {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
-	for {
+	for i := 1; ; i++ {
 		select {
 		case <-e.ctx.Done():
 			return
@@ -404,6 +405,9 @@ func (e *Endpoint) timers() {
 		}
 		for _, d := range e.dev.Tick() {
 			e.sendUDP(d.Data, d.To)
+		}
+		if i%10 == 0 {
+			e.measureUplinks()
 		}
 	}
 }
@@ -416,6 +420,7 @@ func peerConfigs(cfg *configs.Config) []peers.PeerConfig {
 			PublicKey: peers.Key(p.PublicKey),
 			Endpoint:  p.Endpoint,
 			Subnets:   p.Subnets,
+			Up:        p.Link.Up,
 		})
 	}
 	return out

@@ -237,7 +237,9 @@ const maxQueuedReplies = 1024
 // associations' sends ever wait for a reply to a stranger. A reply to a
 // peer's known endpoint (a restarted peer's initiation answered with a
 // cookie under a flood) is not dropped for the flood's sake: it is sent as
-// the associations' packets are.
+// the associations' packets are. Those replies are few whatever a flood
+// in the peer's name does: peers bounds cookie replies to a share of our
+// uplink toward the peer (peers/cookielimit.go).
 func (e *Endpoint) sendReplies() {
 	var known knownEndpoints
 	for {
