@@ -10,12 +10,12 @@
 package peers
 
 import (
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/netip"
 	"slices"
 	"sync"
@@ -401,12 +401,15 @@ func (d *Device) allocIndex(e indexEntry) (uint32, bool) {
 		return 0, false
 	}
 	for range 64 {
-		idx := rand.Uint32()
+		// From crypto/rand: an index another host could predict would let
+		// it forge responses and cookie replies for our handshakes.
+		var b [4]byte
 		if d.entropy != nil {
-			var b [4]byte
 			io.ReadFull(d.entropy, b[:])
-			idx = binary.LittleEndian.Uint32(b[:])
+		} else {
+			rand.Read(b[:]) // never fails
 		}
+		idx := binary.LittleEndian.Uint32(b[:])
 		if _, used := d.index[idx&indexMask]; idx != 0 && !used {
 			e.full = idx
 			d.index[idx&indexMask] = e
