@@ -439,9 +439,45 @@ func contains(list []string, s string) bool {
 	return false
 }
 
+// Marshal encodes the file as TOML: Parse reads it back to what Validate
+// makes of f. Keys left empty are left out.
+func (f *File) Marshal() ([]byte, error) {
+	out, err := toml.Marshal(f)
+	if err != nil {
+		return nil, fmt.Errorf("config: encoding: %w", err)
+	}
+	return out, nil
+}
+
+// WriteFile writes the file's TOML to path, readable by its owner only.
+// It writes beside path and renames, so an endpoint reloading at that
+// moment reads the old file or the new one, never half of one.
+func (f *File) WriteFile(path string) error {
+	out, err := f.Marshal()
+	if err != nil {
+		return err
+	}
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, out, 0o600); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("config: %w", err)
+	}
+	return nil
+}
+
 // Effective renders the validated configuration, defaults filled in, as the
 // TOML a user could have written; `scpsvpn config check` prints it.
 func (c *Config) Effective() ([]byte, error) {
+	f := c.File()
+	return f.Marshal()
+}
+
+// File is the validated configuration as the file that says it, every
+// default written out: Validate of the result gives c again.
+func (c *Config) File() File {
 	f := File{Interface: Interface{
 		Name:           c.Name,
 		Listen:         c.Listen.String(),
@@ -494,5 +530,5 @@ func (c *Config) Effective() ([]byte, error) {
 		}
 		f.Peers = append(f.Peers, fp)
 	}
-	return toml.Marshal(f)
+	return f
 }
