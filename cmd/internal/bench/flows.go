@@ -171,7 +171,7 @@ func runFlows(ctx context.Context, rc RunConfig, r *Result) (err error) {
 	if spec.Flows == 0 {
 		spec = DefaultFlows
 	}
-	cfg := testbed.Config{Kind: testbed.Emulated, Link: c.LinkOptions(rc.Seed), Binary: rc.Binary, LogLevel: "info", Logger: rc.Logger}
+	cfg := testbed.Config{Kind: testbed.Emulated, Link: c.LinkOptions(rc.Seed), Endpoints: testbed.Endpoints{Binary: rc.Binary, LogLevel: "info", Logger: rc.Logger}}
 	scps := rc.Contender.IsSCPS()
 	if scps {
 		if rc.Binary == "" {

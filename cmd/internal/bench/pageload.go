@@ -177,7 +177,7 @@ func runPage(ctx context.Context, rc RunConfig, r *Result) error {
 // pageRun loads the page once with proto on a fresh testbed.
 func pageRun(ctx context.Context, rc RunConfig, spec PageSpec, proto pageProto, cc *ccCheck) (l *PageLoad, err error) {
 	c := rc.Condition
-	cfg := testbed.Config{Kind: testbed.Emulated, Link: c.LinkOptions(rc.Seed), Binary: rc.Binary, LogLevel: "info", Logger: rc.Logger}
+	cfg := testbed.Config{Kind: testbed.Emulated, Link: c.LinkOptions(rc.Seed), Endpoints: testbed.Endpoints{Binary: rc.Binary, LogLevel: "info", Logger: rc.Logger}}
 	if rc.Contender.IsSCPS() {
 		if rc.Binary == "" {
 			return nil, errors.New("no endpoint binary")

@@ -102,11 +102,13 @@ func run(ctx context.Context, rc RunConfig, r *Result) (err error) {
 		lead = setupLead(rc)
 	}
 	cfg := testbed.Config{
-		Kind:     testbed.Emulated,
-		Link:     c.LinkOptionsAt(rc.Seed, lead),
-		Binary:   rc.Binary,
-		LogLevel: "info", // debug logging would cost the endpoints CPU the benchmark measures
-		Logger:   rc.Logger,
+		Kind: testbed.Emulated,
+		Link: c.LinkOptionsAt(rc.Seed, lead),
+		Endpoints: testbed.Endpoints{
+			Binary:   rc.Binary,
+			LogLevel: "info", // debug logging would cost the endpoints CPU the benchmark measures
+			Logger:   rc.Logger,
+		},
 	}
 	if rc.Contender.IsSCPS() {
 		if rc.Binary == "" {

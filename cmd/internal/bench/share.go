@@ -121,8 +121,8 @@ func runShare(ctx context.Context, rc RunConfig, r *Result) (err error) {
 	c := rc.Condition
 	ct := rc.Contender
 	cfg := testbed.Config{
-		Kind: testbed.Emulated, Link: c.LinkOptions(rc.Seed), Binary: rc.Binary,
-		LogLevel: "info", Logger: rc.Logger, SecondPair: ct.Share == ShareSites,
+		Kind: testbed.Emulated, Link: c.LinkOptions(rc.Seed), SecondPair: ct.Share == ShareSites,
+		Endpoints: testbed.Endpoints{Binary: rc.Binary, LogLevel: "info", Logger: rc.Logger},
 	}
 	if rc.Binary == "" {
 		return errors.New("no endpoint binary")

@@ -139,7 +139,9 @@ func TestWindowGrowsUntold(t *testing.T) {
 			Ret:  linkemu.Dir{Rate: rate, Delay: rtt / 2, Queue: int64(bdp)},
 			Seed: 1,
 		},
-		LogLevel: "info",
+		Endpoints: testbed.Endpoints{
+			LogLevel: "info",
+		},
 	})
 	ln := listenZeros(t, tb)
 	got, stopDrain := downloadZeros(t, tb, ln)
@@ -188,7 +190,9 @@ func TestStalledReadersIsolated(t *testing.T) {
 			Ret:  linkemu.Dir{Rate: rate, Delay: rtt / 2, Queue: rate / 8 * 6 / 10},
 			Seed: 1,
 		},
-		LogLevel: "info",
+		Endpoints: testbed.Endpoints{
+			LogLevel: "info",
+		},
 	})
 	ln := listenZeros(t, tb)
 	for range 10 {

@@ -298,7 +298,7 @@ func TestHandshakeFlood(t *testing.T) {
 
 func handshakeFlood(t *testing.T, onLink bool) {
 	const rate = 20000
-	st := starSites(t, testbed.StarConfig{Spokes: 3, LogLevel: "info"}, nil)
+	st := starSites(t, testbed.StarConfig{Spokes: 3, Endpoints: testbed.Endpoints{LogLevel: "info"}}, nil)
 	ln, err := st.Listen(0, "tcp", hostPort(st.Hub().TUN4, 0))
 	if err != nil {
 		t.Fatal(err)

@@ -75,7 +75,7 @@ func TestHubFloodFairShare(t *testing.T) {
 		maxFlows = 60 // the hub's; a share is 20 of them
 	)
 	link := "rtt = \"20ms\"\nup = \"10Mbit\"\ndown = \"10Mbit\"\n"
-	st := starSites(t, testbed.StarConfig{Spokes: 3, PeerLink: link, LogLevel: "info",
+	st := starSites(t, testbed.StarConfig{Spokes: 3, PeerLink: link, Endpoints: testbed.Endpoints{LogLevel: "info"},
 		HubInterface: fmt.Sprintf("max_flows = %d\n", maxFlows)}, nil)
 	dst := st.Spoke(target)
 

@@ -47,7 +47,9 @@ func TestMemoryBudget(t *testing.T) {
 		},
 		InterfaceA: iface,
 		InterfaceB: iface,
-		LogLevel:   "info",
+		Endpoints: testbed.Endpoints{
+			LogLevel: "info",
+		},
 	})
 	// The server accepts and never reads.
 	sink, err := tb.Listen(testbed.B, "tcp", hostPort(tb.B.TUN4, 0))

@@ -416,7 +416,7 @@ func TestReloadRefusedChangesNothing(t *testing.T) {
 // waits until the endpoint is up and then applies.
 func TestSIGHUPDuringStartup(t *testing.T) {
 	testenv.RequireRoot(t, "network namespaces, TUN")
-	tb := testbed.ForTest(t, testbed.Config{Binary: binary})
+	tb := testbed.ForTest(t, testbed.Config{Endpoints: testbed.Endpoints{Binary: binary}})
 	if err := tb.StartEndpoint(testbed.B); err != nil {
 		t.Fatal(err)
 	}
@@ -471,7 +471,7 @@ func TestSIGHUPDuringStartup(t *testing.T) {
 // once B runs, connections work.
 func TestUnreachablePeerRefused(t *testing.T) {
 	testenv.RequireRoot(t, "network namespaces, TUN")
-	tb := testbed.ForTest(t, testbed.Config{Binary: binary})
+	tb := testbed.ForTest(t, testbed.Config{Endpoints: testbed.Endpoints{Binary: binary}})
 	if err := tb.StartEndpoint(testbed.A); err != nil {
 		t.Fatal(err)
 	}

@@ -103,7 +103,7 @@ func TestControlSocketPerNamespace(t *testing.T) {
 // abstract name) costs the status, never the tunnel.
 func TestControlSocketTakenKeepsDataPath(t *testing.T) {
 	testenv.RequireRoot(t, "network namespaces, TUN")
-	tb := testbed.ForTest(t, testbed.Config{Binary: binary, TUNName: "scps0"})
+	tb := testbed.ForTest(t, testbed.Config{Endpoints: testbed.Endpoints{Binary: binary}, TUNName: "scps0"})
 	squat, err := tb.Listen(testbed.A, "unix", tunnel.ControlAddr("scps0"))
 	if err != nil {
 		t.Fatal(err)
@@ -167,7 +167,7 @@ func TestLeastPrivilege(t *testing.T) {
 	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	tb := testbed.ForTest(t, testbed.Config{Binary: wrapper})
+	tb := testbed.ForTest(t, testbed.Config{Endpoints: testbed.Endpoints{Binary: wrapper}})
 	for _, p := range []string{tb.Dir, tb.A.KeyFile, tb.B.KeyFile, tb.A.ConfigFile, tb.B.ConfigFile} {
 		if err := os.Chown(p, nobody, nobody); err != nil {
 			t.Fatal(err)

@@ -330,7 +330,9 @@ func TestSoak(t *testing.T) {
 			OutageEvery: linkemu.Periodic{Every: soakEvery, Duration: soakOutage}, Seed: 1},
 		PeerLinkA: link, PeerLinkB: link,
 		InterfaceA: metrics, InterfaceB: metrics,
-		LogLevel: "info",
+		Endpoints: testbed.Endpoints{
+			LogLevel: "info",
+		},
 	})
 	emu := tb.Emulator()
 	start := time.Now()

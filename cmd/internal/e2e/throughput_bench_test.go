@@ -70,7 +70,7 @@ func pushFor(b *testing.B, tb *testbed.Testbed, from, to testbed.Side, srvAddr s
 
 func BenchmarkVethThroughput(b *testing.B) {
 	testenv.RequireRoot(b, "network namespaces, TUN")
-	cfg := testbed.Config{Binary: binary, LogLevel: "info"}
+	cfg := testbed.Config{Endpoints: testbed.Endpoints{Binary: binary, LogLevel: "info"}}
 	if cc := os.Getenv("SCPSVPN_BENCH_CC"); cc != "" { // compare controllers
 		cfg.PeerLinkA = "congestion = \"" + cc + "\""
 		cfg.PeerLinkB = cfg.PeerLinkA

@@ -1,22 +1,65 @@
 package testbed
 
-// This file owns what a testbed writes for its endpoints: one X25519 key
-// pair per site (standard base64 of the 32 raw bytes, as WireGuard writes
-// them; the private key file is mode 0600) and one TOML configuration per
-// site in the format the scpsvpn endpoint reads.
+// This file owns what both topologies share about their endpoints
+// (Endpoints) and what a testbed writes for them: one X25519 key pair per
+// site (standard base64 of the 32 raw bytes, as WireGuard writes them; the
+// private key file is mode 0600) and one configuration per site, described
+// by a nodeConfig and written through configs.File, so it is the
+// endpoint's own format by construction.
 
 import (
+	"bytes"
 	"crypto/ecdh"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"os"
-	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"scpsvpn/configs"
 )
+
+// Endpoints describes what the endpoints of either topology (Config,
+// StarConfig) share; zero fields take the defaults noted.
+type Endpoints struct {
+	Port     int    // UDP port of the association; default 4700
+	Binary   string // endpoint binary for StartEndpoint, run as BINARY up --config FILE
+	MTU      int    // [interface] mtu; default 1400
+	LogLevel string // [interface] log_level; default "debug"
+
+	Dir          string        // directory for keys, configs and logs; default a new temporary one
+	KeepDir      bool          // keep Dir after Close (a directory given in Dir is never removed)
+	StartTimeout time.Duration // StartEndpoint's wait for the TUN device; default 15s
+	StopTimeout  time.Duration // StopEndpoint's wait before SIGKILL; default 10s
+	Logger       *slog.Logger
+}
+
+func (e *Endpoints) defaults() {
+	if e.Port == 0 {
+		e.Port = 4700
+	}
+	if e.MTU == 0 {
+		e.MTU = 1400
+	}
+	if e.LogLevel == "" {
+		e.LogLevel = "debug"
+	}
+	if e.StartTimeout == 0 {
+		e.StartTimeout = 15 * time.Second
+	}
+	if e.StopTimeout == 0 {
+		e.StopTimeout = 10 * time.Second
+	}
+	if e.Logger == nil {
+		e.Logger = slog.Default()
+	}
+}
 
 // keyPair makes an X25519 key pair, both base64.
 func keyPair() (private, public string, err error) {
@@ -48,93 +91,85 @@ func writeKey(path, private string) error {
 	return os.Chmod(path, 0o600) // WriteFile's mode is filtered by the umask
 }
 
-// quote writes s as a TOML basic string.
-func quote(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for _, r := range s {
-		switch {
-		case r == '"' || r == '\\':
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		case r < 0x20 || r == 0x7f:
-			fmt.Fprintf(&b, "\\u%04x", r)
-		default:
-			b.WriteRune(r)
+// nodeConfig is what one endpoint's configuration says, in either
+// topology.
+type nodeConfig struct {
+	Node       string // the site's name, for errors
+	TUNName    string
+	Listen     netip.AddrPort
+	KeyFile    string
+	TUN4, TUN6 netip.Addr
+	Interface  string // extra raw TOML lines for [interface]
+	Peers      []nodePeer
+}
+
+// nodePeer is one [[peer]] table.
+type nodePeer struct {
+	Name      string
+	PublicKey string
+	Endpoint  netip.AddrPort // invalid = no endpoint key
+	Subnets   []netip.Prefix
+	Link      string // raw TOML lines for [peer.link]; empty = no table
+}
+
+// file is n's configuration file. The raw lines are decoded into the
+// tables they belong to, strictly: an unknown key is an error here, not
+// when the endpoint starts; a key they set replaces the testbed's.
+func (e *Endpoints) file(n nodeConfig) (configs.File, error) {
+	f := configs.File{Interface: configs.Interface{
+		Name:           n.TUNName,
+		Listen:         n.Listen.String(),
+		MTU:            e.MTU,
+		PrivateKeyFile: n.KeyFile,
+		Address:        []string{netip.PrefixFrom(n.TUN4, 32).String(), netip.PrefixFrom(n.TUN6, 128).String()},
+		LogLevel:       e.LogLevel,
+	}}
+	if err := decodeRaw(n.Interface, &f.Interface); err != nil {
+		return f, fmt.Errorf("%s: the extra [interface] lines: %w", n.Node, err)
+	}
+	for _, p := range n.Peers {
+		fp := configs.Peer{Name: p.Name, PublicKey: p.PublicKey}
+		if p.Endpoint.IsValid() {
+			fp.Endpoint = p.Endpoint.String()
 		}
+		for _, s := range p.Subnets {
+			fp.Subnets = append(fp.Subnets, s.String())
+		}
+		if err := decodeRaw(p.Link, &fp.Link); err != nil {
+			return f, fmt.Errorf("%s: the [peer.link] lines of peer %s: %w", n.Node, p.Name, err)
+		}
+		f.Peers = append(f.Peers, fp)
 	}
-	b.WriteByte('"')
-	return b.String()
+	return f, nil
 }
 
-func quoteList[T fmt.Stringer](items []T) string {
-	parts := make([]string, len(items))
-	for i, it := range items {
-		parts[i] = quote(it.String())
+// decodeRaw decodes TOML lines into the table v, which keeps the keys
+// they do not set.
+func decodeRaw(raw string, v any) error {
+	if strings.TrimSpace(raw) == "" {
+		return nil
 	}
-	return "[" + strings.Join(parts, ", ") + "]"
+	dec := toml.NewDecoder(bytes.NewReader([]byte(raw)))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	var strict *toml.StrictMissingError
+	if errors.As(err, &strict) && len(strict.Errors) > 0 {
+		return fmt.Errorf("%q: unknown key %q", raw, strings.Join(strict.Errors[0].Key(), "."))
+	}
+	if err != nil {
+		return fmt.Errorf("%q: %w", raw, err)
+	}
+	return nil
 }
 
-// configParams are the inputs of one site's configuration.
-type configParams struct {
-	Self, Peer   *Site
-	Port         int
-	MTU          int
-	LogLevel     string
-	WithEndpoint bool   // the peer entry carries the peer's UDP endpoint
-	Interface    string // extra raw TOML lines for [interface]
-	PeerLink     string // raw TOML lines for [peer.link]; empty = no table
-}
-
-// renderConfig returns the endpoint configuration of p.Self, checked to be
-// valid TOML (the raw lines come from callers).
-func renderConfig(p configParams) ([]byte, error) {
-	var b strings.Builder
-	fmt.Fprintf(&b, "# scpsvpn endpoint of %s, written by the testbed\n", p.Self.Name)
-	b.WriteString("[interface]\n")
-	fmt.Fprintf(&b, "name = %s\n", quote(p.Self.TUNName))
-	fmt.Fprintf(&b, "listen = %s\n", quote(netip.AddrPortFrom(p.Self.Underlay.Addr(), uint16(p.Port)).String()))
-	fmt.Fprintf(&b, "mtu = %d\n", p.MTU)
-	fmt.Fprintf(&b, "private_key_file = %s\n", quote(p.Self.KeyFile))
-	fmt.Fprintf(&b, "address = %s\n", quoteList([]netip.Prefix{
-		netip.PrefixFrom(p.Self.TUN4, 32), netip.PrefixFrom(p.Self.TUN6, 128)}))
-	fmt.Fprintf(&b, "log_level = %s\n", quote(p.LogLevel))
-	writeRaw(&b, p.Interface)
-	b.WriteString("\n[[peer]]\n")
-	fmt.Fprintf(&b, "name = %s\n", quote(p.Peer.Name))
-	fmt.Fprintf(&b, "public_key = %s\n", quote(p.Peer.PublicKey))
-	if p.WithEndpoint {
-		fmt.Fprintf(&b, "endpoint = %s\n", quote(netip.AddrPortFrom(p.Peer.Underlay.Addr(), uint16(p.Port)).String()))
+// writeConfig writes n's configuration to path.
+func (e *Endpoints) writeConfig(path string, n nodeConfig) error {
+	f, err := e.file(n)
+	if err != nil {
+		return fmt.Errorf("testbed: %w", err)
 	}
-	fmt.Fprintf(&b, "subnets = %s\n", quoteList([]netip.Prefix{p.Peer.LAN4, p.Peer.LAN6}))
-	if strings.TrimSpace(p.PeerLink) != "" {
-		b.WriteString("\n[peer.link]\n")
-		writeRaw(&b, p.PeerLink)
+	if err := f.WriteFile(path); err != nil {
+		return fmt.Errorf("testbed: %s: %w", n.Node, err)
 	}
-	out := []byte(b.String())
-	var check map[string]any
-	if err := toml.Unmarshal(out, &check); err != nil {
-		return nil, fmt.Errorf("the configuration of %s is not valid TOML (check the extra lines): %w\n%s", p.Self.Name, err, numbered(out))
-	}
-	return out, nil
-}
-
-func writeRaw(b *strings.Builder, raw string) {
-	raw = strings.TrimSpace(raw)
-	if raw == "" {
-		return
-	}
-	b.WriteString(raw)
-	b.WriteByte('\n')
-}
-
-func numbered(text []byte) string {
-	var b strings.Builder
-	for i, line := range strings.Split(strings.TrimRight(string(text), "\n"), "\n") {
-		b.WriteString(strconv.Itoa(i + 1))
-		b.WriteString(": ")
-		b.WriteString(line)
-		b.WriteByte('\n')
-	}
-	return b.String()
+	return nil
 }

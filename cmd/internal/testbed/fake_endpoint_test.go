@@ -4,9 +4,10 @@ package testbed
 // tested before the real one exists: the test binary itself, run as
 // `BINARY up --config FILE`, reads the configuration, checks its key, creates
 // and brings up the TUN named there with its addresses, binds the
-// association's UDP address and waits for SIGTERM/SIGINT. Two extra
-// [interface] keys make it misbehave on purpose: fake_exit = N exits with N
-// at once; fake_ignore_term = true ignores SIGTERM.
+// association's UDP address and waits for SIGTERM/SIGINT. A file beside the
+// configuration (FILE.fake, see writeFake) makes it misbehave on purpose:
+// fake_exit = N exits with N at once; fake_ignore_term = true ignores
+// SIGTERM.
 
 import (
 	"fmt"
@@ -42,7 +43,7 @@ func orphanHelper() int {
 	if err != nil {
 		return 1
 	}
-	tb, err := New(Config{Kind: Emulated, Binary: exe, Logger: slog.New(slog.DiscardHandler)})
+	tb, err := New(Config{Kind: Emulated, Endpoints: Endpoints{Binary: exe, Logger: slog.New(slog.DiscardHandler)}})
 	if err != nil {
 		fmt.Println("ERROR", err)
 		return 1
@@ -62,9 +63,26 @@ type fakeConfig struct {
 		MTU            int      `toml:"mtu"`
 		PrivateKeyFile string   `toml:"private_key_file"`
 		Address        []string `toml:"address"`
-		FakeExit       int      `toml:"fake_exit"`
-		FakeIgnoreTerm bool     `toml:"fake_ignore_term"`
 	} `toml:"interface"`
+}
+
+// fakeOrders is what FILE.fake tells the fake endpoint: the testbed writes
+// only what the real endpoint reads, so the misbehaviour comes beside it.
+type fakeOrders struct {
+	FakeExit       int  `toml:"fake_exit"`
+	FakeIgnoreTerm bool `toml:"fake_ignore_term"`
+}
+
+// writeFake gives the fake endpoint of configuration file config its orders.
+func writeFake(t *testing.T, config string, o fakeOrders) {
+	t.Helper()
+	data, err := toml.Marshal(o)
+	if err == nil {
+		err = os.WriteFile(config+".fake", data, 0o600)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 func fakeEndpoint(path string) int {
@@ -81,9 +99,15 @@ func fakeEndpoint(path string) int {
 		return fail("config: %v", err)
 	}
 	ifc := cfg.Interface
-	if ifc.FakeExit != 0 {
-		fmt.Fprintf(os.Stderr, "fake endpoint: failing on purpose with %d\n", ifc.FakeExit)
-		return ifc.FakeExit
+	var orders fakeOrders
+	if data, err := os.ReadFile(path + ".fake"); err == nil {
+		if err := toml.Unmarshal(data, &orders); err != nil {
+			return fail("orders: %v", err)
+		}
+	}
+	if orders.FakeExit != 0 {
+		fmt.Fprintf(os.Stderr, "fake endpoint: failing on purpose with %d\n", orders.FakeExit)
+		return orders.FakeExit
 	}
 	key, err := os.ReadFile(ifc.PrivateKeyFile)
 	if err != nil {
@@ -95,7 +119,7 @@ func fakeEndpoint(path string) int {
 	// Signals first: the testbed may stop us as soon as the TUN is up.
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	if ifc.FakeIgnoreTerm {
+	if orders.FakeIgnoreTerm {
 		signal.Ignore(syscall.SIGTERM)
 	}
 	pc, err := net.ListenPacket("udp", ifc.Listen)

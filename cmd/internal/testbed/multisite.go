@@ -14,12 +14,10 @@ package testbed
 
 import (
 	"fmt"
-	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
-	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -35,11 +33,10 @@ const MaxSpokes = 200
 // defaults noted.
 type StarConfig struct {
 	Spokes int // number of spokes, 1..MaxSpokes; default 3
-	Port   int // UDP port of every association; default 4700
 
-	Binary         string // endpoint binary, run as BINARY up --config FILE
-	MTU            int    // [interface] mtu; default 1400
-	LogLevel       string // [interface] log_level; default "debug"
+	Endpoints // the port of every association, binary, [interface] mtu and log_level, files and timeouts
+
+	// Raw TOML lines, decoded into their table as Config's are.
 	HubInterface   string // extra raw TOML lines for the hub's [interface]
 	SpokeInterface string // extra raw TOML lines for every spoke's [interface]
 	PeerLink       string // raw TOML lines of every [peer.link]; empty = none
@@ -47,12 +44,6 @@ type StarConfig struct {
 	// node peer lists (the hub is 0), given the default ones: a test can
 	// configure a peer wider than its own LANs.
 	PeerSubnets func(node, peer int, subnets []netip.Prefix) []netip.Prefix
-
-	Dir          string        // directory for keys, configs and logs; default a new temporary one
-	KeepDir      bool          // keep Dir after Close (a directory given in Dir is never removed)
-	StartTimeout time.Duration // StartEndpoint's wait for the TUN device; default 15s
-	StopTimeout  time.Duration // StopEndpoint's wait before SIGKILL; default 10s
-	Logger       *slog.Logger
 }
 
 // Node is one site of a Star: the hub (Index 0) or spoke Index.
@@ -144,7 +135,7 @@ func (c *StarConfig) defaults() error {
 	if c.Spokes < 1 || c.Spokes > MaxSpokes {
 		return fmt.Errorf("testbed: %d spokes: use 1..%d", c.Spokes, MaxSpokes)
 	}
-	setDefaults(&c.Port, &c.MTU, &c.LogLevel, &c.StartTimeout, &c.StopTimeout, &c.Logger)
+	c.Endpoints.defaults()
 	return nil
 }
 
@@ -252,7 +243,7 @@ func (st *Star) writeFiles() error {
 		return err
 	}
 	for i := 1; i < len(st.Nodes); i++ {
-		if err := st.writeConfig(st.Nodes[i], st.spokeConfig(i)); err != nil {
+		if err := st.cfg.writeConfig(st.Nodes[i].ConfigFile, st.spokeConfig(i)); err != nil {
 			return err
 		}
 	}

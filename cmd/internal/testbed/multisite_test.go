@@ -28,7 +28,7 @@ import (
 // paperStar is a Star with names, addresses and keys but no namespaces.
 func paperStar(t *testing.T, spokes int) *Star {
 	t.Helper()
-	cfg := StarConfig{Spokes: spokes, Dir: t.TempDir()}
+	cfg := StarConfig{Spokes: spokes, Endpoints: Endpoints{Dir: t.TempDir()}}
 	if err := cfg.defaults(); err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +330,7 @@ func assertStarGone(t *testing.T, st *Star) {
 
 func TestStarTopology(t *testing.T) {
 	testenv.RequireRoot(t, "network namespaces")
-	st, err := NewStar(StarConfig{Spokes: 3, Binary: selfBinary(t)})
+	st, err := NewStar(StarConfig{Spokes: 3, Endpoints: Endpoints{Binary: selfBinary(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,7 +392,7 @@ func TestStarCloseAfterPanic(t *testing.T) {
 			}
 		}()
 		var err error
-		st, err = NewStar(StarConfig{Spokes: 2, Binary: selfBinary(t)})
+		st, err = NewStar(StarConfig{Spokes: 2, Endpoints: Endpoints{Binary: selfBinary(t)}})
 		if err != nil {
 			t.Fatal(err)
 		}

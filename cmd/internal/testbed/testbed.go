@@ -23,7 +23,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -72,11 +71,12 @@ type Config struct {
 	Link linkemu.Options // Emulated: Fwd (A->B), Ret, Outages, Seed, MTU; namespaces, devices and addresses are set here
 
 	UnderlayA, UnderlayB netip.Prefix // default 10.200.0.1/24 and 10.200.0.2/24
-	Port                 int          // UDP port of the association; default 4700
 
-	Binary           string // endpoint binary for StartEndpoint, run as BINARY up --config FILE
-	MTU              int    // [interface] mtu; default 1400
-	LogLevel         string // [interface] log_level; default "debug"
+	Endpoints // the port, binary, [interface] mtu and log_level, files and timeouts
+
+	// The raw TOML lines below are decoded into their table
+	// (configs.Interface, configs.Link) when the files are written: an
+	// unknown key is an error then, and a key the testbed sets is replaced.
 	InterfaceA       string // extra raw TOML lines for A's [interface]
 	InterfaceB       string // extra raw TOML lines for B's [interface]
 	PeerLinkA        string // raw TOML lines of A's [peer.link] (A's view of the link to B); empty = none
@@ -88,12 +88,6 @@ type Config struct {
 	// as A and B are.
 	SecondPair bool
 	TUNName    string // both sites' TUN device name; default one unique per run and site
-
-	Dir          string        // directory for keys, configs and logs; default a new temporary one
-	KeepDir      bool          // keep Dir after Close (a directory given in Dir is never removed)
-	StartTimeout time.Duration // StartEndpoint's wait for the TUN device; default 15s
-	StopTimeout  time.Duration // StopEndpoint's wait before SIGKILL; default 10s
-	Logger       *slog.Logger
 }
 
 // Site is one side of the testbed with everything a test needs to know.
@@ -202,30 +196,8 @@ func (c *Config) defaults() error {
 	if c.UnderlayA.Addr() == c.UnderlayB.Addr() || c.UnderlayA.Masked() != c.UnderlayB.Masked() {
 		return fmt.Errorf("testbed: underlay addresses %s and %s must differ within one subnet", c.UnderlayA, c.UnderlayB)
 	}
-	setDefaults(&c.Port, &c.MTU, &c.LogLevel, &c.StartTimeout, &c.StopTimeout, &c.Logger)
+	c.Endpoints.defaults()
 	return nil
-}
-
-// setDefaults fills the zero fields both topologies' configurations share.
-func setDefaults(port, mtu *int, logLevel *string, startTimeout, stopTimeout *time.Duration, logger **slog.Logger) {
-	if *port == 0 {
-		*port = 4700
-	}
-	if *mtu == 0 {
-		*mtu = 1400
-	}
-	if *logLevel == "" {
-		*logLevel = "debug"
-	}
-	if *startTimeout == 0 {
-		*startTimeout = 15 * time.Second
-	}
-	if *stopTimeout == 0 {
-		*stopTimeout = 10 * time.Second
-	}
-	if *logger == nil {
-		*logger = slog.Default()
-	}
 }
 
 // newID sweeps what dead testbeds left behind and returns a new random ID.
@@ -371,17 +343,45 @@ func addrUp(ns, dev string, p netip.Prefix) error {
 	return nil
 }
 
+// sitePair is one site's side of an association: whom it peers with, on
+// which port, and what it is told.
+type sitePair struct {
+	Self, Peer   *Site
+	Port         int
+	WithEndpoint bool   // the peer entry carries the peer's UDP endpoint
+	Interface    string // extra raw TOML lines for [interface]
+	PeerLink     string // raw TOML lines for [peer.link]
+}
+
+// siteConfig is what p.Self's configuration says.
+func siteConfig(p sitePair) nodeConfig {
+	peer := nodePeer{Name: p.Peer.Name, PublicKey: p.Peer.PublicKey, Subnets: []netip.Prefix{p.Peer.LAN4, p.Peer.LAN6}, Link: p.PeerLink}
+	if p.WithEndpoint {
+		peer.Endpoint = p.Peer.Endpoint(p.Port)
+	}
+	return nodeConfig{
+		Node:      p.Self.Name,
+		TUNName:   p.Self.TUNName,
+		Listen:    p.Self.Endpoint(p.Port),
+		KeyFile:   p.Self.KeyFile,
+		TUN4:      p.Self.TUN4,
+		TUN6:      p.Self.TUN6,
+		Interface: p.Interface,
+		Peers:     []nodePeer{peer},
+	}
+}
+
 func (tb *Testbed) writeFiles() error {
 	sites := []*Site{tb.A, tb.B}
-	pairs := []configParams{
+	pairs := []sitePair{
 		{Self: tb.A, Peer: tb.B, WithEndpoint: true, Interface: tb.cfg.InterfaceA, PeerLink: tb.cfg.PeerLinkA, Port: tb.cfg.Port},
 		{Self: tb.B, Peer: tb.A, WithEndpoint: !tb.cfg.BWithoutEndpoint, Interface: tb.cfg.InterfaceB, PeerLink: tb.cfg.PeerLinkB, Port: tb.cfg.Port},
 	}
 	if tb.cfg.SecondPair {
 		sites = append(sites, tb.A2, tb.B2)
 		pairs = append(pairs,
-			configParams{Self: tb.A2, Peer: tb.B2, WithEndpoint: true, Interface: tb.cfg.InterfaceA, PeerLink: tb.cfg.PeerLinkA, Port: tb.cfg.Port + 1},
-			configParams{Self: tb.B2, Peer: tb.A2, WithEndpoint: true, Interface: tb.cfg.InterfaceB, PeerLink: tb.cfg.PeerLinkB, Port: tb.cfg.Port + 1})
+			sitePair{Self: tb.A2, Peer: tb.B2, WithEndpoint: true, Interface: tb.cfg.InterfaceA, PeerLink: tb.cfg.PeerLinkA, Port: tb.cfg.Port + 1},
+			sitePair{Self: tb.B2, Peer: tb.A2, WithEndpoint: true, Interface: tb.cfg.InterfaceB, PeerLink: tb.cfg.PeerLinkB, Port: tb.cfg.Port + 1})
 	}
 	for _, s := range sites {
 		var err error
@@ -397,13 +397,8 @@ func (tb *Testbed) writeFiles() error {
 		}
 	}
 	for _, p := range pairs {
-		p.MTU, p.LogLevel = tb.cfg.MTU, tb.cfg.LogLevel
-		text, err := renderConfig(p)
-		if err != nil {
-			return fmt.Errorf("testbed: %w", err)
-		}
-		if err := os.WriteFile(p.Self.ConfigFile, text, 0o600); err != nil {
-			return fmt.Errorf("testbed: writing %s: %w", p.Self.ConfigFile, err)
+		if err := tb.cfg.writeConfig(p.Self.ConfigFile, siteConfig(p)); err != nil {
+			return err
 		}
 	}
 	return nil

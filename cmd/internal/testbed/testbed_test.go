@@ -27,6 +27,7 @@ import (
 	"scpsvpn/cmd/internal/linkemu"
 	"scpsvpn/cmd/internal/namespace"
 	"scpsvpn/cmd/internal/testenv"
+	"scpsvpn/configs"
 )
 
 func selfBinary(t *testing.T) string {
@@ -38,75 +39,71 @@ func selfBinary(t *testing.T) string {
 	return exe
 }
 
-func testSites() (*Site, *Site) {
+func testSites(t *testing.T) (*Site, *Site) {
 	tb := &Testbed{ID: "abc123", Kind: Veth}
 	a := tb.newSite(A, netip.MustParsePrefix("10.200.0.1/24"), "10.1.0", "fd00:1::")
 	b := tb.newSite(B, netip.MustParsePrefix("10.200.0.2/24"), "10.2.0", "fd00:2::")
-	a.PublicKey, b.PublicKey = "QUFB", "QkJC"
+	for _, s := range []*Site{a, b} {
+		var err error
+		if s.PrivateKey, s.PublicKey, err = keyPair(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	a.KeyFile, b.KeyFile = "/tmp/x/a.key", "/tmp/x/b.key"
 	return a, b
 }
 
-func TestRenderConfig(t *testing.T) {
-	a, b := testSites()
-	text, err := renderConfig(configParams{Self: a, Peer: b, Port: 4700, MTU: 1400, LogLevel: "debug", WithEndpoint: true,
-		Interface: `max_outage = "60s"`, PeerLink: "up = \"1.5Mbit\"\nrtt = \"600ms\""})
+// TestSiteConfig: a site's configuration, written through configs, is
+// what the endpoint's own parser reads back, with the caller's raw lines
+// in their tables.
+func TestSiteConfig(t *testing.T) {
+	a, b := testSites(t)
+	var e Endpoints
+	e.defaults()
+	dir := t.TempDir()
+	write := func(p sitePair) (*configs.Config, error) {
+		path := filepath.Join(dir, p.Self.Name+".toml")
+		if err := e.writeConfig(path, siteConfig(p)); err != nil {
+			return nil, err
+		}
+		return configs.Load(path)
+	}
+	c, err := write(sitePair{Self: a, Peer: b, Port: 4700, WithEndpoint: true,
+		Interface: `max_flows = 99`, PeerLink: "up = \"1.5Mbit\"\nrtt = \"600ms\""})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var raw map[string]any
-	if err := toml.Unmarshal(text, &raw); err != nil {
-		t.Fatalf("%v\n%s", err, text)
+	if c.Name != "scpsabc123a" || c.Listen.String() != "10.200.0.1:4700" || c.PrivateKeyFile != "/tmp/x/a.key" ||
+		c.LogLevel != "debug" || c.MTU != 1400 || c.MaxFlows != 99 || fmt.Sprint(c.Addresses) != "[10.1.0.1/32 fd00:1::1/128]" {
+		t.Errorf("interface: %+v", c)
 	}
-	ifc := raw["interface"].(map[string]any)
-	want := map[string]any{"name": "scpsabc123a", "listen": "10.200.0.1:4700", "private_key_file": "/tmp/x/a.key",
-		"log_level": "debug", "max_outage": "60s", "mtu": int64(1400)}
-	for k, v := range want {
-		if ifc[k] != v {
-			t.Errorf("interface.%s = %v, want %v", k, ifc[k], v)
-		}
+	if len(c.Peers) != 1 {
+		t.Fatalf("peers %+v", c.Peers)
 	}
-	if fmt.Sprint(ifc["address"]) != "[10.1.0.1/32 fd00:1::1/128]" {
-		t.Errorf("addresses %v", ifc["address"])
+	p := c.Peers[0]
+	if p.Name != "site-b" || p.Endpoint.String() != "10.200.0.2:4700" || fmt.Sprint(p.Subnets) != "[10.2.0.0/24 fd00:2::/64]" {
+		t.Errorf("peer %+v", p)
 	}
-	peers := raw["peer"].([]any)
-	if len(peers) != 1 {
-		t.Fatalf("peers %v", peers)
-	}
-	p := peers[0].(map[string]any)
-	if p["name"] != "site-b" || p["public_key"] != "QkJC" || p["endpoint"] != "10.200.0.2:4700" ||
-		fmt.Sprint(p["subnets"]) != "[10.2.0.0/24 fd00:2::/64]" {
-		t.Errorf("peer %v", p)
-	}
-	if l := p["link"].(map[string]any); l["up"] != "1.5Mbit" || l["rtt"] != "600ms" {
-		t.Errorf("peer link %v", l)
+	if p.Link.Up != 1_500_000 || p.Link.RTT != 600*time.Millisecond {
+		t.Errorf("peer link %+v", p.Link)
 	}
 
-	// Without endpoint and link table.
-	text, err = renderConfig(configParams{Self: b, Peer: a, Port: 9, MTU: 1280, LogLevel: "info"})
+	// Without endpoint and link table; a raw line replaces the testbed's key.
+	c, err = write(sitePair{Self: b, Peer: a, Port: 9, Interface: "mtu = 1280"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bytes.Contains(text, []byte("endpoint =")) || bytes.Contains(text, []byte("[peer.link]")) {
-		t.Errorf("unexpected endpoint or link table:\n%s", text)
+	if c.Peers[0].Endpoint.IsValid() || c.Peers[0].Link.Up != 0 || c.MTU != 1280 {
+		t.Errorf("b: endpoint %v, link %+v, mtu %d", c.Peers[0].Endpoint, c.Peers[0].Link, c.MTU)
 	}
 
 	// Bad raw lines are caught with a clear error.
-	if _, err := renderConfig(configParams{Self: a, Peer: b, Port: 1, MTU: 1, LogLevel: "x", Interface: "mtu = 5"}); err == nil ||
-		!strings.Contains(err.Error(), "not valid TOML") {
-		t.Errorf("duplicate key accepted: %v", err)
+	if _, err := write(sitePair{Self: a, Peer: b, Port: 1, Interface: `max_outage = "60s"`}); err == nil ||
+		!strings.Contains(err.Error(), `site-a: the extra [interface] lines`) || !strings.Contains(err.Error(), `unknown key "max_outage"`) {
+		t.Errorf("a link key in [interface]: %v", err)
 	}
-	if _, err := renderConfig(configParams{Self: a, Peer: b, Port: 1, MTU: 1, LogLevel: "x", PeerLink: "up = "}); err == nil {
-		t.Error("broken link line accepted")
-	}
-}
-
-func TestQuote(t *testing.T) {
-	for _, s := range []string{`plain`, `with "quotes" and \ backslash`, "tab\tnew\nline\x7f", "ünï"} {
-		var v map[string]string
-		if err := toml.Unmarshal([]byte("k = "+quote(s)), &v); err != nil || v["k"] != s {
-			t.Errorf("quote(%q) = %s reads back as %q, %v", s, quote(s), v["k"], err)
-		}
+	if _, err := write(sitePair{Self: a, Peer: b, Port: 1, PeerLink: "up = "}); err == nil || !strings.Contains(err.Error(), "peer site-b") {
+		t.Errorf("broken link line: %v", err)
 	}
 }
 
@@ -281,7 +278,7 @@ func TestEmulatedUnderlay(t *testing.T) {
 
 func TestEndpointLifecycle(t *testing.T) {
 	testenv.RequireRoot(t, "network namespaces")
-	tb := ForTest(t, Config{Kind: Veth, Binary: selfBinary(t)})
+	tb := ForTest(t, Config{Kind: Veth, Endpoints: Endpoints{Binary: selfBinary(t)}})
 	for _, side := range []Side{A, B} {
 		if err := tb.StartEndpoint(side); err != nil {
 			t.Fatal(err)
@@ -344,7 +341,7 @@ func TestEndpointLifecycle(t *testing.T) {
 // of each other only; all four endpoints run at once.
 func TestSecondPair(t *testing.T) {
 	testenv.RequireRoot(t, "network namespaces")
-	tb := ForTest(t, Config{Kind: Veth, Binary: selfBinary(t), SecondPair: true})
+	tb := ForTest(t, Config{Kind: Veth, Endpoints: Endpoints{Binary: selfBinary(t)}, SecondPair: true})
 	if tb.A2.NS != tb.A.NS || tb.B2.NS != tb.B.NS || tb.A2.Underlay != tb.A.Underlay {
 		t.Fatalf("second pair in %s/%s on %s, want the first pair's namespaces and underlay", tb.A2.NS, tb.B2.NS, tb.A2.Underlay)
 	}
@@ -374,7 +371,7 @@ func TestSecondPair(t *testing.T) {
 			t.Errorf("%s TUN: %s, %v", side, out, err)
 		}
 	}
-	plain := ForTest(t, Config{Kind: Veth, Binary: selfBinary(t)})
+	plain := ForTest(t, Config{Kind: Veth, Endpoints: Endpoints{Binary: selfBinary(t)}})
 	if err := plain.StartEndpoint(A2); err == nil {
 		t.Error("A2 started without SecondPair")
 	}
@@ -382,11 +379,9 @@ func TestSecondPair(t *testing.T) {
 
 func TestEndpointFailures(t *testing.T) {
 	testenv.RequireRoot(t, "network namespaces")
-	tb := ForTest(t, Config{
-		Kind: Veth, Binary: selfBinary(t),
-		InterfaceA: "fake_exit = 3", InterfaceB: "fake_ignore_term = true",
-		StopTimeout: 300 * time.Millisecond,
-	})
+	tb := ForTest(t, Config{Kind: Veth, Endpoints: Endpoints{Binary: selfBinary(t), StopTimeout: 300 * time.Millisecond}})
+	writeFake(t, tb.A.ConfigFile, fakeOrders{FakeExit: 3})
+	writeFake(t, tb.B.ConfigFile, fakeOrders{FakeIgnoreTerm: true})
 	start := time.Now()
 	err := tb.StartEndpoint(A)
 	if err == nil || !strings.Contains(err.Error(), "failing on purpose with 3") {
@@ -423,7 +418,7 @@ func TestCloseAfterPanic(t *testing.T) {
 			}
 		}()
 		var err error
-		tb, err = New(Config{Kind: Emulated, Binary: selfBinary(t)})
+		tb, err = New(Config{Kind: Emulated, Endpoints: Endpoints{Binary: selfBinary(t)}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -471,7 +466,7 @@ func assertGone(t *testing.T, tb *Testbed) {
 
 func TestCloseOnSignal(t *testing.T) {
 	testenv.RequireRoot(t, "network namespaces")
-	tb, err := New(Config{Kind: Veth, Binary: selfBinary(t)})
+	tb, err := New(Config{Kind: Veth, Endpoints: Endpoints{Binary: selfBinary(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -503,7 +498,7 @@ func TestTwoTestbedsAtOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tbs[i], errs[i] = New(Config{Kind: kind, Binary: selfBinary(t)})
+			tbs[i], errs[i] = New(Config{Kind: kind, Endpoints: Endpoints{Binary: selfBinary(t)}})
 		}()
 	}
 	wg.Wait()
