@@ -321,6 +321,7 @@ func (e *Endpoint) Reload(cfg *configs.Config) error {
 	if cfg.Name != old.Name || cfg.Listen != old.Listen || cfg.MTU != old.MTU || cfg.PrivateKeyFile != old.PrivateKeyFile || cfg.Metrics != old.Metrics {
 		e.log.Warn("reload: [interface] changes need a restart; applying peer changes only")
 	}
+	e.checkKeyFile(cfg.PrivateKeyFile)
 	// Associations of removed or changed peers close while the peer's
 	// secure session still exists, so their close reaches the peer: it
 	// resets its side too, and a fresh association on both sides follows
@@ -343,6 +344,24 @@ func (e *Endpoint) Reload(cfg *configs.Config) error {
 	e.cfg = &newCfg
 	e.log.Info("reload done", "peers", len(cfg.Peers))
 	return nil
+}
+
+// checkKeyFile warns when the private key file no longer holds the key
+// the endpoint runs with. The key is an [interface] setting, read at start
+// only: the endpoint goes on with the old key, and its peers know it by
+// the old public key, until it restarts.
+func (e *Endpoint) checkKeyFile(path string) {
+	running := e.dev.PublicKey()
+	k, err := peers.LoadPrivateKeyFile(path)
+	switch {
+	case err != nil:
+		e.log.Warn("reload: cannot read the private key file; the endpoint keeps the key it started with",
+			"private_key_file", path, "err", err)
+	case k.PublicKey() != running:
+		e.log.Warn("reload: the private key file changed; the endpoint keeps the key it started with until restarted",
+			"private_key_file", path, "running_public_key", running.String(), "file_public_key", k.PublicKey().String(),
+			"hint", "restart the endpoint to use the new key, and give its peers the new public key")
+	}
 }
 
 // samePeer reports whether a peer's configuration is unchanged in every

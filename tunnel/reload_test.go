@@ -2,13 +2,17 @@ package tunnel
 
 import (
 	"fmt"
+	"log/slog"
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"scpsvpn/peers"
 )
 
 // threeSites starts a with peers b and c, each with a as its peer, and an
@@ -202,4 +206,49 @@ func TestReloadDuringHandshakes(t *testing.T) {
 	}
 	b.waitUp(a)
 	openEcho(t, a, "10.2.0.5:7")
+}
+
+// TestReloadKeyFileChanged: a reload that finds a new key in the private
+// key file says so, and the endpoint goes on with the key it started with
+// (its peers know that one); a reload with the same key says nothing.
+func TestReloadKeyFileChanged(t *testing.T) {
+	_, a, b, c := threeSites(t)
+	const changed = "reload: the private key file changed; the endpoint keeps the key it started with until restarted"
+	if err := a.ep.Reload(a.config(a.peer(b), a.peer(c))); err != nil {
+		t.Fatal(err)
+	}
+	a.waitLog("reload done", nil)
+	if n := len(a.h.logs.find(changed, map[string]string{"site": "a"})); n != 0 {
+		t.Errorf("a reload with the same key warned %d times", n)
+	}
+
+	priv, err := peers.GeneratePrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(a.keyFile, []byte(priv.String()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ep.Reload(a.config(a.peer(b), a.peer(c))); err != nil {
+		t.Fatal(err)
+	}
+	rec := a.waitLog(changed, map[string]string{
+		"running_public_key": a.priv.PublicKey().String(),
+		"file_public_key":    priv.PublicKey().String(),
+	})
+	if rec.level != slog.LevelWarn {
+		t.Errorf("logged at %v, want a warning", rec.level)
+	}
+	if got := a.ep.Status().PublicKey; got != a.priv.PublicKey().String() {
+		t.Errorf("status public key %s, want the one a started with", got)
+	}
+	openEcho(t, a, "10.2.0.5:7")
+
+	if err := os.Remove(a.keyFile); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ep.Reload(a.config(a.peer(b), a.peer(c))); err != nil {
+		t.Fatal(err)
+	}
+	a.waitLog("reload: cannot read the private key file; the endpoint keeps the key it started with", nil)
 }
