@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The packaging check CI runs (docs/testing.md), as root on a
-# Debian machine where systemd need not be PID 1:
+# The packaging check CI runs (docs/testing.md), as root on a Debian
+# machine where systemd need not be PID 1:
 #   build the packages; dpkg -i the amd64 .deb; check its files, user, key
-#   and unit (systemd-analyze verify); run the *installed* binary as user
-#   scpsvpn holding only CAP_NET_ADMIN at both ends of two network
-#   namespaces (both TUNs named scps0), carry a TCP download and a ping,
+#   and unit (systemd-analyze verify, and security: exposure at most 2.0);
+#   plant links in /etc/scpsvpn as an older package let its user do,
+#   upgrade, and check root followed none of them; run the *installed*
+#   binary as user scpsvpn holding only CAP_NET_ADMIN at both ends of two
+#   network namespaces (both TUNs named scps0), carry a TCP download and a ping,
 #   read status and scrape the metrics; then boot systemd as PID 1 in a
 #   container per site (systemd-nspawn, the host's /usr read-only, a copy
 #   of its /etc, the same two network namespaces) and bring both sites up
@@ -99,14 +101,51 @@ check "the arm64 .deb holds an arm64 binary" sh -c "dpkg-deb -f dist/scpsvpn_*_a
 dpkg -i "$deb" >/dev/null
 check "scpsvpn --version is the package's ($version)" sh -c "scpsvpn --version | grep -qF '$version'"
 check "user scpsvpn exists without a login shell" sh -c "getent passwd scpsvpn | grep -q nologin"
-check "/etc/scpsvpn is scpsvpn's, mode 0700" sh -c '[ "$(stat -c %U:%a /etc/scpsvpn)" = scpsvpn:700 ]'
-check "a private key was made, scpsvpn's, mode 0600" sh -c '[ "$(stat -c %U:%a /etc/scpsvpn/private.key)" = scpsvpn:600 ]'
+owned() { [ "$(stat -c %U:%G:%a "$2")" = "$1" ]; } # owned USER:GROUP:MODE PATH
+check "/etc/scpsvpn is root's, group scpsvpn, mode 0750" owned root:scpsvpn:750 /etc/scpsvpn
+check "a private key was made, scpsvpn's, mode 0600" owned scpsvpn:scpsvpn:600 /etc/scpsvpn/private.key
+check "example.toml is root's, group scpsvpn, mode 0640" owned root:scpsvpn:640 /etc/scpsvpn/example.toml
 check "the example config is a conffile" grep -qx /etc/scpsvpn/example.toml /var/lib/dpkg/info/scpsvpn.conffiles
 check "the man page is scpsvpn(8)" sh -c "zcat /usr/share/man/man8/scpsvpn.8.gz | grep -q '^.TH scpsvpn 8'"
 check "bash completion installed" test -s /usr/share/bash-completion/completions/scpsvpn
 check "systemd-analyze verify scpsvpn@scps0.service" systemd-analyze verify --man=no scpsvpn@scps0.service
-systemd-analyze security --offline=true scpsvpn@scps0.service 2>/dev/null | tail -1 || true
+exposure=$(systemd-analyze security --offline=true --no-pager scpsvpn@scps0.service 2>/dev/null |
+	sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p')
+check "systemd-analyze security: the unit's exposure ${exposure:-?} is at most 2.0" \
+	awk -v e="${exposure:-99}" 'BEGIN { exit !(e <= 2.0) }'
 check "systemctl enable scpsvpn@scps0 (offline)" sh -c "systemctl enable scpsvpn@scps0.service >/dev/null 2>&1 && test -L /etc/systemd/system/multi-user.target.wants/scpsvpn@scps0.service"
+
+# --- links planted in /etc/scpsvpn, then an upgrade ------------------------
+# Root works in /etc/scpsvpn on every install and upgrade. Its user cannot
+# create anything there; an older package gave it the directory, so plant
+# what its user could have then (example.toml a link to a root-owned file,
+# private.key gone and private.key.new a link), hand the directory back as
+# that package left it, and install the package over itself: the targets
+# stay as they were, and a new key is made.
+cannot_plant() { ! setpriv --reuid=scpsvpn --regid=scpsvpn --init-groups ln -s /etc/passwd /etc/scpsvpn/planted 2>/dev/null; }
+check "user scpsvpn cannot create a link in /etc/scpsvpn" cannot_plant
+for v in example key; do
+	echo "root's $v" >"$tmp/victim-$v"
+	chmod 600 "$tmp/victim-$v"
+done
+cp -p /etc/scpsvpn/example.toml "$tmp/example.toml"
+oldkey=$(cat /etc/scpsvpn/private.key)
+ln -sfn "$tmp/victim-example" /etc/scpsvpn/example.toml
+rm /etc/scpsvpn/private.key
+ln -s "$tmp/victim-key" /etc/scpsvpn/private.key.new
+chown scpsvpn:scpsvpn /etc/scpsvpn && chmod 700 /etc/scpsvpn
+dpkg --force-confold -i "$deb" >"$tmp/dpkg-upgrade.log" 2>&1 </dev/null || cat "$tmp/dpkg-upgrade.log"
+untouched() { owned root:root:600 "$tmp/victim-$1" && [ "$(cat "$tmp/victim-$1")" = "root's $1" ]; }
+check "upgrade: a link at example.toml was not followed" untouched example
+check "upgrade: a link at private.key.new was not followed" untouched key
+check "upgrade: /etc/scpsvpn is root's again, group scpsvpn, mode 0750" owned root:scpsvpn:750 /etc/scpsvpn
+new_key() { # (site A below runs on it, read as scpsvpn)
+	[ ! -L /etc/scpsvpn/private.key ] && owned scpsvpn:scpsvpn:600 /etc/scpsvpn/private.key &&
+		[ "$(cat /etc/scpsvpn/private.key)" != "$oldkey" ]
+}
+check "upgrade: a new private key, a plain file, scpsvpn's, mode 0600" new_key
+rm -f /etc/scpsvpn/example.toml /etc/scpsvpn/private.key.new /etc/scpsvpn/*.dpkg-*
+cp -p "$tmp/example.toml" /etc/scpsvpn/example.toml
 
 # --- two sites in network namespaces, as the unit runs them --------------
 for ns in "$nsA" "$nsB"; do ip netns add "$ns"; ip -n "$ns" link set lo up; done
@@ -119,7 +158,7 @@ scpsvpn genkey >/etc/scpsvpn/site-b.key
 pubA=$(scpsvpn pubkey </etc/scpsvpn/private.key)
 pubB=$(scpsvpn pubkey </etc/scpsvpn/site-b.key)
 site() { # site NAME KEY ADDR LISTEN PEER PEERKEY PEERENDPOINT PEERSUBNET EXTRA
-	install -o scpsvpn -g scpsvpn -m 600 /dev/null "/etc/scpsvpn/$1.toml"
+	install -o root -g scpsvpn -m 640 /dev/null "/etc/scpsvpn/$1.toml"
 	cat >"/etc/scpsvpn/$1.toml" <<-TOML
 		[interface]
 		name = "scps0"
