@@ -289,6 +289,11 @@ func (r flowResult) maxGap(from, to time.Time) (time.Duration, time.Time) {
 // within 5 s, and the hub answers the flood with cookie replies, not
 // Diffie-Hellman work. Once from routed sources, once from sources on the
 // hub's own link, whose replies wait for ARP in the hub's kernel.
+//
+// The two times are the machine's as much as the endpoint's: each bound
+// grows with the same figure measured before the flood in the same run
+// (the transfer's longest pause, a restart of spoke 2), so a loaded
+// machine moves both sides of the comparison.
 func TestHandshakeFlood(t *testing.T) {
 	for _, onLink := range []bool{false, true} {
 		name := map[bool]string{false: "routed", true: "on-link"}[onLink]
@@ -308,7 +313,12 @@ func handshakeFlood(t *testing.T, onLink bool) {
 	f := newHandshakeFlooder(t, st, 3, onLink)
 	before := status(t, st, 0)
 
-	flow := startPaced(t, st, "spoke 1 -> hub", 1, 0, *floodTime+4*time.Second)
+	// Before the flood, the same as during it: the transfer runs and
+	// spoke 2 is restarted once, the machine's own figures.
+	flow := startPaced(t, st, "spoke 1 -> hub", 1, 0, *floodTime+8*time.Second)
+	flowStart := time.Now()
+	time.Sleep(time.Second)
+	in0 := restartSpoke(t, st, 2, ln.Addr().String())
 	time.Sleep(2 * time.Second)
 	floodStart := time.Now()
 	flooded := make(chan error, 1)
@@ -316,17 +326,7 @@ func handshakeFlood(t *testing.T, onLink bool) {
 
 	// Spoke 2 dies and comes back in the middle of the flood.
 	time.Sleep(*floodTime / 2)
-	if _, err := st.StopEndpoint(2, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.StartEndpoint(2); err != nil {
-		t.Fatal(err)
-	}
-	restarted := time.Now()
-	if err := echoFlow(st, 2, ln.Addr().String(), 1000); err != nil {
-		t.Errorf("restarted spoke 2: %v", err)
-	}
-	in := time.Since(restarted)
+	in := restartSpoke(t, st, 2, ln.Addr().String())
 
 	if err := <-flooded; err != nil {
 		t.Fatalf("flooder: %v", err)
@@ -339,6 +339,7 @@ func handshakeFlood(t *testing.T, onLink bool) {
 		t.Errorf("transfer: client %v, server %v, %d of %d bytes", flow.werr, r.err, r.n, flow.written)
 	}
 	gap, at := r.maxGap(floodStart, floodEnd)
+	gap0, _ := r.maxGap(flowStart.Add(time.Second), floodStart) // past the transfer's start
 	sent := float64(f.sent) / floodEnd.Sub(floodStart).Seconds()
 	cookies := after.Security.CookieRepliesSent - before.Security.CookieRepliesSent
 	dh := after.Security.Drops["handshake_auth"] - before.Security.Drops["handshake_auth"]
@@ -347,9 +348,12 @@ func handshakeFlood(t *testing.T, onLink bool) {
 	t.Logf("flood: %d initiations in %v (%.0f/s); the hub made %d cookie replies (dropped unsent: %d), suppressed %d over the replies' share of the uplink, spent %d Diffie-Hellman on them, %d bad mac1",
 		f.sent, floodEnd.Sub(floodStart).Round(time.Millisecond), sent, cookies,
 		after.Counters.RepliesDropped-before.Counters.RepliesDropped, limited, dh, badMAC)
-	t.Logf("transfer: %d MiB, longest pause during the flood %v (at +%v); restarted spoke 2 carried again after %v",
-		r.n>>20, gap.Round(time.Millisecond), at.Sub(floodStart).Round(time.Millisecond), in.Round(time.Millisecond))
-	if sent < rate*0.9 {
+	t.Logf("transfer: %d MiB, longest pause during the flood %v (at +%v), before it %v; restarted spoke 2 carried again after %v (%v without the flood)",
+		r.n>>20, gap.Round(time.Millisecond), at.Sub(floodStart).Round(time.Millisecond), gap0.Round(time.Millisecond),
+		in.Round(time.Millisecond), in0.Round(time.Millisecond))
+	// The flooder shares the machine too: half the rate is still 25 times
+	// the hub's Diffie-Hellman budget (400/s), an overload all the same.
+	if sent < rate/2 {
 		t.Errorf("the flooder managed %.0f initiations a second, want %d", sent, rate)
 	}
 	// Each flood initiation costs a cookie reply or, past the replies'
@@ -363,10 +367,37 @@ func handshakeFlood(t *testing.T, onLink bool) {
 	if dh > 1000 {
 		t.Errorf("the hub spent %d Diffie-Hellman operations on the flood", dh)
 	}
-	if gap > time.Second {
-		t.Errorf("the transfer paused for %v during the flood", gap)
+	if bound := max(time.Second, 2*gap0); gap > bound {
+		t.Errorf("the transfer paused for %v during the flood (%v before it), want within %v", gap, gap0, bound)
 	}
-	if in > 5*time.Second {
-		t.Errorf("restarted spoke 2 took %v to be carried again, want within 5 s", in)
+	if bound := max(5*time.Second, 2*in0+time.Second); in > bound {
+		t.Errorf("restarted spoke 2 took %v to be carried again (%v without the flood), want within %v", in, in0, bound)
+	}
+}
+
+// restartSpoke kills spoke i's endpoint (SIGKILL), starts it again and
+// returns how long after the start a 1000-byte echo through it to addr
+// came back. Until then it tries again every 50 ms: the new endpoint's
+// routes may not be in place yet, or its flows may be refused until its
+// association is up.
+func restartSpoke(t *testing.T, st *testbed.Star, i int, addr string) time.Duration {
+	t.Helper()
+	if _, err := st.StopEndpoint(i, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.StartEndpoint(i); err != nil {
+		t.Fatal(err)
+	}
+	restarted := time.Now()
+	for {
+		err := echoFlow(st, i, addr, 1000)
+		if err == nil {
+			return time.Since(restarted)
+		}
+		if time.Since(restarted) > 30*time.Second {
+			t.Errorf("restarted %s: not carried within 30 s: %v", st.Nodes[i].Name, err)
+			return time.Since(restarted)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

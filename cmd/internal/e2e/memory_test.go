@@ -6,6 +6,7 @@ package e2e
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -25,8 +26,10 @@ var (
 // server that never reads; the clients write as fast as they are let.
 // Each site's RSS must stay within its [interface] memory plus 64 MiB for
 // the program itself, and a new download must still start (first byte)
-// within 2 RTTs. Before the budget, 2,000 such uploads drove site A to
-// 1.4 GiB.
+// within 2 RTTs: twice the link's RTT, or twice a download's first byte
+// before the uploads if that is longer (a loaded machine's own delay,
+// measured in the same run). Before the budget, 2,000 such uploads drove
+// site A to 1.4 GiB.
 func TestMemoryBudget(t *testing.T) {
 	if testing.Short() {
 		t.Skip("about 40 s over an emulated GEO link")
@@ -51,6 +54,23 @@ func TestMemoryBudget(t *testing.T) {
 			LogLevel: "info",
 		},
 	})
+	// A new download's first byte, first on the idle link.
+	ln := listenZeros(t, tb)
+	firstByte := func(what string) time.Duration {
+		t0 := time.Now()
+		c, err := tb.Dial(testbed.A, "tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err != nil {
+			t.Fatalf("new download %s: %v", what, err)
+		}
+		return time.Since(t0)
+	}
+	idle := firstByte("on the idle link")
+
 	// The server accepts and never reads.
 	sink, err := tb.Listen(testbed.B, "tcp", hostPort(tb.B.TUN4, 0))
 	if err != nil {
@@ -114,22 +134,12 @@ func TestMemoryBudget(t *testing.T) {
 	t.Logf("%d stalled uploads: streams open %d, buffered at A %d MiB; peak RSS A %d MiB, B %d MiB (budget %d MiB)",
 		n, st.StreamsOpen, st.BufferedBytes>>20, peakA>>20, peakB>>20, budget>>20)
 
-	ln := listenZeros(t, tb)
-	t0 := time.Now()
-	c, err := tb.Dial(testbed.A, "tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetReadDeadline(time.Now().Add(30 * time.Second))
-	if _, err := c.Read(make([]byte, 1)); err != nil {
-		t.Fatalf("new download beside %d stalled uploads: %v", n, err)
-	}
-	first := time.Since(t0)
+	first := firstByte(fmt.Sprintf("beside %d stalled uploads", n))
 	sample()
-	t.Logf("new download's first byte after %v (%.1f RTT); peak RSS A %d MiB, B %d MiB", first.Round(time.Millisecond), first.Seconds()/rtt.Seconds(), peakA>>20, peakB>>20)
-	if first > 2*rtt {
-		t.Errorf("new download's first byte after %v, want within 2 RTTs (%v)", first, 2*rtt)
+	t.Logf("new download's first byte after %v (%.1f RTT; %v on the idle link); peak RSS A %d MiB, B %d MiB",
+		first.Round(time.Millisecond), first.Seconds()/rtt.Seconds(), idle.Round(time.Millisecond), peakA>>20, peakB>>20)
+	if bound := 2 * max(rtt, idle); first > bound {
+		t.Errorf("new download's first byte after %v, want within 2 RTTs (%v)", first, bound)
 	}
 	if limit := budget + 64<<20; peakA > limit || peakB > limit {
 		t.Errorf("peak RSS A %d MiB, B %d MiB: over the budget plus 64 MiB (%d MiB)", peakA>>20, peakB>>20, limit>>20)

@@ -78,6 +78,23 @@ func logLines(tb *testbed.Testbed, side testbed.Side, msg string) []logLine {
 	return out
 }
 
+// echoRTT times one round trip of a byte through c, an echo connection:
+// the link's round trip as this run sees it, with whatever delay a busy
+// machine adds to each trip.
+func echoRTT(t *testing.T, c net.Conn) time.Duration {
+	t.Helper()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	defer c.SetDeadline(time.Time{})
+	start := time.Now()
+	if _, err := c.Write([]byte{1}); err != nil {
+		t.Fatalf("echo: %v", err)
+	}
+	if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+		t.Fatalf("echo: %v", err)
+	}
+	return time.Since(start)
+}
+
 // echoConn opens a connection from client to an echo server at addr and
 // checks that a message comes back.
 func echoConn(t *testing.T, tb *testbed.Testbed, client testbed.Side, addr string) net.Conn {
@@ -156,7 +173,9 @@ func resetAt(c net.Conn, d time.Duration) (time.Time, error) {
 // handshakes; then, within two round trips of the start of that
 // handshake, A resets the connections of the association that died: its
 // clients' (flows to B) and its servers' (flows from B's clients). A new
-// connection works at once.
+// connection works at once. The round trip is the link's or, if longer,
+// the one the handshake itself measured: a loaded machine adds its own
+// delay to every trip, and the bound is in trips, not in seconds.
 func TestKillRestartResets(t *testing.T) {
 	tb := geoSites(t)
 	toB, _ := echoListen(t, tb, testbed.B)
@@ -214,14 +233,15 @@ func TestKillRestartResets(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	start := handshakeStart(tb, restarted)
+	start, hsRTT := handshakeStart(tb, restarted)
 	if start.IsZero() {
 		t.Fatalf("no handshake found in the logs:\n%s\n%s", tb.LogTail(testbed.A, 30), tb.LogTail(testbed.B, 30))
 	}
-	took := last.Sub(start)
-	t.Logf("all %d connections of the dead association reset %v (%.2f RTT) after the new handshake began", len(ends), took.Round(time.Millisecond), float64(took)/float64(geoRTT))
-	if took > 2*geoRTT {
-		t.Errorf("the last reset came %v after the handshake began, want within 2 RTT (%v)", took, 2*geoRTT)
+	took, rtt := last.Sub(start), max(geoRTT, hsRTT)
+	t.Logf("all %d connections of the dead association reset %v (%.2f RTT) after the new handshake began (the handshake's RTT %v)",
+		len(ends), took.Round(time.Millisecond), float64(took)/float64(geoRTT), hsRTT.Round(time.Millisecond))
+	if took > 2*rtt {
+		t.Errorf("the last reset came %v after the handshake began, want within 2 RTT (%v)", took, 2*rtt)
 	}
 	begin := time.Now()
 	echoConn(t, tb, testbed.A, toB)
@@ -235,9 +255,9 @@ var rttAttr = regexp.MustCompile(`rtt=(\S+)`)
 
 // handshakeStart returns when the first handshake completed after t
 // began: the initiator's "session established" (either side may have
-// initiated) less the round trip it measured. Zero if there is none.
-func handshakeStart(tb *testbed.Testbed, after time.Time) time.Time {
-	var start time.Time
+// initiated) less the round trip it measured, and that round trip. Zero
+// if there is none.
+func handshakeStart(tb *testbed.Testbed, after time.Time) (start time.Time, rtt time.Duration) {
 	for _, side := range []testbed.Side{testbed.A, testbed.B} {
 		for _, l := range logLines(tb, side, "session established") {
 			m := rttAttr.FindStringSubmatch(l.attrs)
@@ -245,12 +265,12 @@ func handshakeStart(tb *testbed.Testbed, after time.Time) time.Time {
 				continue
 			}
 			if d, err := time.ParseDuration(m[1]); err == nil && (start.IsZero() || l.time.Add(-d).Before(start)) {
-				start = l.time.Add(-d)
+				start, rtt = l.time.Add(-d), d
 			}
 			break
 		}
 	}
-	return start
+	return start, rtt
 }
 
 // writeConfigReplacingPeer rewrites side's configuration with its one
@@ -284,13 +304,15 @@ func writeConfigReplacingPeer(t *testing.T, tb *testbed.Testbed, side testbed.Si
 }
 
 // TestReloadRemovalClosesPeer: removing a peer by SIGHUP sends it a CLOSE:
-// the removed peer's client is reset within a round trip of the reload
-// (not after max_outage), its endpoint logs why, and adding the peer back
-// carries new connections again.
+// the removed peer's client is reset within two round trips of the reload
+// (the link's, or the one measured through the tunnel just before if
+// longer: not after max_outage), its endpoint logs why, and adding the
+// peer back carries new connections again.
 func TestReloadRemovalClosesPeer(t *testing.T) {
 	tb := geoSites(t)
 	toA, _ := echoListen(t, tb, testbed.A)
 	c := echoConn(t, tb, testbed.B, toA)
+	rtt := max(geoRTT, echoRTT(t, c))
 	restore := writeConfigReplacingPeer(t, tb, testbed.A)
 	ended := make(chan error, 1)
 	var at time.Time
@@ -307,9 +329,9 @@ func TestReloadRemovalClosesPeer(t *testing.T) {
 		t.Fatalf("B's client after A removed B: %v, want a reset", err)
 	}
 	took := at.Sub(reload)
-	t.Logf("B's client reset %v (%.2f RTT) after A's SIGHUP", took.Round(time.Millisecond), float64(took)/float64(geoRTT))
-	if took > 2*geoRTT {
-		t.Errorf("B's client reset %v after the reload, want within 2 RTT", took)
+	t.Logf("B's client reset %v (%.2f RTT) after A's SIGHUP (RTT measured before it %v)", took.Round(time.Millisecond), float64(took)/float64(geoRTT), rtt.Round(time.Millisecond))
+	if took > 2*rtt {
+		t.Errorf("B's client reset %v after the reload, want within 2 RTT (%v)", took, 2*rtt)
 	}
 	waitLog(t, tb, testbed.B, "association closed by peer", 5*time.Second)
 	restore()
@@ -493,11 +515,13 @@ func TestUnreachablePeerRefused(t *testing.T) {
 	}
 	first, second := refused(), refused()
 	t.Logf("refused after %v, then after %v", first.Round(time.Millisecond), second.Round(time.Millisecond))
-	if first > 10*time.Second {
+	if first > 30*time.Second { // a hang guard: the wait is 5 s plus 2 RTT
 		t.Errorf("the first connection was held %v", first)
 	}
-	if second > time.Second {
-		t.Errorf("the second connection was held %v, want refused at once", second)
+	// At once: not held for the handshake wait as the first was (a
+	// ratio in the same run, not a speed).
+	if second > first/2 {
+		t.Errorf("the second connection was held %v (the first %v), want refused at once", second, first)
 	}
 	if err := tb.StartEndpoint(testbed.B); err != nil {
 		t.Fatal(err)
