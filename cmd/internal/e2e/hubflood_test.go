@@ -5,13 +5,13 @@ package e2e
 // spoke send TCP to that spoke through the same hub-to-spoke association;
 // then the flooding spoke opens more flows than its share. The others keep
 // their share of the link and their request latency, and the hub's per-peer
-// quotas count what they refuse.
+// quotas count what they refuse. The link's share is of what TCP got
+// without the flood in the same run if that is below the told rate.
 
 import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -61,20 +61,22 @@ func echoOnce(dial dialer, addr string) (net.Conn, error) {
 // hub's flows are in use, its new flows are refused and counted
 // (flows_over_quota), while spoke 2 still opens new ones.
 //
-// Opt-in with TestUDPFloodBesideTCP (SCPSVPN_UDPFLOOD=1): a 20 Mbit/s
-// flood through four endpoints takes most of this 2-core machine.
+// The links are veths: a request's round trip is a fraction of a
+// millisecond, and its p95 is the machine's scheduling, which a flood
+// through four endpoints on two cores moves by milliseconds. The latency
+// bound allows the told RTT (20 ms) beside twice the figure without the
+// flood: a request queued behind the flood's datagrams (up to 100 ms of
+// them) still fails it.
 func TestHubFloodFairShare(t *testing.T) {
-	if os.Getenv("SCPSVPN_UDPFLOOD") == "" {
-		t.Skip("a 20 Mbit/s UDP flood through a hub: set SCPSVPN_UDPFLOOD=1 to run it")
-	}
 	const (
 		rate     = 10_000_000
 		flooder  = 1
 		other    = 2
 		target   = 3
 		maxFlows = 60 // the hub's; a share is 20 of them
+		toldRTT  = 20 * time.Millisecond
 	)
-	link := "rtt = \"20ms\"\nup = \"10Mbit\"\ndown = \"10Mbit\"\n"
+	link := fmt.Sprintf("rtt = %q\nup = \"10Mbit\"\ndown = \"10Mbit\"\n", toldRTT)
 	st := starSites(t, testbed.StarConfig{Spokes: 3, PeerLink: link, Endpoints: testbed.Endpoints{LogLevel: "info"},
 		HubInterface: fmt.Sprintf("max_flows = %d\n", maxFlows)}, nil)
 	dst := st.Spoke(target)
@@ -113,12 +115,12 @@ func TestHubFloodFairShare(t *testing.T) {
 	for i, name := range names {
 		t.Logf("%s's requests: p95 %v without the flood (%d), %v with it (%d)", name,
 			p95(lat0[i]).Round(time.Millisecond), len(lat0[i]), p95(lat1[i]).Round(time.Millisecond), len(lat1[i]))
-		if p95(lat1[i]) > 2*p95(lat0[i]) {
+		if p95(lat1[i]) > 2*p95(lat0[i])+toldRTT {
 			t.Errorf("%s's request p95 %v under the flood, %v without", name, p95(lat1[i]), p95(lat0[i]))
 		}
 	}
-	if tcp1 < rate/2 {
-		t.Errorf("TCP got %.2f Mbit/s under the flood, want at least half the %d Mbit/s link", tcp1/1e6, rate/1_000_000)
+	if link := min(rate, tcp0); tcp1 < link/2 {
+		t.Errorf("TCP got %.2f Mbit/s under the flood, want at least half the link's %.2f Mbit/s", tcp1/1e6, link/1e6)
 	}
 	if after.DatagramsOverQuota == before.DatagramsOverQuota {
 		t.Error("the hub relayed the whole flood: datagrams_over_quota did not move")

@@ -215,15 +215,11 @@ func countersOf(t *testing.T, tb *testbed.Testbed, side testbed.Side) tunnel.Cou
 // at site B. Another client at A still connects with a p95 connect time
 // within twice (plus 2 ms for a loaded machine's scheduling) the figure
 // without the flood, and its first echo (a round trip to the far server)
-// within twice too; site B dials the server for none of the flood's SYNs.
-//
-// Opt-in (SCPSVPN_SYNFLOOD=1): a millisecond-scale latency bound beside a
-// flood is too thin a margin for a loaded CI machine; the figures are in
-// docs/reliability.md ("SYN floods").
+// within twice too; every one of its connections opens, the flood having
+// turned SYN cookies on; site B dials the server for none of the flood's
+// SYNs. About half a minute; the figures are in docs/reliability.md
+// ("SYN floods").
 func TestSYNFlood(t *testing.T) {
-	if os.Getenv("SCPSVPN_SYNFLOOD") == "" {
-		t.Skip("a 10,000 SYN/s flood for half a minute: set SCPSVPN_SYNFLOOD=1 to run it")
-	}
 	const rate, n = 10000, 60
 	dir := linkemu.Dir{Rate: 20_000_000, Delay: 50 * time.Millisecond}
 	link := "rtt = \"100ms\"\nup = \"20Mbit\"\ndown = \"20Mbit\"\n"
@@ -233,7 +229,9 @@ func TestSYNFlood(t *testing.T) {
 		t.Fatalf("blackhole route: %v: %s", err, out)
 	}
 
-	connect0, echo0 := connectTimes(t, tb, testbed.A, addr, n)
+	// The figures without the flood are taken half before it and half
+	// after, so that a machine whose load changes meanwhile moves both.
+	connect0, echo0 := connectTimes(t, tb, testbed.A, addr, n/2)
 	beforeA, beforeB := countersOf(t, tb, testbed.A), countersOf(t, tb, testbed.B)
 	stop := make(chan struct{})
 	start := time.Now()
@@ -251,6 +249,11 @@ func TestSYNFlood(t *testing.T) {
 	sent := <-flooded
 	elapsed := time.Since(start)
 	afterA, afterB := countersOf(t, tb, testbed.A), countersOf(t, tb, testbed.B)
+	// Past the cookies' 10 s after the guard was last full: every new
+	// SYN is gVisor's again.
+	time.Sleep(11 * time.Second)
+	connect2, echo2 := connectTimes(t, tb, testbed.A, addr, n-n/2)
+	connect0, echo0 = append(connect0, connect2...), append(echo0, echo2...)
 
 	t.Logf("flood: %d spoofed SYNs in %v (%.0f/s)", sent, elapsed.Round(time.Millisecond), float64(sent)/elapsed.Seconds())
 	t.Logf("connect p95: %v without the flood, %v with it; first echo p95: %v, %v",
@@ -262,8 +265,13 @@ func TestSYNFlood(t *testing.T) {
 		afterA.SYNCookiesRejected-beforeA.SYNCookiesRejected, afterA.SYNCookieDrops-beforeA.SYNCookieDrops)
 	t.Logf("A: SYNs dropped %d, evicted %d; A: flows opened %d (the clients': %d); B: flows accepted %d", afterA.SYNDropped-beforeA.SYNDropped, afterA.SYNEvicted-beforeA.SYNEvicted,
 		afterA.FlowsOpened-beforeA.FlowsOpened, n, afterB.FlowsAccepted-beforeB.FlowsAccepted)
-	if float64(sent) < 0.9*rate*elapsed.Seconds() {
+	// The flooder shares the machine: half the rate still fills the SYN
+	// guard within a second (cookies on is checked below).
+	if float64(sent) < 0.5*rate*elapsed.Seconds() {
 		t.Errorf("the flooder sent %.0f SYNs a second, want %d", float64(sent)/elapsed.Seconds(), rate)
+	}
+	if afterA.SYNCookiesSent == beforeA.SYNCookiesSent {
+		t.Error("A sent no SYN cookie: the flood never filled its SYN guard")
 	}
 	if p95(connect1) > 2*p95(connect0)+2*time.Millisecond {
 		t.Errorf("connect p95 %v under the flood, %v without", p95(connect1), p95(connect0))

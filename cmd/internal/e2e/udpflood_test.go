@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -172,15 +171,12 @@ func isTimeout(err error) bool {
 // configured), a LAN host at A floods UDP toward B at 20 Mbit/s while a
 // bulk upload and requests run from A to B. TCP keeps at least half the
 // link, and the requests' p95 latency stays within twice the figure
-// without the flood.
-//
-// Opt-in (SCPSVPN_UDPFLOOD=1): measured at 54% of the link here, too near
-// the bound for a loaded CI machine (docs/reliability.md, "Fair shares
-// at a hub").
+// without the flood (docs/reliability.md, "Fair shares at a hub"). The
+// link is emulated in this process: what "the link" carries is what TCP
+// got without the flood in the same run, if that is below the configured
+// rate (the machine's limit, under the race detector or beside other
+// work, not the endpoint's).
 func TestUDPFloodBesideTCP(t *testing.T) {
-	if os.Getenv("SCPSVPN_UDPFLOOD") == "" {
-		t.Skip("a 20 Mbit/s UDP flood beside TCP: set SCPSVPN_UDPFLOOD=1 to run it")
-	}
 	const rate = 10_000_000
 	dir := linkemu.Dir{Rate: rate, Delay: 50 * time.Millisecond}
 	link := "rtt = \"100ms\"\nup = \"10Mbit\"\ndown = \"10Mbit\"\n"
@@ -210,8 +206,8 @@ func TestUDPFloodBesideTCP(t *testing.T) {
 	t.Logf("without the flood: TCP %.2f Mbit/s, request p95 %v (%d requests)", tcp0/1e6, p95(lat0).Round(time.Millisecond), len(lat0))
 	t.Logf("with a 20 Mbit/s UDP flood: TCP %.2f Mbit/s (%.0f%% of the link), UDP delivered %.2f Mbit/s, request p95 %v (%d requests)",
 		tcp1/1e6, 100*tcp1/rate, udpRate/1e6, p95(lat1).Round(time.Millisecond), len(lat1))
-	if tcp1 < rate/2 {
-		t.Errorf("TCP got %.2f Mbit/s under the flood, want at least half the %d Mbit/s link", tcp1/1e6, rate/1_000_000)
+	if link := min(rate, tcp0); tcp1 < link/2 {
+		t.Errorf("TCP got %.2f Mbit/s under the flood, want at least half the link's %.2f Mbit/s", tcp1/1e6, link/1e6)
 	}
 	if p95(lat1) > 2*p95(lat0) {
 		t.Errorf("request p95 %v under the flood, %v without", p95(lat1), p95(lat0))
