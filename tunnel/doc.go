@@ -48,6 +48,8 @@ package tunnel
 //	meta.go               flowMeta: stream metadata (the flow's addresses)
 //	quota.go              per-peer quotas at a hub: flows and relayed
 //	                      datagrams
+//	uplink.go             the uplink rate measured toward each peer, for
+//	                      peers' bound on cookie replies
 //
 // The operating system:
 //
