@@ -233,7 +233,7 @@ func (f *File) Validate() (*Config, error) {
 	if c.MaxFlows < 1 || c.MaxFlows > settings.MaxStreams {
 		return nil, fmt.Errorf("interface.max_flows: %d is out of range: use 1..%d", c.MaxFlows, settings.MaxStreams)
 	}
-	if c.Memory, err = memoryKey(in.Memory); err != nil {
+	if c.Memory, err = memoryKey(in.Memory, len(f.Peers)); err != nil {
 		return nil, err
 	}
 	if in.Metrics != "" {

@@ -1,6 +1,8 @@
 package configs
 
 import (
+	"encoding/base64"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -184,5 +186,44 @@ memory = "256MiB"`, 1)))
 	}
 	if m := machineMemory(); m != fallbackMachineMemory && m >= 4*MinDefaultMemory && m <= 4*MaxDefaultMemory && d != m/4 {
 		t.Errorf("default memory %d is not a quarter of the machine's %d", d, m)
+	}
+}
+
+// TestMemoryHoldsPeers: the budget must give every peer what it needs
+// (PeerMemoryMin beside the netstack's quarter): a memory key too small
+// for the peers is refused, naming the key and the least that holds them;
+// without the key the default grows to fit them.
+func TestMemoryHoldsPeers(t *testing.T) {
+	withPeers := func(n int, memory string) *File {
+		f := &File{Interface: Interface{Name: "scps0", PrivateKeyFile: "/k", Memory: memory}}
+		for i := range n {
+			var k [32]byte
+			k[0], k[1] = byte(i), byte(i>>8)
+			k[31] = 1
+			f.Peers = append(f.Peers, Peer{Name: fmt.Sprintf("p%d", i), PublicKey: base64.StdEncoding.EncodeToString(k[:]),
+				Subnets: []string{fmt.Sprintf("10.%d.%d.0/24", 100+i/256, i%256)}})
+		}
+		return f
+	}
+	for _, n := range []int{1, 2, 10, 100} {
+		least := MemoryFor(n)
+		if PeerMemory(least, n) < PeerMemoryMin || PeerMemory(least-1<<20, n) >= PeerMemoryMin && least > MinMemory {
+			t.Errorf("MemoryFor(%d) = %s is not the least budget in MiB that holds them", n, FormatSize(least))
+		}
+		c, err := withPeers(n, "").Validate()
+		if err != nil {
+			t.Fatalf("%d peers, no memory key: %v", n, err)
+		}
+		if c.Memory != max(DefaultMemory(), least) {
+			t.Errorf("%d peers, no memory key: budget %d, want %d", n, c.Memory, max(DefaultMemory(), least))
+		}
+		if _, err := withPeers(n, FormatSize(max(least, MinMemory))).Validate(); err != nil {
+			t.Errorf("%d peers, memory %s: %v", n, FormatSize(least), err)
+		}
+	}
+	_, err := withPeers(3, "32MiB").Validate()
+	want := `interface.memory: "32MiB" cannot hold 3 peers: each needs 10.25 MiB beside the netstack's quarter; use at least "41MiB", or leave it out`
+	if err == nil || err.Error() != want {
+		t.Errorf("3 peers in 32 MiB: %v\nwant %s", err, want)
 	}
 }

@@ -21,10 +21,10 @@ const (
 	InitialStreamCredit = settings.InitialStreamCredit
 	// InitialConnCredit is the association-wide send credit before any
 	// MAX_DATA.
-	InitialConnCredit = 1 << 20
+	InitialConnCredit = settings.InitialConnCredit
 	// InitialMaxStreams is how many streams each side may open before the
 	// peer's first MAX_STREAMS.
-	InitialMaxStreams = 128
+	InitialMaxStreams = settings.InitialMaxStreams
 	// MaxAckDelay is the longest a receiver holds back an ACK for an
 	// ack-eliciting packet (and what a sender adds to its probe timeout).
 	MaxAckDelay = 25 * time.Millisecond
@@ -33,7 +33,7 @@ const (
 	// MinMemory is the least memory budget (Config.Memory): the initial
 	// connection credit both ways, and the initial stream credit of the
 	// fewest streams a peer may always open.
-	MinMemory = 2*InitialConnCredit + InitialMaxStreams*InitialStreamCredit
+	MinMemory = settings.MinMemory
 )
 
 // Config holds the parameters of one association.

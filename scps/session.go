@@ -353,6 +353,14 @@ func (s *Session) SendDatagram(p []byte) error {
 	return err
 }
 
+// Config is the association's configuration, with its memory budget as
+// SetMemory last set it.
+func (s *Session) Config() Config {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.a.Config()
+}
+
 // SetMemory changes the association's memory budget (Association.SetMemory).
 func (s *Session) SetMemory(limit uint64) error {
 	s.mu.Lock()

@@ -56,7 +56,9 @@ type assoc struct {
 	// non-TCP packet the LAN may hand us for the peer.
 	guess  netip.Addr
 	tunMTU int
-	memory uint64 // the association's part of [interface] memory (memory.go)
+	// memory is the association's part of [interface] memory
+	// (memory.go); a reload may change it.
+	memory atomic.Uint64
 	// maxStreams bounds the streams the peer may open (from [interface]
 	// max_flows). Everything the association needs of the endpoint's
 	// settings is copied here when it is made, under e.mu: begin runs on
@@ -117,9 +119,10 @@ func (as *association) addSession(id uint64) {
 // configuration is checked here, so a peer that cannot run is refused
 // before anything changes.
 func (e *Endpoint) newAssoc(pc configs.PeerConfig, peers int) (*assoc, error) {
-	a := &assoc{e: e, cfg: pc, log: e.log.With("peer", pc.Name), ready: make(chan struct{}), rx: newPeerRx(&e.stats.RxQueueDrops),
-		guess: underlayGuess(pc, e.cfg.Listen), tunMTU: e.cfg.MTU, memory: assocMemory(e.cfg.Memory, peers),
-		maxStreams: peerStreams(e.cfg.MaxFlows)}
+	m := splitPeerMemory(e.cfg.Memory, peers)
+	a := &assoc{e: e, cfg: pc, log: e.log.With("peer", pc.Name), ready: make(chan struct{}), rx: newPeerRx(&e.stats.RxQueueDrops, m.rxQueue),
+		guess: underlayGuess(pc, e.cfg.Listen), tunMTU: e.cfg.MTU, maxStreams: peerStreams(e.cfg.MaxFlows)}
+	a.memory.Store(m.assoc)
 	a.scfg = a.sessionConfig(a.guess)
 	if err := a.scfg.Validate(); err != nil {
 		return nil, fmt.Errorf("peer %s: association: %w", pc.Name, err)
@@ -161,7 +164,7 @@ func (a *assoc) sessionConfig(addr netip.Addr) scps.Config {
 	cfg.WireOverhead = peers.OverheadFor(0) + underlayHeaders(addr)
 	cfg.HeaderGrowth = sealGrowth
 	applyLink(&cfg, link)
-	cfg.Memory = a.memory
+	cfg.Memory = a.memory.Load()
 	cfg.MaxStreams = a.maxStreams
 	return cfg
 }
@@ -284,6 +287,12 @@ func (a *assoc) begin(id uint64, theirs assocParams) {
 		close(a.ready) // open since the last association ended
 	}
 	a.mu.Unlock()
+	// A reload that re-split the budget while the session was made.
+	if m := a.memory.Load(); m != scfg.Memory {
+		if err := sess.SetMemory(m); err != nil {
+			a.log.Error("association memory", "err", err)
+		}
+	}
 	if old != nil {
 		if restarted {
 			a.log.Info("peer restarted: resetting its streams", "instance", fmt.Sprintf("%016x", theirs.instance))
@@ -307,6 +316,23 @@ func (a *assoc) begin(id uint64, theirs assocParams) {
 	if m := sess.MaxDatagramSize(); m < a.tunMTU {
 		a.log.Warn("non-TCP packets larger than the path to the peer carries are dropped: lower interface.mtu or raise this peer's link.mtu",
 			"largest", m, "interface.mtu", a.tunMTU, "link.mtu", a.cfg.Link.MTU)
+	}
+}
+
+// setMemory gives the peer its new part of the budget after a reload,
+// its running association included: one with a smaller part takes only
+// what that allows from now on, and is within it once the data it holds
+// is read or acknowledged (scps.Association.SetMemory). An association
+// that begins meanwhile takes it up itself (begin).
+func (a *assoc) setMemory(m peerMemory) {
+	a.rx.limit.Store(m.rxQueue)
+	if a.memory.Swap(m.assoc) == m.assoc {
+		return
+	}
+	if as := a.cur.Load(); as != nil {
+		if err := as.sess.SetMemory(m.assoc); err != nil {
+			a.log.Error("association memory", "err", err)
+		}
 	}
 }
 

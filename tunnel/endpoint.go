@@ -295,6 +295,11 @@ func (e *Endpoint) Reload(cfg *configs.Config) error {
 	if err := e.dev.CheckPeers(pcs); err != nil {
 		return fmt.Errorf("reload peers: %w", err)
 	}
+	// The budget is the running one ([interface] changes need a restart):
+	// it must hold the new peers too.
+	if err := configs.MemoryHolds(old.Memory, len(cfg.Peers)); err != nil && old.Memory > 0 {
+		return fmt.Errorf("reload: interface.memory of the running endpoint (%s) %w, and restart", configs.FormatSize(old.Memory), err)
+	}
 	// Peers that are new or changed get a new association; build them all
 	// first, so a peer the transport refuses stops the reload here.
 	var added []*assoc
@@ -337,6 +342,13 @@ func (e *Endpoint) Reload(cfg *configs.Config) error {
 	if err := e.dev.SetPeers(pcs); err != nil {
 		// CheckPeers accepted the same set a moment ago.
 		return fmt.Errorf("reload peers: %w", err)
+	}
+	// Every peer kept gets its part of the budget split anew.
+	m := splitPeerMemory(old.Memory, len(cfg.Peers))
+	for name, a := range e.assocs {
+		if keep[name] {
+			a.setMemory(m)
+		}
 	}
 	for _, a := range added {
 		e.startLocked(a)

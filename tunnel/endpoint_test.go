@@ -12,9 +12,13 @@ import (
 
 // twoSites starts sites a (10.1.0.0/24, fd00:1::/64) and b (10.2.0.0/24,
 // fd00:2::/64), each the other's peer.
-func twoSites(t *testing.T) (h *harness, a, b *site) {
+func twoSites(t *testing.T) (h *harness, a, b *site) { return twoSitesWith(t, "") }
+
+// twoSitesWith is twoSites with more [interface] lines at a.
+func twoSitesWith(t *testing.T, aIface string) (h *harness, a, b *site) {
 	h = newHarness(t)
 	a = h.addSite("a", "192.0.2.1:4700", "10.1.0.0/24", "fd00:1::/64")
+	a.iface = aIface
 	b = h.addSite("b", "192.0.2.2:4700", "10.2.0.0/24", "fd00:2::/64")
 	a.start(a.peer(b))
 	b.start(b.peer(a))

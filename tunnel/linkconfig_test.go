@@ -118,7 +118,7 @@ func TestInterfaceKeysMatchTheTransport(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := scps.DefaultConfig()
-	cfg.Memory = assocMemory(c.Memory, 1)
+	cfg.Memory = splitPeerMemory(c.Memory, 1).assoc
 	cfg.MaxStreams = peerStreams(c.MaxFlows)
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("memory %d, max_flows %d: %v", c.Memory, c.MaxFlows, err)

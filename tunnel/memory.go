@@ -1,29 +1,44 @@
 package tunnel
 
 // This file splits the endpoint's memory budget ([interface] memory)
-// among its parts: the netstack's TCP buffers take a quarter, the
-// associations the rest, evenly per configured peer (each at least what
-// the transport needs, scps.MinMemory); within an association the streams
-// share it (scps/memory.go). The copy buffers of the flows are sized so
-// that every flow the endpoint may carry can hold its two.
+// among its parts, as configs/memory.go lays out: the netstack's TCP
+// buffers and held packets take a quarter, the peers the rest, evenly;
+// each peer's part goes to its receive queue (peerrx.go) and its
+// association, within which the streams share it (scps/memory.go).
+// configs makes sure the budget gives every peer what it needs. A reload
+// that changes the number of peers splits the budget again: every peer's
+// part changes, its running association's too (scps.Session.SetMemory).
+// The copy buffers of the flows are sized so that every flow the endpoint
+// may carry can hold its two.
 
 import (
 	"sync"
 
+	"scpsvpn/configs"
 	"scpsvpn/scps"
 	"scpsvpn/scps/settings"
 )
 
 // stackMemory is the netstack's part of the budget.
-func stackMemory(total int64) int64 { return total / 4 }
+func stackMemory(total int64) int64 { return configs.StackMemory(total) }
 
-// assocMemory is one association's part of the budget when peers peers
-// are configured; 0 (no budget) without one.
-func assocMemory(total int64, peers int) uint64 {
+// peerMemory is one peer's part of the budget.
+type peerMemory struct {
+	assoc   uint64 // its association's (scps.Config.Memory); 0 = no budget
+	rxQueue int64  // its receive queue's, in bytes of packet buffers
+}
+
+// splitPeerMemory splits one peer's part of a budget of total bytes (0:
+// no budget) with peers peers configured. The receive queue takes what
+// the association does not need, between configs.MinRxQueueMemory and
+// rxQueueMax.
+func splitPeerMemory(total int64, peers int) peerMemory {
 	if total == 0 {
-		return 0
+		return peerMemory{rxQueue: rxQueueMax}
 	}
-	return max(uint64(total-stackMemory(total))/uint64(max(peers, 1)), scps.MinMemory)
+	p := configs.PeerMemory(total, peers)
+	rx := min(max(p-scps.MinMemory, configs.MinRxQueueMemory), rxQueueMax)
+	return peerMemory{assoc: uint64(max(p-rx, scps.MinMemory)), rxQueue: rx}
 }
 
 // Copy buffer sizes: large ones save work at high rates; small ones when

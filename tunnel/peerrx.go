@@ -17,8 +17,15 @@ import (
 )
 
 // rxQueueLen bounds one peer's decrypted packets waiting for its
-// association: about 1.5 MB, a few milliseconds of a fast link.
-const rxQueueLen = 1024
+// association, and rxQueueMax the bytes of their buffers: about 1.5 MB,
+// a few milliseconds of a fast link. Counting packets alone let a peer
+// whose path carries 64 KB datagrams hold 64 MB here; the bytes the
+// queue may hold are also the peer's part of the memory budget
+// (memory.go), which may be less.
+const (
+	rxQueueLen = 1024
+	rxQueueMax = rxQueueLen * configs.DefaultPathMTU
+)
 
 // rxItem is a decrypted association packet (number pn), or a completed
 // handshake, of peers session session.
@@ -52,22 +59,42 @@ func rxBuf(n int) *[]byte {
 type peerRx struct {
 	q     chan rxItem
 	drops *atomic.Uint64 // packets dropped because the queue was full
+	held  atomic.Int64   // bytes of the queued packets' buffers
+	limit atomic.Int64   // the most held may reach
 }
 
-func newPeerRx(drops *atomic.Uint64) *peerRx {
-	return &peerRx{q: make(chan rxItem, rxQueueLen), drops: drops}
+func newPeerRx(drops *atomic.Uint64, limit int64) *peerRx {
+	r := &peerRx{q: make(chan rxItem, rxQueueLen), drops: drops}
+	r.limit.Store(limit)
+	return r
 }
 
 // push queues packet (*bp)[:n], taking bp (from rxBuf): the queue returns
-// it to the pool once the packet is handled. With the queue full it is
-// dropped and counted, as a loss on the link would be (the association
-// repairs it).
+// it to the pool once the packet is handled. With the queue full, in
+// packets or in bytes, it is dropped and counted, as a loss on the link
+// would be (the association repairs it).
 func (r *peerRx) push(session, pn uint64, bp *[]byte, n int) {
+	size := int64(cap(*bp))
+	if r.held.Add(size) > r.limit.Load() {
+		r.held.Add(-size)
+		rxBufs.Put(bp)
+		r.drops.Add(1)
+		return
+	}
 	select {
 	case r.q <- rxItem{session: session, pn: pn, buf: bp, n: n}:
 	default:
+		r.held.Add(-size)
 		rxBufs.Put(bp)
 		r.drops.Add(1)
+	}
+}
+
+// release returns a handled or dropped item's buffer to the pool.
+func (r *peerRx) release(it rxItem) {
+	if it.buf != nil {
+		r.held.Add(-int64(cap(*it.buf)))
+		rxBufs.Put(it.buf)
 	}
 }
 
@@ -87,7 +114,7 @@ func (r *peerRx) pushEstablished(session uint64, local, remote []byte) {
 		select {
 		case old := <-r.q:
 			if old.buf != nil {
-				rxBufs.Put(old.buf)
+				r.release(old)
 				r.drops.Add(1)
 			}
 		default:
@@ -103,9 +130,7 @@ func (r *peerRx) run(ctx context.Context, handle func(rxItem)) {
 			return
 		case it := <-r.q:
 			handle(it)
-			if it.buf != nil {
-				rxBufs.Put(it.buf)
-			}
+			r.release(it)
 		}
 	}
 }

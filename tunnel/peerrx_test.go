@@ -18,7 +18,7 @@ func TestPeerRxIsolation(t *testing.T) {
 	defer wg.Wait()
 	defer cancel()
 	var dropsA, dropsB atomic.Uint64
-	slow, fast := newPeerRx(&dropsA), newPeerRx(&dropsB)
+	slow, fast := newPeerRx(&dropsA, rxQueueMax), newPeerRx(&dropsB, rxQueueMax)
 	release := make(chan struct{})
 	var mu sync.Mutex
 	var gotA []rxItem
@@ -76,6 +76,45 @@ func TestPeerRxIsolation(t *testing.T) {
 	if handled > rxQueueLen+1 || dropsB.Load() != 0 {
 		t.Errorf("stuck peer handled %d (queue %d); other peer dropped %d", handled, rxQueueLen, dropsB.Load())
 	}
+}
+
+// TestPeerRxBoundedInBytes: a peer's queue holds no more bytes of packet
+// buffers than its limit, whatever the packets' size: a stuck peer whose
+// path carries 64 KB datagrams fills it with a few of them, not 1024
+// (64 MB); the rest is dropped and counted, and the bytes held go back to
+// zero as the queue drains.
+func TestPeerRxBoundedInBytes(t *testing.T) {
+	const limit = 1 << 20
+	var drops atomic.Uint64
+	r := newPeerRx(&drops, limit)
+	for i := range rxQueueLen {
+		r.push(1, uint64(i), rxBuf(65535), 65535)
+		if h := r.held.Load(); h > limit {
+			t.Fatalf("after %d packets of 64 KB the queue holds %d bytes, limit %d", i+1, h, limit)
+		}
+	}
+	queued := len(r.q)
+	t.Logf("%d packets of 64 KB: %d queued (%d bytes), %d dropped", rxQueueLen, queued, r.held.Load(), drops.Load())
+	if queued == 0 || queued > limit/65535 || uint64(queued)+drops.Load() != rxQueueLen {
+		t.Errorf("%d queued and %d dropped of %d, want at most %d queued and the rest dropped", queued, drops.Load(), rxQueueLen, limit/65535)
+	}
+	// A smaller limit (a reload with more peers) holds from the next push.
+	r.limit.Store(limit / 4)
+	r.push(1, 0, rxBuf(65535), 65535)
+	if drops.Load() != rxQueueLen-uint64(queued)+1 {
+		t.Errorf("a push over the lowered limit was queued")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.run(ctx, func(rxItem) {})
+	}()
+	if !waitFor(waitTime, func() bool { return r.held.Load() == 0 }) {
+		t.Errorf("the drained queue still counts %d bytes held", r.held.Load())
+	}
+	cancel()
+	<-done
 }
 
 // TestRxBufFitsPacket: the UDP reader decrypts into rxBuf's buffer, so it

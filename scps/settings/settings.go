@@ -56,6 +56,20 @@ const (
 // before any MAX_STREAM_DATA: part of the wire contract (scps/spec.md).
 const InitialStreamCredit = 64 << 10
 
+// InitialConnCredit is the association-wide send credit before any
+// MAX_DATA, and InitialMaxStreams how many streams each side may open
+// before the peer's first MAX_STREAMS: part of the wire contract.
+const (
+	InitialConnCredit = 1 << 20
+	InitialMaxStreams = 128
+)
+
+// MinMemory is the least memory budget of one association
+// (scps.Config.Memory): the initial connection credit both ways, and the
+// initial stream credit of the fewest streams a peer may always open. An
+// endpoint's budget ([interface] memory) must give each peer this much.
+const MinMemory = 2*InitialConnCredit + InitialMaxStreams*InitialStreamCredit
+
 // Bounds of a stream's receive window (scps.Config.StreamWindow,
 // [peer.link] window): at least the credit every stream starts with.
 const (
