@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -48,6 +49,8 @@ type Peer struct {
 	PublicKey string   `toml:"public_key"`
 	Endpoint  string   `toml:"endpoint,omitempty"`
 	Subnets   []string `toml:"subnets"`
+	Quic      string   `toml:"quic,omitempty"`
+	QuicPorts []int    `toml:"quic_ports,omitempty"`
 	Link      Link     `toml:"link,omitempty"`
 }
 
@@ -88,6 +91,17 @@ const (
 	MaxPathMTU = 9000
 )
 
+// QuicModes lists what a peer's quic key may say for UDP toward its
+// subnets on quic_ports, the default first (docs/quic.md says why):
+// "fallback" answers with ICMP port unreachable so that clients use TCP,
+// which the endpoint accelerates; "repair" carries each such flow's
+// datagrams reliably and in order, hiding the hop's losses; "pass" sends
+// them as plain datagrams.
+var QuicModes = []string{"fallback", "repair", "pass"}
+
+// DefaultQuicPorts are the UDP ports QUIC uses by default: HTTP/3's.
+var DefaultQuicPorts = []uint16{443}
+
 // CongestionModes lists the controllers a peer may name, the default
 // first (settings.Congestions, which scps/cc's registry matches).
 var CongestionModes = settings.Congestions()
@@ -115,6 +129,10 @@ type PeerConfig struct {
 	PublicKey [32]byte
 	Endpoint  netip.AddrPort // invalid when the peer only dials us
 	Subnets   []netip.Prefix
+	// Quic is the policy for UDP toward the peer's subnets on QuicPorts
+	// (one of QuicModes).
+	Quic      string
+	QuicPorts []uint16
 	Link      LinkConfig
 }
 
@@ -319,6 +337,29 @@ func (p *Peer) validate(where string) (PeerConfig, error) {
 		}
 		pc.Subnets = append(pc.Subnets, pf)
 	}
+	pc.Quic = p.Quic
+	if pc.Quic == "" {
+		pc.Quic = QuicModes[0]
+	}
+	if !contains(QuicModes, pc.Quic) {
+		return pc, fmt.Errorf("%s.quic: %q is not a QUIC policy: use one of %s (see docs/quic.md)", where, p.Quic, strings.Join(QuicModes, ", "))
+	}
+	pc.QuicPorts = DefaultQuicPorts
+	if p.QuicPorts != nil {
+		if len(p.QuicPorts) == 0 {
+			return pc, fmt.Errorf("%s.quic_ports: empty: list at least one UDP port (the default is [443]), or set quic = \"pass\" to carry QUIC as any other UDP", where)
+		}
+		pc.QuicPorts = nil
+		for i, port := range p.QuicPorts {
+			if port < 1 || port > 65535 {
+				return pc, fmt.Errorf("%s.quic_ports[%d]: %d is not a UDP port: use 1..65535, e.g. quic_ports = [443]", where, i, port)
+			}
+			if slices.Contains(pc.QuicPorts, uint16(port)) {
+				return pc, fmt.Errorf("%s.quic_ports[%d]: %d is listed twice: list each port once", where, i, port)
+			}
+			pc.QuicPorts = append(pc.QuicPorts, uint16(port))
+		}
+	}
 	l, err := p.Link.validate(where + ".link")
 	if err != nil {
 		return pc, err
@@ -497,6 +538,7 @@ func (c *Config) File() File {
 		fp := Peer{
 			Name:      p.Name,
 			PublicKey: base64.StdEncoding.EncodeToString(p.PublicKey[:]),
+			Quic:      p.Quic,
 			Link: Link{
 				RTT:        p.Link.RTT.String(),
 				Congestion: p.Link.Congestion,
@@ -509,6 +551,9 @@ func (c *Config) File() File {
 		}
 		for _, s := range p.Subnets {
 			fp.Subnets = append(fp.Subnets, s.String())
+		}
+		for _, port := range p.QuicPorts {
+			fp.QuicPorts = append(fp.QuicPorts, int(port))
 		}
 		if p.Link.Up > 0 {
 			fp.Link.Up = FormatRate(p.Link.Up)

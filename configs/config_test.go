@@ -54,17 +54,16 @@ func TestParseGood(t *testing.T) {
 	if len(p.Subnets) != 2 || p.Subnets[1].String() != "fd00:2::/64" {
 		t.Errorf("subnets = %v", p.Subnets)
 	}
+	if p.Quic != QuicModes[0] || !slices.Equal(p.QuicPorts, DefaultQuicPorts) {
+		t.Errorf("quic = %q on %v, want the defaults", p.Quic, p.QuicPorts)
+	}
 	// The effective config parses back to the same thing.
-	out, err := c.Effective()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c2, err := Parse(out)
-	if err != nil {
-		t.Fatalf("effective config does not parse: %v\n%s", err, out)
-	}
+	c2, out := effective(t, c)
 	if c.Metrics.String() != "127.0.0.1:9477" {
 		t.Errorf("metrics = %v", c.Metrics)
+	}
+	if c2.Peers[0].Quic != c.Peers[0].Quic || !slices.Equal(c2.Peers[0].QuicPorts, c.Peers[0].QuicPorts) {
+		t.Errorf("round trip changed the QUIC policy:\n%s", out)
 	}
 	if c2.Peers[0].Link != c.Peers[0].Link || c2.Listen != c.Listen || c2.Metrics != c.Metrics || c2.Memory != c.Memory {
 		t.Errorf("round trip changed the config:\n%s", out)
@@ -102,6 +101,16 @@ max_outage = "2s"`, `peer[0] (site-b).link.max_outage: 2s is shorter than outage
 memory = "16MiB"`, `interface.memory: "16MiB" is out of range: use 32MiB..1TiB`},
 		{"bad memory", `name = "scps0"`, `name = "scps0"
 memory = "lots"`, `interface.memory: "lots" is not a size`},
+		{"bad quic policy", `subnets = [`, `quic = "block"
+subnets = [`, `peer[0] (site-b).quic: "block" is not a QUIC policy: use one of fallback, repair, pass`},
+		{"quic port out of range", `subnets = [`, `quic_ports = [443, 70000]
+subnets = [`, `peer[0] (site-b).quic_ports[1]: 70000 is not a UDP port`},
+		{"quic port twice", `subnets = [`, `quic_ports = [443, 443]
+subnets = [`, `peer[0] (site-b).quic_ports[1]: 443 is listed twice`},
+		{"no quic port", `subnets = [`, `quic_ports = []
+subnets = [`, `peer[0] (site-b).quic_ports: empty`},
+		{"quic port not a number", `subnets = [`, `quic_ports = ["443"]
+subnets = [`, `peer.quic_ports`},
 		{"no key file", `private_key_file = "/etc/scpsvpn/private.key"`, ``, `interface.private_key_file: missing`},
 	}
 	for _, tc := range cases {
@@ -122,6 +131,38 @@ memory = "lots"`, `interface.memory: "lots" is not a size`},
 			}
 		})
 	}
+}
+
+func TestQuicKeys(t *testing.T) {
+	src := strings.Replace(good, "subnets = [", `quic = "repair"
+quic_ports = [443, 8443]
+subnets = [`, 1)
+	c, err := Parse([]byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := c.Peers[0]
+	if p.Quic != "repair" || !slices.Equal(p.QuicPorts, []uint16{443, 8443}) {
+		t.Errorf("quic = %q on %v", p.Quic, p.QuicPorts)
+	}
+	c2, out := effective(t, c)
+	if p2 := c2.Peers[0]; p2.Quic != p.Quic || !slices.Equal(p2.QuicPorts, p.QuicPorts) {
+		t.Errorf("round trip changed the QUIC policy:\n%s", out)
+	}
+}
+
+// effective renders c's effective configuration and parses it back.
+func effective(t *testing.T, c *Config) (*Config, []byte) {
+	t.Helper()
+	out, err := c.Effective()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := Parse(out)
+	if err != nil {
+		t.Fatalf("effective config does not parse: %v\n%s", err, out)
+	}
+	return c2, out
 }
 
 func TestDuplicateSubnetRejected(t *testing.T) {

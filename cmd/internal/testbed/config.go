@@ -110,6 +110,7 @@ type nodePeer struct {
 	Endpoint  netip.AddrPort // invalid = no endpoint key
 	Subnets   []netip.Prefix
 	Link      string // raw TOML lines for [peer.link]; empty = no table
+	Keys      string // extra raw TOML lines for the [[peer]] table itself
 }
 
 // file is n's configuration file. The raw lines are decoded into the
@@ -134,6 +135,9 @@ func (e *Endpoints) file(n nodeConfig) (configs.File, error) {
 		}
 		for _, s := range p.Subnets {
 			fp.Subnets = append(fp.Subnets, s.String())
+		}
+		if err := decodeRaw(p.Keys, &fp); err != nil {
+			return f, fmt.Errorf("%s: the [[peer]] lines of peer %s: %w", n.Node, p.Name, err)
 		}
 		if err := decodeRaw(p.Link, &fp.Link); err != nil {
 			return f, fmt.Errorf("%s: the [peer.link] lines of peer %s: %w", n.Node, p.Name, err)

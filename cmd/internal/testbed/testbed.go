@@ -81,6 +81,7 @@ type Config struct {
 	InterfaceB       string // extra raw TOML lines for B's [interface]
 	PeerLinkA        string // raw TOML lines of A's [peer.link] (A's view of the link to B); empty = none
 	PeerLinkB        string // raw TOML lines of B's [peer.link]
+	PeerKeys         string // extra raw TOML lines of both sites' [[peer]] table, e.g. quic = "repair"
 	BWithoutEndpoint bool   // B's peer entry for A has no endpoint: B learns it when A connects
 	// SecondPair adds sites A2 (10.3.0.0/24) and B2 (10.4.0.0/24) with
 	// their own endpoints in A's and B's namespaces, associated with each
@@ -351,11 +352,12 @@ type sitePair struct {
 	WithEndpoint bool   // the peer entry carries the peer's UDP endpoint
 	Interface    string // extra raw TOML lines for [interface]
 	PeerLink     string // raw TOML lines for [peer.link]
+	PeerKeys     string // extra raw TOML lines for [[peer]]
 }
 
 // siteConfig is what p.Self's configuration says.
 func siteConfig(p sitePair) nodeConfig {
-	peer := nodePeer{Name: p.Peer.Name, PublicKey: p.Peer.PublicKey, Subnets: []netip.Prefix{p.Peer.LAN4, p.Peer.LAN6}, Link: p.PeerLink}
+	peer := nodePeer{Name: p.Peer.Name, PublicKey: p.Peer.PublicKey, Subnets: []netip.Prefix{p.Peer.LAN4, p.Peer.LAN6}, Link: p.PeerLink, Keys: p.PeerKeys}
 	if p.WithEndpoint {
 		peer.Endpoint = p.Peer.Endpoint(p.Port)
 	}
@@ -374,14 +376,14 @@ func siteConfig(p sitePair) nodeConfig {
 func (tb *Testbed) writeFiles() error {
 	sites := []*Site{tb.A, tb.B}
 	pairs := []sitePair{
-		{Self: tb.A, Peer: tb.B, WithEndpoint: true, Interface: tb.cfg.InterfaceA, PeerLink: tb.cfg.PeerLinkA, Port: tb.cfg.Port},
-		{Self: tb.B, Peer: tb.A, WithEndpoint: !tb.cfg.BWithoutEndpoint, Interface: tb.cfg.InterfaceB, PeerLink: tb.cfg.PeerLinkB, Port: tb.cfg.Port},
+		{Self: tb.A, Peer: tb.B, WithEndpoint: true, Interface: tb.cfg.InterfaceA, PeerLink: tb.cfg.PeerLinkA, PeerKeys: tb.cfg.PeerKeys, Port: tb.cfg.Port},
+		{Self: tb.B, Peer: tb.A, WithEndpoint: !tb.cfg.BWithoutEndpoint, Interface: tb.cfg.InterfaceB, PeerLink: tb.cfg.PeerLinkB, PeerKeys: tb.cfg.PeerKeys, Port: tb.cfg.Port},
 	}
 	if tb.cfg.SecondPair {
 		sites = append(sites, tb.A2, tb.B2)
 		pairs = append(pairs,
-			sitePair{Self: tb.A2, Peer: tb.B2, WithEndpoint: true, Interface: tb.cfg.InterfaceA, PeerLink: tb.cfg.PeerLinkA, Port: tb.cfg.Port + 1},
-			sitePair{Self: tb.B2, Peer: tb.A2, WithEndpoint: true, Interface: tb.cfg.InterfaceB, PeerLink: tb.cfg.PeerLinkB, Port: tb.cfg.Port + 1})
+			sitePair{Self: tb.A2, Peer: tb.B2, WithEndpoint: true, Interface: tb.cfg.InterfaceA, PeerLink: tb.cfg.PeerLinkA, PeerKeys: tb.cfg.PeerKeys, Port: tb.cfg.Port + 1},
+			sitePair{Self: tb.B2, Peer: tb.A2, WithEndpoint: true, Interface: tb.cfg.InterfaceB, PeerLink: tb.cfg.PeerLinkB, PeerKeys: tb.cfg.PeerKeys, Port: tb.cfg.Port + 1})
 	}
 	for _, s := range sites {
 		var err error
