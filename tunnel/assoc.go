@@ -77,6 +77,7 @@ type assoc struct {
 	remote  uint64        // the peer's endpoint instance from its last handshake
 
 	quota peerQuotas // what the peer holds here (quota.go)
+	quic  quicFlows  // the repaired QUIC flows toward the peer (quic.go)
 	// measuredUp is the highest delivery rate toward the peer, bit/s
 	// (uplink.go); the timers routine alone uses it.
 	measuredUp int64

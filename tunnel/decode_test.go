@@ -2,9 +2,11 @@ package tunnel
 
 import (
 	"bytes"
+	"encoding/binary"
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"scpsvpn/scps/varint"
 )
@@ -53,15 +55,16 @@ func TestParseIP(t *testing.T) {
 
 func TestMetaRoundTrip(t *testing.T) {
 	for _, m := range []flowMeta{
-		{netip.MustParseAddrPort("10.1.0.1:5555"), netip.MustParseAddrPort("10.2.0.1:80")},
-		{netip.MustParseAddrPort("[fd00:1::1]:40000"), netip.MustParseAddrPort("[fd00:2::5]:443")},
+		{metaKindTCP, netip.MustParseAddrPort("10.1.0.1:5555"), netip.MustParseAddrPort("10.2.0.1:80")},
+		{metaKindTCP, netip.MustParseAddrPort("[fd00:1::1]:40000"), netip.MustParseAddrPort("[fd00:2::5]:443")},
+		{metaKindQuic, netip.MustParseAddrPort("10.1.0.1:5555"), netip.MustParseAddrPort("10.2.0.1:443")},
 	} {
 		got, err := parseMeta(m.marshal())
 		if err != nil || got != m {
 			t.Errorf("round trip %v: got %v, %v", m, got, err)
 		}
 	}
-	for _, b := range [][]byte{nil, {1}, {2, 4}, {1, 5, 0, 0}, {1, 4, 1, 2, 3, 4, 0, 0, 1, 2, 3, 4, 0, 1}} {
+	for _, b := range [][]byte{nil, {1}, {2, 4}, {1, 5, 0, 0}, {1, 4, 1, 2, 3, 4, 0, 0, 1, 2, 3, 4, 0, 1}, {3, 4, 1, 2, 3, 4, 0, 1, 1, 2, 3, 4, 0, 1}} {
 		if _, err := parseMeta(b); err == nil {
 			t.Errorf("parseMeta(%x) accepted", b)
 		}
@@ -124,8 +127,8 @@ func FuzzParseIP(f *testing.F) {
 }
 
 func FuzzParseMeta(f *testing.F) {
-	f.Add(flowMeta{netip.MustParseAddrPort("10.1.0.1:5555"), netip.MustParseAddrPort("10.2.0.1:80")}.marshal())
-	f.Add(flowMeta{netip.MustParseAddrPort("[fd00:1::1]:1"), netip.MustParseAddrPort("[fd00:2::5]:2")}.marshal())
+	f.Add(flowMeta{metaKindTCP, netip.MustParseAddrPort("10.1.0.1:5555"), netip.MustParseAddrPort("10.2.0.1:80")}.marshal())
+	f.Add(flowMeta{metaKindQuic, netip.MustParseAddrPort("[fd00:1::1]:1"), netip.MustParseAddrPort("[fd00:2::5]:2")}.marshal())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := parseMeta(b)
 		if err == nil && !bytes.Equal(m.marshal(), b) {
@@ -149,6 +152,35 @@ func FuzzParseParams(f *testing.F) {
 		}
 		if again := p.marshal(); !bytes.Equal(again, b) {
 			t.Fatalf("accepted %x but re-encodes as %x", b, again)
+		}
+	})
+}
+
+// FuzzReadQuicDatagram: a repaired flow's stream, whatever its bytes,
+// yields whole frames or an error, never a panic; an accepted frame
+// re-encodes to its bytes.
+func FuzzReadQuicDatagram(f *testing.F) {
+	f.Add(appendQuicDatagram(nil, ipv4Packet(17, [4]byte{10, 1, 0, 1}, [4]byte{10, 2, 0, 1}, 20), time.Unix(5, 0)))
+	f.Add([]byte{0, 0, 0, 0, 0, 0})
+	f.Add([]byte{0, 9, 0, 0, 0, 1, 1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r := bytes.NewReader(b)
+		buf := make([]byte, quicHeaderLen+0xffff)
+		for {
+			off := len(b) - r.Len()
+			pkt, sent, err := readQuicDatagram(r, buf)
+			if err != nil {
+				return
+			}
+			if len(pkt) == 0 {
+				t.Fatal("empty datagram accepted")
+			}
+			var h [quicHeaderLen]byte
+			binary.BigEndian.PutUint16(h[:], uint16(len(pkt)))
+			binary.BigEndian.PutUint32(h[2:], sent)
+			if !bytes.Equal(append(h[:], pkt...), b[off:len(b)-r.Len()]) {
+				t.Fatalf("frame at %d re-encodes differently", off)
+			}
 		}
 	})
 }

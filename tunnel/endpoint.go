@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -82,6 +83,12 @@ type Stats struct {
 	// and flows waiting for an association or the next hop too. The
 	// per-peer quotas count against it (quota.go).
 	FlowsHeld atomic.Int64
+	// The quic policy (quic.go): datagrams refused with ICMP (fallback),
+	// carried on a repair stream, and given up (queue full, or later
+	// than the deadline).
+	QuicRefused  atomic.Uint64
+	QuicRepaired atomic.Uint64
+	QuicGivenUp  atomic.Uint64
 }
 
 // New prepares an endpoint; Run starts it. The zero Options opens the real
@@ -379,7 +386,8 @@ func (e *Endpoint) checkKeyFile(path string) {
 // samePeer reports whether a peer's configuration is unchanged in every
 // respect its association depends on.
 func samePeer(a, b configs.PeerConfig) bool {
-	return a.PublicKey == b.PublicKey && samePrefixes(a.Subnets, b.Subnets) && a.Link == b.Link
+	return a.PublicKey == b.PublicKey && samePrefixes(a.Subnets, b.Subnets) && a.Link == b.Link &&
+		a.Quic == b.Quic && slices.Equal(a.QuicPorts, b.QuicPorts)
 }
 
 // Stats returns the endpoint's counters.

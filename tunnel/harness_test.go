@@ -357,6 +357,7 @@ type peerSpec struct {
 	subnets    []string // the peer's own LAN when empty
 	noEndpoint bool     // the peer dials us; we learn its address
 	link       string   // [peer.link] lines; a 20 ms RTT when empty
+	keys       string   // more [[peer]] lines, e.g. quic = "repair"
 }
 
 func (s *site) peer(o *site) peerSpec { return peerSpec{s: o} }
@@ -393,6 +394,7 @@ func (s *site) config(ps ...peerSpec) *configs.Config {
 		if !p.noEndpoint {
 			fmt.Fprintf(&b, "endpoint = %q\n", p.s.wireAddr)
 		}
+		b.WriteString(p.keys)
 		link := p.link
 		if link == "" {
 			link = `rtt = "20ms"`

@@ -95,6 +95,9 @@ func (e *Endpoint) routeFromTUN(pkt []byte, vouched bool) (tcp bool) {
 		}
 		return false
 	}
+	if info.proto == protoUDP && e.routeQuic(a, pkt, info) {
+		return false
+	}
 	if err := a.sendDatagram(pkt); err != nil {
 		if errors.Is(err, errNotUp) {
 			e.stats.TunNoAssoc.Add(1)

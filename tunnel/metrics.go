@@ -139,6 +139,7 @@ var (
 	descCookies        = desc("syn_cookies_total", "SYN cookies while the handshake guard was full (a SYN flood), by outcome: sent (a SYN answered), accepted (an ACK with a valid cookie opened a connection), rejected (wrong or expired), dropped (queue full).", "outcome")
 	descFlowsOverQuota = desc("flows_over_quota_total", "Streams a peer opened past its share of max_flows, refused.")
 	descDgramsOverQ    = desc("datagrams_over_quota_total", "Datagrams not relayed: over the sender's share of the next peer's uplink.")
+	descQuic           = desc("quic_datagrams_total", "QUIC datagrams (UDP on a peer's quic_ports) by what the quic policy did: refused with ICMP port unreachable (fallback), repaired (carried on a repair stream), given up (repair: queue full or past the deadline).", "outcome")
 )
 
 // Describe sends every metric's description.
@@ -149,7 +150,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLossEvents, descStreamsOpened, descPeerDrops, descInfo, descFlowsActive,
 		descFlows, descFlowsRefused, descBuffered, descTunPackets, descTunDrops, descStreamsBadSrc, descUDPPackets, descUDPDrops,
 		descInitiations, descHandshakeTimeo, descCookiesSent, descCookiesRcvd,
-		descSYNDropped, descSYNEvicted, descCookies, descFlowsOverQuota, descDgramsOverQ} {
+		descSYNDropped, descSYNEvicted, descCookies, descFlowsOverQuota, descDgramsOverQ, descQuic} {
 		ch <- d
 	}
 }
@@ -217,4 +218,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descCookies, k.SYNCookieDrops, "dropped")
 	counter(descFlowsOverQuota, k.FlowsOverQuota)
 	counter(descDgramsOverQ, k.DatagramsOverQuota)
+	counter(descQuic, k.QuicRefused, "refused")
+	counter(descQuic, k.QuicRepaired, "repaired")
+	counter(descQuic, k.QuicGivenUp, "given_up")
 }

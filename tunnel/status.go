@@ -59,6 +59,11 @@ type Counters struct {
 	SYNCookiesAccepted uint64 `json:"syn_cookies_accepted"`
 	SYNCookiesRejected uint64 `json:"syn_cookies_rejected"`
 	SYNCookieDrops     uint64 `json:"syn_cookie_drops"`
+	// The quic policy: datagrams refused with ICMP port unreachable
+	// (fallback), carried on repair streams, and given up (repair).
+	QuicRefused  uint64 `json:"quic_refused"`
+	QuicRepaired uint64 `json:"quic_repaired"`
+	QuicGivenUp  uint64 `json:"quic_given_up"`
 }
 
 // PeerStatus is one peer and its association.
@@ -106,6 +111,7 @@ func (e *Endpoint) Status() Status {
 			SYNCookiesSent: sst.CookiesSent, SYNCookiesAccepted: sst.CookiesAccepted,
 			SYNCookiesRejected: sst.CookiesRejected, SYNCookieDrops: sst.CookieDrops,
 			FlowsOverQuota: s.FlowsOverQuota.Load(), DatagramsOverQuota: s.DatagramsOverQuota.Load(),
+			QuicRefused: s.QuicRefused.Load(), QuicRepaired: s.QuicRepaired.Load(), QuicGivenUp: s.QuicGivenUp.Load(),
 		},
 		Security: e.dev.Stats(),
 	}

@@ -30,6 +30,12 @@ const (
 // sent from the address the packet was for. It returns nil for packets that
 // must not be answered: ICMP errors themselves, multicast and broadcast.
 func unreachable(pkt []byte, info ipInfo) []byte {
+	return icmpUnreachable(pkt, info, icmpv4NetUnreach, icmpv6NoRoute)
+}
+
+// icmpUnreachable is unreachable with the given codes of ICMP's and
+// ICMPv6's destination unreachable.
+func icmpUnreachable(pkt []byte, info ipInfo, code4, code6 byte) []byte {
 	if !info.dst.IsGlobalUnicast() || !info.src.IsGlobalUnicast() {
 		return nil
 	}
@@ -48,7 +54,7 @@ func unreachable(pkt []byte, info ipInfo) []byte {
 		copy(out[16:], d[:])
 		binary.BigEndian.PutUint16(out[10:], ^checksum(out[:20], 0))
 		icmp := out[20:]
-		icmp[0], icmp[1] = icmpv4Unreachable, icmpv4NetUnreach
+		icmp[0], icmp[1] = icmpv4Unreachable, code4
 		copy(icmp[8:], quote)
 		binary.BigEndian.PutUint16(icmp[2:], ^checksum(icmp, 0))
 		return out
@@ -66,7 +72,7 @@ func unreachable(pkt []byte, info ipInfo) []byte {
 	copy(out[8:], s[:])
 	copy(out[24:], d[:])
 	icmp := out[40:]
-	icmp[0], icmp[1] = icmpv6Unreachable, icmpv6NoRoute
+	icmp[0], icmp[1] = icmpv6Unreachable, code6
 	copy(icmp[8:], quote)
 	// The ICMPv6 checksum covers a pseudo-header.
 	sum := checksum(out[8:40], 0)
