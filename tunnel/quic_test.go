@@ -106,7 +106,7 @@ func TestQuicRepairHidesLoss(t *testing.T) {
 	h, a, b := quicSites(t, "quic = \"repair\"\n", `rtt = "1s"`)
 	var mu sync.Mutex
 	rng := rand.New(rand.NewPCG(1, 2))
-	h.wire.setFilter(func(from, to netip.AddrPort) bool {
+	h.wire.SetFilter(func(from, to netip.AddrPort) bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return rng.IntN(10) != 0
@@ -161,7 +161,7 @@ func TestQuicRepairHidesLoss(t *testing.T) {
 		t.Errorf("the association lost no packet: the wire's loss did not happen")
 	}
 	opened := a.assoc(b).stats().StreamsOpened
-	h.wire.setFilter(nil)
+	h.wire.SetFilter(nil)
 	dns := udpPacket(netip.MustParseAddrPort("10.1.0.7:40000"), netip.MustParseAddrPort("10.2.0.5:53"), []byte("dns"))
 	a.inject(dns)
 	if got := b.nextDatagram(); !bytes.Equal(got, dns) {
