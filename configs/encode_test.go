@@ -30,6 +30,8 @@ func everyKey(dir string) File {
 			PublicKey: keyB,
 			Endpoint:  "192.0.2.2:4700",
 			Subnets:   []string{"10.2.0.0/24", "fd00:2::/64"},
+			Quic:      "repair",
+			QuicPorts: []int{443, 8443},
 			Link: Link{
 				Up:            "1.5Mbit",
 				Down:          "64kbit",
