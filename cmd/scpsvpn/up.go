@@ -54,6 +54,7 @@ func upCommand() *cli.Command {
 				return err
 			}
 			log := newLogger(cfg.LogLevel)
+			warnMemoryLimit(log, cfg.Memory, "/proc/self/cgroup", "/sys/fs/cgroup")
 			ep, err := tunnel.New(cfg, log, tunnel.Options{})
 			if err != nil {
 				return err
