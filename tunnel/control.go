@@ -55,52 +55,196 @@ func ControlAddr(name string) string { return controlPrefix + name }
 
 // serveControl starts the control sockets and returns what stops them.
 func (e *Endpoint) serveControl() func() {
-	return startControl(e.log, e.cfg.Name, runtimeDir(), e.Status).close
+	s := newControl(e.log, e.cfg.Name, runtimeDir(), e.Status)
+	e.control.Store(s) // before a status request can ask for its state
+	s.start()
+	return s.close
 }
+
+// controlRetry is how often an endpoint whose abstract control socket name
+// was taken tries it again: once the process holding it is gone, status
+// reaches the endpoint without a restart. A variable for tests.
+var controlRetry = 10 * time.Second
 
 // controlServer answers on the control sockets of one endpoint.
 type controlServer struct {
 	log    *slog.Logger
 	status func() Status
+	addr   string // the abstract name
+	dir    string // the runtime directory for the socket file; "" for none
 	wg     sync.WaitGroup
-	stops  []func()
+
+	mu      sync.Mutex
+	stops   []func()
+	closed  bool
+	done    chan struct{} // closed by close
+	bound   bool          // we hold addr
+	problem string        // why we do not, when not
+	file    string        // the socket file we listen on, if any
+}
+
+// ControlStatus tells where `scpsvpn status` reaches the endpoint.
+type ControlStatus struct {
+	Socket string `json:"socket"`          // the abstract socket name, @scpsvpn/<TUN name>
+	Bound  bool   `json:"bound"`           // the endpoint holds that name
+	Error  string `json:"error,omitempty"` // why it does not (another process took the name first)
+	File   string `json:"file,omitempty"`  // the socket file under systemd, when the endpoint listens on it
 }
 
 // startControl listens on the abstract socket of TUN name and, if dir is
 // not empty, on dir/control.sock. Failures are logged, never returned: the
 // endpoint runs without status rather than not at all.
 func startControl(log *slog.Logger, name, dir string, status func() Status) *controlServer {
-	s := &controlServer{log: log, status: status}
-	addr := ControlAddr(name)
-	if ln, err := net.Listen("unix", addr); err != nil {
-		log.Error("control socket unavailable; `scpsvpn status` cannot reach this endpoint, the tunnel runs on",
-			"socket", addr, "err", controlListenError(err))
-	} else {
-		s.serve(ln)
-		s.stops = append(s.stops, func() { ln.Close() })
-	}
-	if dir != "" {
-		if err := s.listenFile(filepath.Join(dir, ControlSocketFile)); err != nil {
-			log.Error("control socket file unavailable; the abstract socket still answers", "err", err)
+	s := newControl(log, name, dir, status)
+	s.start()
+	return s
+}
+
+func newControl(log *slog.Logger, name, dir string, status func() Status) *controlServer {
+	return &controlServer{log: log, status: status, addr: ControlAddr(name), dir: dir, done: make(chan struct{})}
+}
+
+func (s *controlServer) start() {
+	if err := s.listenAbstract(); err != nil {
+		args := []any{"socket", s.addr, "err", err, "hint", controlHint(s.dir)}
+		taken := errors.Is(err, syscall.EADDRINUSE)
+		if taken {
+			args = append(args, "retry", controlRetry)
+		}
+		s.log.Error("control socket unavailable; `scpsvpn status` cannot reach this endpoint by its name, the tunnel runs on", args...)
+		if taken {
+			s.wg.Add(1)
+			go s.retryAbstract()
 		}
 	}
-	return s
+	if s.dir != "" {
+		path := filepath.Join(s.dir, ControlSocketFile)
+		if err := s.listenFile(path); err != nil {
+			s.log.Error("control socket file unavailable; the abstract socket still answers", "err", err)
+		} else {
+			s.mu.Lock()
+			s.file = path
+			s.mu.Unlock()
+		}
+	}
+}
+
+// controlHint tells an operator what to do, and where else the
+// endpoint's status is.
+func controlHint(dir string) string {
+	h := "stop the process holding the name (the endpoint takes it within " + controlRetry.String() + "); meanwhile"
+	if dir != "" {
+		h += " `scpsvpn status --socket " + filepath.Join(dir, ControlSocketFile) + "` and"
+	}
+	return h + " the metrics, if configured (scpsvpn_control_socket_bound), show the endpoint"
+}
+
+// listenAbstract listens on the abstract name; an error says who holds it.
+func (s *controlServer) listenAbstract() error {
+	ln, err := net.Listen("unix", s.addr)
+	if err != nil {
+		err = controlListenError(s.addr, err)
+		s.mu.Lock()
+		s.problem = err.Error()
+		s.mu.Unlock()
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		ln.Close()
+		return net.ErrClosed
+	}
+	s.bound, s.problem = true, ""
+	s.serve(ln)
+	s.stops = append(s.stops, func() { ln.Close() })
+	return nil
+}
+
+// retryAbstract tries the abstract name again until it is ours or the
+// server closes.
+func (s *controlServer) retryAbstract() {
+	defer s.wg.Done()
+	t := time.NewTicker(controlRetry)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+		}
+		if err := s.listenAbstract(); err == nil {
+			s.log.Info("control socket bound: the name is free again, `scpsvpn status` reaches this endpoint", "socket", s.addr)
+			return
+		} else if !errors.Is(err, syscall.EADDRINUSE) {
+			return
+		}
+	}
+}
+
+// state reports where status reaches the endpoint.
+func (s *controlServer) state() ControlStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return ControlStatus{Socket: s.addr, Bound: s.bound, Error: s.problem, File: s.file}
 }
 
 // close stops listening, waits for the accept loops and removes the socket
 // file if it is still ours.
 func (s *controlServer) close() {
-	for _, f := range s.stops {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	close(s.done)
+	stops := s.stops
+	s.mu.Unlock()
+	for _, f := range stops {
 		f()
 	}
 	s.wg.Wait()
 }
 
-func controlListenError(err error) error {
+// controlListenError explains a failure to listen on addr: for a name
+// taken, which process holds it (any local user can bind an abstract name
+// first).
+func controlListenError(addr string, err error) error {
 	if errors.Is(err, syscall.EADDRINUSE) {
-		return fmt.Errorf("another process in this network namespace holds the name: %w", err)
+		return fmt.Errorf("another process in this network namespace holds the name (%s): %w", holderOf(addr), err)
 	}
 	return err
+}
+
+// holderOf describes the process listening on addr, as its credentials
+// tell.
+func holderOf(addr string) string {
+	c, err := net.DialTimeout("unix", addr, time.Second)
+	if err != nil {
+		return "which one is unknown: " + err.Error()
+	}
+	defer c.Close()
+	cred, err := peerCred(c)
+	if err != nil {
+		return "which one is unknown: " + err.Error()
+	}
+	return describeProcess(cred)
+}
+
+// describeProcess names a process by its credentials: "pid 1234 (nc),
+// uid 1000 (alice)".
+func describeProcess(cred *unix.Ucred) string {
+	comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", cred.Pid))
+	d := fmt.Sprintf("pid %d", cred.Pid)
+	if c := strings.TrimSpace(string(comm)); c != "" {
+		d += " (" + c + ")"
+	}
+	d += fmt.Sprintf(", uid %d", cred.Uid)
+	if u, err := user.LookupId(strconv.Itoa(int(cred.Uid))); err == nil {
+		d += " (" + u.Username + ")"
+	}
+	return d
 }
 
 // runtimeDir is the first directory of systemd's $RUNTIME_DIRECTORY.
@@ -196,25 +340,34 @@ func mayControl(uid, self int) bool { return uid == 0 || uid == self }
 
 // peerUID returns the user id of the process at the other end of c.
 func peerUID(c net.Conn) (int, error) {
+	cred, err := peerCred(c)
+	if err != nil {
+		return 0, err
+	}
+	return int(cred.Uid), nil
+}
+
+// peerCred returns the credentials of the process at the other end of c.
+func peerCred(c net.Conn) (*unix.Ucred, error) {
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
-		return 0, errors.New("not a unix socket")
+		return nil, errors.New("not a unix socket")
 	}
 	rc, err := uc.SyscallConn()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	var cred *unix.Ucred
 	var cerr error
 	if err := rc.Control(func(fd uintptr) {
 		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 	}); err != nil {
-		return 0, err
+		return nil, err
 	}
 	if cerr != nil {
-		return 0, cerr
+		return nil, cerr
 	}
-	return int(cred.Uid), nil
+	return cred, nil
 }
 
 // ErrNoEndpoint is returned by ReadStatus when no endpoint of that name
@@ -226,7 +379,7 @@ var ErrNoEndpoint = errors.New("no endpoint")
 func ReadStatus(name string) (*Status, error) {
 	st, err := readStatus(ControlAddr(name))
 	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
-		return nil, fmt.Errorf("%w %q in this network namespace: run status in the endpoint's namespace (ip netns exec NS scpsvpn status) or give --socket", ErrNoEndpoint, name)
+		return nil, fmt.Errorf("%w %q in this network namespace: run status in the endpoint's namespace (ip netns exec NS scpsvpn status) or give --socket; an endpoint that runs but could not bind its control socket says so in its log", ErrNoEndpoint, name)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("status of %q: %w", name, err)
@@ -251,12 +404,16 @@ func readStatus(addr string) (*Status, error) {
 	defer c.Close()
 	// Anyone may bind an abstract name: believe only an endpoint run by
 	// root, by us, or by the scpsvpn system user.
-	uid, err := peerUID(c)
+	cred, err := peerCred(c)
 	if err != nil {
 		return nil, fmt.Errorf("identify the endpoint: %w", err)
 	}
-	if !trustedServer(uid) {
-		return nil, fmt.Errorf("the socket is held by uid %d, which is not root, you, or the scpsvpn user: not trusting it", uid)
+	if !trustedServer(int(cred.Uid)) {
+		return nil, fmt.Errorf("the socket %s is held by %s, which is not root, you, or the scpsvpn user: not trusting it. "+
+			"Another user took the name before the endpoint could bind it (the endpoint's log says \"control socket unavailable\"): "+
+			"stop that process and the endpoint takes the name within %s; meanwhile, under systemd, "+
+			"`scpsvpn status --socket /run/scpsvpn/INSTANCE/%s` and the metrics, if configured, show the endpoint",
+			addr, describeProcess(cred), controlRetry, ControlSocketFile)
 	}
 	c.SetDeadline(time.Now().Add(controlTimeout))
 	var reply struct {

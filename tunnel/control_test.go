@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // syncBuffer is a log sink safe for the server's goroutines.
@@ -161,5 +162,50 @@ garbage
 	names, err := parseEndpoints(strings.NewReader(procNetUnix))
 	if err != nil || !slices.Equal(names, []string{"scps0", "sat1"}) {
 		t.Errorf("parseEndpoints = %v, %v", names, err)
+	}
+}
+
+// TestControlNameTaken: when another process holds the abstract name, the
+// endpoint says who in its log and its status, and takes the name once it
+// is free, without a restart.
+func TestControlNameTaken(t *testing.T) {
+	saved := controlRetry
+	controlRetry = 20 * time.Millisecond
+	t.Cleanup(func() { controlRetry = saved })
+	name := uniqueName(t)
+	squatter, err := net.Listen("unix", ControlAddr(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer squatter.Close()
+	s, logs := testControl(t, name, "", "ours")
+	holder := fmt.Sprintf("pid %d", os.Getpid())
+	if l := logs.String(); !strings.Contains(l, "control socket unavailable") || !strings.Contains(l, holder) {
+		t.Errorf("log does not name the holder (%s): %s", holder, l)
+	}
+	if st := s.state(); st.Bound || !strings.Contains(st.Error, holder) || st.Socket != ControlAddr(name) {
+		t.Errorf("state with the name taken: %+v", st)
+	}
+	squatter.Close()
+	if !waitFor(waitTime, func() bool { return s.state().Bound }) {
+		t.Fatalf("the name was not taken back once free: %+v", s.state())
+	}
+	if st, err := ReadStatus(name); err != nil || st.Instance != "ours" {
+		t.Errorf("ReadStatus after the name was free: %+v, %v", st, err)
+	}
+	if st := s.state(); st.Error != "" {
+		t.Errorf("state once bound: %+v", st)
+	}
+	if !strings.Contains(logs.String(), "control socket bound") {
+		t.Errorf("no log of the name bound: %s", logs.String())
+	}
+}
+
+// The endpoint's status carries the control socket's state.
+func TestStatusShowsControlSocket(t *testing.T) {
+	_, a, _ := twoSites(t)
+	st := a.ep.Status()
+	if !st.Control.Bound || st.Control.Socket != ControlAddr(a.ifName()) || st.Control.Error != "" {
+		t.Errorf("status control %+v, want %s bound", st.Control, ControlAddr(a.ifName()))
 	}
 }

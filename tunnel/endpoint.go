@@ -49,6 +49,7 @@ type Endpoint struct {
 	wg       sync.WaitGroup
 
 	stats   Stats
+	control atomic.Pointer[controlServer] // set as the control sockets start
 	started time.Time
 	ready   chan struct{}       // closed once the endpoint carries traffic
 	unreach rateLimiter         // ICMP errors for packets no peer owns

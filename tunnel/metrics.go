@@ -138,6 +138,7 @@ var (
 	descSYNEvicted     = desc("syn_evicted_total", "Local handshakes in progress ended by the SYN guard to make room for newer SYNs.")
 	descCookies        = desc("syn_cookies_total", "SYN cookies while the handshake guard was full (a SYN flood), by outcome: sent (a SYN answered), accepted (an ACK with a valid cookie opened a connection), rejected (wrong or expired), dropped (queue full).", "outcome")
 	descFlowsOverQuota = desc("flows_over_quota_total", "Streams a peer opened past its share of max_flows, refused.")
+	descControlBound   = desc("control_socket_bound", "1 while the endpoint holds its abstract control socket name, where scpsvpn status finds it; 0 when another process took the name first (the log says which).")
 	descDgramsOverQ    = desc("datagrams_over_quota_total", "Datagrams not relayed: over the sender's share of the next peer's uplink.")
 	descQuic           = desc("quic_datagrams_total", "QUIC datagrams (UDP on a peer's quic_ports) by what the quic policy did: refused with ICMP port unreachable (fallback), repaired (carried on a repair stream), given up (repair: queue full or past the deadline).", "outcome")
 )
@@ -150,7 +151,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLossEvents, descStreamsOpened, descPeerDrops, descInfo, descFlowsActive,
 		descFlows, descFlowsRefused, descBuffered, descTunPackets, descTunDrops, descStreamsBadSrc, descUDPPackets, descUDPDrops,
 		descInitiations, descHandshakeTimeo, descCookiesSent, descCookiesRcvd,
-		descSYNDropped, descSYNEvicted, descCookies, descFlowsOverQuota, descDgramsOverQ, descQuic} {
+		descSYNDropped, descSYNEvicted, descCookies, descFlowsOverQuota, descDgramsOverQ, descQuic, descControlBound} {
 		ch <- d
 	}
 }
@@ -221,4 +222,5 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descQuic, k.QuicRefused, "refused")
 	counter(descQuic, k.QuicRepaired, "repaired")
 	counter(descQuic, k.QuicGivenUp, "given_up")
+	gauge(descControlBound, b2f(st.Control.Bound))
 }

@@ -108,6 +108,9 @@ scpsvpn_syn_cookies_total{outcome="sent"} 16
 # HELP scpsvpn_flows_over_quota_total Streams a peer opened past its share of max_flows, refused.
 # TYPE scpsvpn_flows_over_quota_total counter
 scpsvpn_flows_over_quota_total 14
+# HELP scpsvpn_control_socket_bound 1 while the endpoint holds its abstract control socket name, where scpsvpn status finds it; 0 when another process took the name first (the log says which).
+# TYPE scpsvpn_control_socket_bound gauge
+scpsvpn_control_socket_bound 0
 # HELP scpsvpn_datagrams_over_quota_total Datagrams not relayed: over the sender's share of the next peer's uplink.
 # TYPE scpsvpn_datagrams_over_quota_total counter
 scpsvpn_datagrams_over_quota_total 15
@@ -115,7 +118,8 @@ scpsvpn_datagrams_over_quota_total 15
 	names := []string{"scpsvpn_peer_up", "scpsvpn_peer_rtt_seconds", "scpsvpn_peer_last_handshake_timestamp_seconds",
 		"scpsvpn_peer_outage_seconds_total", "scpsvpn_peer_loss_events_total", "scpsvpn_peer_stream_received_bytes_total",
 		"scpsvpn_flows_total", "scpsvpn_flows_active", "scpsvpn_handshake_cookie_replies_sent_total", "scpsvpn_buffered_bytes", "scpsvpn_udp_drops_total", "scpsvpn_tun_drops_total",
-		"scpsvpn_syn_dropped_total", "scpsvpn_syn_evicted_total", "scpsvpn_syn_cookies_total", "scpsvpn_flows_over_quota_total", "scpsvpn_datagrams_over_quota_total"}
+		"scpsvpn_syn_dropped_total", "scpsvpn_syn_evicted_total", "scpsvpn_syn_cookies_total", "scpsvpn_flows_over_quota_total", "scpsvpn_datagrams_over_quota_total",
+		"scpsvpn_control_socket_bound"}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Error(err)
 	}

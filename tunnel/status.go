@@ -15,15 +15,18 @@ import (
 
 // Status is what `scpsvpn status` prints.
 type Status struct {
-	Interface string       `json:"interface"`
-	Listen    string       `json:"listen"`
-	PublicKey string       `json:"public_key"`
-	Instance  string       `json:"instance"`
-	Netns     string       `json:"netns,omitempty"` // the network namespace it runs in, as /proc/self/ns/net names it
-	Uptime    string       `json:"uptime"`
-	Counters  Counters     `json:"counters"`
-	Security  peers.Stats  `json:"security"`
-	Peers     []PeerStatus `json:"peers"`
+	Interface string `json:"interface"`
+	Listen    string `json:"listen"`
+	PublicKey string `json:"public_key"`
+	Instance  string `json:"instance"`
+	Netns     string `json:"netns,omitempty"` // the network namespace it runs in, as /proc/self/ns/net names it
+	// Control is where status reaches the endpoint: its abstract socket
+	// name is not bound when another process took it first.
+	Control  ControlStatus `json:"control"`
+	Uptime   string        `json:"uptime"`
+	Counters Counters      `json:"counters"`
+	Security peers.Stats   `json:"security"`
+	Peers    []PeerStatus  `json:"peers"`
 }
 
 // Counters is the endpoint's Stats as plain numbers.
@@ -114,6 +117,9 @@ func (e *Endpoint) Status() Status {
 			QuicRefused: s.QuicRefused.Load(), QuicRepaired: s.QuicRepaired.Load(), QuicGivenUp: s.QuicGivenUp.Load(),
 		},
 		Security: e.dev.Stats(),
+	}
+	if c := e.control.Load(); c != nil {
+		st.Control = c.state()
 	}
 	for _, a := range as {
 		ps := PeerStatus{Name: a.cfg.Name, Association: a.stats()}

@@ -93,6 +93,9 @@ func readStatuses(c *cli.Context) ([]*tunnel.Status, error) {
 
 func printStatus(out io.Writer, st *tunnel.Status) {
 	fmt.Fprintf(out, "interface %s  listen %s  up %s\npublic key %s\n", st.Interface, st.Listen, st.Uptime, st.PublicKey)
+	if c := st.Control; c.Socket != "" && !c.Bound {
+		fmt.Fprintf(out, "control socket %s NOT bound: %s\n", c.Socket, c.Error)
+	}
 	k := st.Counters
 	fmt.Fprintf(out, "flows: %d active, %d opened, %d accepted, %d refused; udp: %d in, %d dropped\n\n",
 		k.FlowsActive, k.FlowsOpened, k.FlowsAccepted, k.FlowsRefused, k.UDPIn, k.UDPDropped)

@@ -23,6 +23,10 @@ import (
 
 var binary string
 
+// workDir is a directory every user may read, for programs tests run as
+// other users; set for root only.
+var workDir string
+
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
@@ -30,6 +34,9 @@ func TestMain(m *testing.M) {
 func run(m *testing.M) int {
 	if spec := os.Getenv(synFlooderEnv); spec != "" {
 		return runSYNFlooder(spec) // a child of TestSYNFlood, not a test run
+	}
+	if name := os.Getenv(squatterEnv); name != "" {
+		return runSquatter(name) // a child of TestControlSocketTakenByAnotherUser
 	}
 	if os.Geteuid() == 0 {
 		dir, err := os.MkdirTemp("", "scpsvpn-e2e-")
@@ -43,6 +50,7 @@ func run(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
+		workDir = dir
 		if binary, err = testenv.BuildBinary(dir); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
