@@ -6,7 +6,9 @@
 // a share of what the budget has free: the full auto-tuned range while
 // plenty is free, smaller fixed buffers as it fills, never below
 // minConnBuffers. The total stays within the budget plus minConnBuffers
-// per connection; a connection keeps its share until it closes.
+// per connection; a connection keeps its share until it closes. The
+// packets held for SYN-cookie connections take a sixteenth of the budget
+// (cookieflow.go); the connections share the rest.
 
 package stack
 
@@ -32,7 +34,7 @@ func (s *Stack) chargeBuffers(ep tcpip.Endpoint) int64 {
 		return 0
 	}
 	s.mu.Lock()
-	free := max(s.cfg.BufferMemory-s.bufCharged, 0)
+	free := max(s.connBudget()-s.bufCharged, 0)
 	charge := min(max(free/budgetShareDiv, minConnBuffers), fullConnBuffers)
 	s.bufCharged += charge
 	s.mu.Unlock()
@@ -43,6 +45,11 @@ func (s *Stack) chargeBuffers(ep tcpip.Endpoint) int64 {
 		ops.SetSendBufferSize(charge/2, true)
 	}
 	return charge
+}
+
+// connBudget is the part of the buffer budget the connections share.
+func (s *Stack) connBudget() int64 {
+	return s.cfg.BufferMemory - s.cfg.BufferMemory/cookieHeldShare
 }
 
 // BufferCharged is what open connections were charged against the buffer

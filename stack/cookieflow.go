@@ -8,6 +8,15 @@
 // space, every segment from the client has its acknowledgement moved back
 // (no SACK blocks or timestamps to translate: a cookie offers neither).
 // A flow is forgotten when gVisor's endpoint for it is gone.
+//
+// The packets held take memory from the stack's buffer budget: at most
+// 1/cookieHeldShare of it for all flows (budget.go gives connections the
+// rest), beyond which they are dropped and counted, as a full queue
+// drops (the client retransmits). A replayed handshake whose request the
+// handler still holds (the tunnel waits up to 5 s and two RTTs for an
+// association before it accepts or refuses) is kept until it is answered:
+// forgotten earlier, its SYN-ACK or RST would reach the client
+// untranslated, a stray the client resets on or ignores (and hangs).
 
 package stack
 
@@ -25,13 +34,19 @@ const (
 	// cookieHeld bounds the client packets held while gVisor's handshake
 	// is replayed (the ACK, and data the client sent right after it).
 	cookieHeld = 8
-	// cookiePending is how long a replayed handshake may take before its
-	// flow is forgotten (gVisor dropped the SYN): the client's packets then
-	// reach gVisor untranslated and are answered with RST.
+	// cookiePending is how long a replayed handshake whose SYN was not
+	// made a request (gVisor dropped it) may take before its flow is
+	// forgotten: the client's packets then reach gVisor untranslated and
+	// are answered with RST.
 	cookiePending = 5 * time.Second
 	// cookieFlowsMax bounds the flows in replay at once (the rest of the
 	// table is bounded by MaxFlows: each has a gVisor endpoint).
 	cookieFlowsMax = 4096
+	// cookieHeldShare: the packets held for all cookie flows take at most
+	// this fraction of Config.BufferMemory; cookieHeldMax without a
+	// budget.
+	cookieHeldShare = 16
+	cookieHeldMax   = 8 << 20
 )
 
 // cookieFlow is one connection opened by a cookie.
@@ -40,7 +55,12 @@ type cookieFlow struct {
 	isn    uint32 // gVisor's ISN, once ready
 	ready  bool
 	held   [][]byte // client packets awaiting ready
-	born   time.Time
+	// heldBytes is what held takes from cookieFlows.heldMax.
+	heldBytes int64
+	born      time.Time
+	// req is the request gVisor made of the replayed SYN, once offered to
+	// the handler (handleForward): the flow lives while it is pending.
+	req *TCPRequest
 }
 
 // cookieFlows is the table of connections opened by cookies, by 4-tuple
@@ -49,8 +69,39 @@ type cookieFlows struct {
 	mu        sync.RWMutex // read: lookups on every packet while n > 0
 	m         map[gstack.TransportEndpointID]*cookieFlow
 	pending   int
-	lastSweep atomic.Int64 // UnixNano
-	n         atomic.Int64 // len(m), read without the lock on every packet
+	heldBytes int64         // all flows' held packets
+	heldMax   int64         // the most heldBytes may reach (New)
+	pendFor   time.Duration // cookiePending; tests shorten it
+	lastSweep atomic.Int64  // UnixNano
+	n         atomic.Int64  // len(m), read without the lock on every packet
+}
+
+// holdLocked keeps a copy of pkt for f until its handshake is replayed;
+// false if f or all flows hold as much as they may.
+func (t *cookieFlows) holdLocked(f *cookieFlow, pkt []byte) bool {
+	n := int64(len(pkt))
+	if len(f.held) >= cookieHeld || t.heldBytes+n > t.heldMax {
+		return false
+	}
+	f.held = append(f.held, append([]byte(nil), pkt...))
+	f.heldBytes += n
+	t.heldBytes += n
+	return true
+}
+
+// releaseHeldLocked gives back what f's held packets took.
+func (t *cookieFlows) releaseHeldLocked(f *cookieFlow) {
+	t.heldBytes -= f.heldBytes
+	f.heldBytes = 0
+}
+
+// offer notes that the replayed SYN of id became request r.
+func (t *cookieFlows) offer(id gstack.TransportEndpointID, r *TCPRequest) {
+	t.mu.Lock()
+	if f := t.m[id]; f != nil && !f.ready {
+		f.req = r
+	}
+	t.mu.Unlock()
 }
 
 // lookup returns the flow of id, if any.
@@ -144,6 +195,7 @@ func (t *cookieFlows) deleteLocked(id gstack.TransportEndpointID, f *cookieFlow)
 	delete(t.m, id)
 	if !f.ready {
 		t.pending--
+		t.releaseHeldLocked(f)
 	}
 	t.n.Store(int64(len(t.m)))
 }
@@ -181,9 +233,9 @@ func (s *Stack) cookieIn(pkt []byte) (deliver bool) {
 		s.cookieStat.rejected.Add(1)
 		return true // gVisor answers it with RST, as any stray segment
 	}
-	f := &cookieFlow{cookie: cookie, born: time.Now(), held: [][]byte{append([]byte(nil), pkt...)}}
+	f := &cookieFlow{cookie: cookie, born: time.Now()}
 	t.mu.Lock()
-	if t.m[id] != nil || t.pending >= cookieFlowsMax {
+	if t.m[id] != nil || t.pending >= cookieFlowsMax || !t.holdLocked(f, pkt) {
 		t.mu.Unlock()
 		s.cookieStat.drops.Add(1)
 		return false
@@ -211,9 +263,7 @@ func (s *Stack) cookieFlowIn(f *cookieFlow, seg *tcpSegment, pkt []byte) (delive
 	t := &s.cflows
 	t.mu.Lock()
 	if !f.ready {
-		if t.m[seg.inbound()] == f && len(f.held) < cookieHeld {
-			f.held = append(f.held, append([]byte(nil), pkt...))
-		} else {
+		if t.m[seg.inbound()] != f || !t.holdLocked(f, pkt) {
 			s.cookieStat.drops.Add(1)
 		}
 		t.mu.Unlock()
@@ -227,7 +277,9 @@ func (s *Stack) cookieFlowIn(f *cookieFlow, seg *tcpSegment, pkt []byte) (delive
 }
 
 // sweep forgets, at most once a second, flows whose endpoint is gone and
-// replays that never finished.
+// replays that never finished: whose SYN never became a request, or whose
+// request is no longer pending (the handler answered it, or the stack
+// closed) yet never completed the handshake.
 func (s *Stack) sweep() {
 	t := &s.cflows
 	now := time.Now()
@@ -243,7 +295,7 @@ func (s *Stack) sweep() {
 			proto = header.IPv6ProtocolNumber
 		}
 		if f.ready && s.gs.FindTransportEndpoint(proto, tcp.ProtocolNumber, id, nicID) == nil ||
-			!f.ready && now.Sub(f.born) > cookiePending {
+			!f.ready && now.Sub(f.born) > t.pendFor && !s.isPending(f.req) {
 			t.deleteLocked(id, f)
 		}
 	}
@@ -284,6 +336,7 @@ func (s *Stack) cookieOut(pkt []byte, partial bool) (drop bool) {
 	case flags&(header.TCPFlagSyn|header.TCPFlagAck) == header.TCPFlagSyn|header.TCPFlagAck:
 		f.isn, f.ready = seg.tcp.SequenceNumber(), true
 		t.pending--
+		t.releaseHeldLocked(f)
 		s.replay(f.held, f.cookie-f.isn)
 		f.held = nil
 		return true

@@ -73,10 +73,25 @@ func (s *Stack) handleForward(fr *tcp.ForwarderRequest) {
 	s.flows++
 	s.pending[r] = struct{}{}
 	s.mu.Unlock()
+	if s.cflows.active() {
+		s.cflows.offer(id, r) // a cookie flow's replayed SYN (cookieflow.go)
+	}
 	if old := s.guard.admit(r); old != nil {
 		s.evict(old)
 	}
 	s.cfg.HandleTCP(r)
+}
+
+// isPending reports whether r (nil: none) awaits Accept or Refuse, or is
+// in Accept's local handshake.
+func (s *Stack) isPending(r *TCPRequest) bool {
+	if r == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.pending[r]
+	return ok
 }
 
 // take marks the request as answered; false if it already was.

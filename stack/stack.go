@@ -132,6 +132,10 @@ func New(cfg Config) (*Stack, error) {
 		guard:   newSYNGuard(cfg.MaxInFlight),
 		cookies: newCookieJar(),
 	}
+	s.cflows.heldMax, s.cflows.pendFor = cookieHeldMax, cookiePending
+	if cfg.BufferMemory > 0 {
+		s.cflows.heldMax = cfg.BufferMemory / cookieHeldShare
+	}
 	s.gs = gstack.New(gstack.Options{
 		NetworkProtocols:   []gstack.NetworkProtocolFactory{ipv4.NewProtocol, ipv6.NewProtocol},
 		TransportProtocols: []gstack.TransportProtocolFactory{tcp.NewProtocol},

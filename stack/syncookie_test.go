@@ -354,3 +354,146 @@ func FuzzCookiePath(f *testing.F) {
 		}
 	})
 }
+
+// cookieStack is a stack under a SYN flood (cookies on) whose handler
+// holds every request until the test answers it.
+func cookieStack(t *testing.T, out *captured, bufferMemory int64) (*Stack, chan *TCPRequest) {
+	t.Helper()
+	reqs := make(chan *TCPRequest, 1024)
+	s, err := New(Config{MTU: 1400, MaxInFlight: 64, Output: out.output, Logger: testLogger(), BufferMemory: bufferMemory,
+		HandleTCP: func(r *TCPRequest) { reqs <- r }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() }) // refuses the requests still held
+	fillGuard(t, s)
+	return s, reqs
+}
+
+// cookieFor sends client's SYN and returns the cookie its SYN-ACK carries.
+func cookieFor(t *testing.T, s *Stack, out *captured, client, server netip.AddrPort, isn uint32) uint32 {
+	t.Helper()
+	s.Inject(synWithOptions(client, server, isn))
+	var segs []tcpSegment
+	if !waitFor(10*time.Second, func() bool { segs = segmentsTo(out, client); return len(segs) > 0 }) {
+		t.Fatalf("%v: no SYN-ACK: %+v", client, s.Stats())
+	}
+	return segs[0].tcp.SequenceNumber()
+}
+
+// heldBytes sums the packets the cookie flows hold.
+func heldBytes(s *Stack) (n int64) {
+	t := &s.cflows
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for _, f := range t.m {
+		for _, p := range f.held {
+			n += int64(len(p))
+		}
+	}
+	return n
+}
+
+// TestCookieHeldBounded: the packets held for cookie connections whose
+// handshake waits (the handler holds its request) take at most their
+// share of the buffer budget, whatever the clients send: 16 clients each
+// sending their ACK with 16 KB and 7 more such segments (2 MB held before
+// the bound) fill a 1 MiB budget's 64 KiB and no more; the rest is dropped
+// and counted.
+func TestCookieHeldBounded(t *testing.T) {
+	const budget = 1 << 20
+	out := &captured{}
+	s, _ := cookieStack(t, out, budget)
+	payload := make([]byte, 16<<10)
+	for i := range 16 {
+		client := netip.AddrPortFrom(client4.Addr(), uint16(30000+i))
+		const isn = 5000
+		cookie := cookieFor(t, s, out, client, server4, isn)
+		for k := range cookieHeld {
+			s.Inject(buildTCPAck(client, server4, header.TCPFlagAck, isn+1+uint32(k*len(payload)), cookie+1, payload))
+			if h := heldBytes(s); h > budget/cookieHeldShare {
+				t.Fatalf("client %d, segment %d: %d bytes held, the share is %d", i, k, h, budget/cookieHeldShare)
+			}
+		}
+	}
+	st := s.Stats()
+	t.Logf("held %d bytes (share %d); cookie connections %d, drops %d", heldBytes(s), budget/cookieHeldShare, st.CookiesAccepted, st.CookieDrops)
+	if heldBytes(s) == 0 || st.CookieDrops == 0 {
+		t.Errorf("held %d bytes, dropped %d: want the share filled and the rest dropped", heldBytes(s), st.CookieDrops)
+	}
+}
+
+// TestCookieFlowOutlivesItsWait: a cookie connection whose request the
+// handler holds longer than a replayed handshake may take (the tunnel
+// waits up to 5 s and two RTTs for an association) keeps its flow: once
+// accepted, the client gets data in the cookie's sequence space and no
+// stray SYN-ACK; once refused, an RST it takes. Before, the flow was
+// forgotten after 5 s and both went out in gVisor's own sequence space.
+func TestCookieFlowOutlivesItsWait(t *testing.T) {
+	out := &captured{}
+	s, reqs := cookieStack(t, out, 0)
+	s.cflows.mu.Lock()
+	s.cflows.pendFor = 10 * time.Millisecond // the wait, shortened
+	s.cflows.mu.Unlock()
+	const isn = 9000
+	open := func(port uint16) (netip.AddrPort, uint32, *TCPRequest) {
+		client := netip.AddrPortFrom(client4.Addr(), port)
+		cookie := cookieFor(t, s, out, client, server4, isn)
+		// A client of a server that speaks first sends its ACK alone.
+		s.Inject(buildTCPAck(client, server4, header.TCPFlagAck, isn+1, cookie+1, nil))
+		for {
+			select {
+			case r := <-reqs:
+				if r.Src != client {
+					r.Refuse() // the flood's
+					continue
+				}
+				return client, cookie, r
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%v: no request for the cookie connection: %+v", client, s.Stats())
+			}
+		}
+	}
+	// Both wait longer than a replay may take, and a sweep comes.
+	c1, cookie1, r1 := open(31001)
+	c2, cookie2, r2 := open(31002)
+	time.Sleep(50 * time.Millisecond)
+	s.cflows.lastSweep.Store(0)
+	s.sweep()
+
+	conn, err := r1.Accept()
+	if err != nil {
+		t.Fatalf("accept: %v", err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	r2.Refuse()
+	var data, rst bool
+	if !waitFor(10*time.Second, func() bool {
+		data, rst = false, false
+		for _, sg := range segmentsTo(out, c1)[1:] {
+			if sg.tcp.Flags()&header.TCPFlagSyn != 0 {
+				t.Fatalf("a second SYN-ACK reached the client (seq %d, cookie %d)", sg.tcp.SequenceNumber(), cookie1)
+			}
+			if len(sg.tcp.Payload()) > 0 {
+				if sg.tcp.SequenceNumber() != cookie1+1 {
+					t.Fatalf("data at seq %d, want %d", sg.tcp.SequenceNumber(), cookie1+1)
+				}
+				data = true
+			}
+		}
+		for _, sg := range segmentsTo(out, c2)[1:] {
+			if sg.tcp.Flags()&header.TCPFlagRst != 0 {
+				if sg.tcp.SequenceNumber() != cookie2+1 {
+					t.Fatalf("RST at seq %d, want %d (the client's next expected)", sg.tcp.SequenceNumber(), cookie2+1)
+				}
+				rst = true
+			}
+		}
+		return data && rst
+	}) {
+		t.Errorf("accepted client got data: %v; refused client got an RST: %v", data, rst)
+	}
+}
