@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"scpsvpn/scps/internal/ackhandler"
 	"scpsvpn/scps/internal/wire"
 	"scpsvpn/scps/varint"
 )
@@ -39,14 +40,14 @@ type Association struct {
 	closeLeft int
 
 	// Sender side of reliability, congestion control and pacing.
-	sent        sentPacketHandler
-	ackBudget   ackBudget
+	sent        ackhandler.SentPacketHandler
+	ackBudget   ackhandler.AckBudget
 	pingPending bool
 
 	outage outageDetector
 
 	// Receiver side.
-	ack      ackState
+	ack      ackhandler.ReceivedPacketHandler
 	ackDelay time.Duration
 
 	streams streamMap
@@ -86,15 +87,42 @@ func NewAssociation(cfg Config, now time.Time) (*Association, error) {
 	a.mem.limit = cfg.Memory
 	a.flow.init(cfg, a.now)
 	a.streams.init(cfg)
-	if err := a.sent.init(cfg, a.epoch, a.now, a.rttNoise(), a, &a.stats); err != nil {
+	hc := a.ackhandlerConfig()
+	if err := a.sent.Init(hc, a.epoch, a.now, assocFrames{a}); err != nil {
 		return nil, fmt.Errorf("scps: %w", err)
 	}
-	a.stats.Congestion = a.sent.cc.Name()
+	a.stats.Congestion = a.sent.Controller().Name()
 	a.stats.Loss = cfg.Loss
-	a.ackBudget.init(cfg, a.now, a.ackPacketCost())
+	a.ackBudget.Init(hc, a.now, a.ackPacketCost())
 	a.ackDelay = MaxAckDelay
 	a.streams.maybeMaxStreams()
 	return a, nil
+}
+
+// ackhandlerConfig is what the ACK and loss handling takes from the
+// configuration.
+func (a *Association) ackhandlerConfig() ackhandler.Config {
+	cfg := a.cfg
+	loss := ackhandler.LossAuto
+	switch cfg.Loss {
+	case LossCongestion:
+		loss = ackhandler.LossCongestion
+	case LossCorruption:
+		loss = ackhandler.LossCorruption
+	}
+	return ackhandler.Config{
+		MaxPacketSize: cfg.MaxPacketSize,
+		WireOverhead:  cfg.WireOverhead,
+		SendRate:      cfg.SendRate,
+		RecvRate:      cfg.RecvRate,
+		InitialRTT:    cfg.InitialRTT,
+		MinRTO:        cfg.MinRTO,
+		ProbeInterval: cfg.ProbeInterval,
+		MaxAckDelay:   MaxAckDelay,
+		Congestion:    cfg.Congestion,
+		Loss:          loss,
+		RTTNoise:      a.rttNoise(),
+	}
 }
 
 // rttNoise is the RTT variation our own ACKs cause on the return link:
@@ -175,22 +203,18 @@ func (a *Association) Deadline() time.Time {
 		consider(a.outage.start + a.cfg.MaxOutage)
 		return a.abs(d)
 	}
-	consider(a.outage.deadline(a.sent.elicitingInFlight))
-	consider(a.outage.keepAliveDue(a.sent.elicitingInFlight, a.pingPending))
-	consider(a.sent.timerDeadline())
-	if a.sent.probes > 0 || a.pingPending {
+	consider(a.outage.deadline(a.sent.ElicitingInFlight()))
+	consider(a.outage.keepAliveDue(a.sent.ElicitingInFlight(), a.pingPending))
+	consider(a.sent.TimerDeadline())
+	if a.sent.Probes() > 0 || a.pingPending {
 		consider(a.now)
 	}
-	if a.ack.pending && a.ack.eliciting > 0 {
-		t := a.ack.deadline
-		if a.ack.immediate {
-			t = a.now
-		}
-		a.ackBudget.refill(a.now)
-		consider(max(t, a.ackBudget.readyAt(a.now, a.ackPacketCost())))
+	if t, ok := a.ack.Deadline(a.now); ok {
+		a.ackBudget.Refill(a.now)
+		consider(max(t, a.ackBudget.ReadyAt(a.now, a.ackPacketCost())))
 	}
-	if a.hasWork() && a.sent.windowOpen() {
-		consider(a.sent.pacedAt(a.now))
+	if a.hasWork() && a.sent.WindowOpen() {
+		consider(a.sent.PacedAt(a.now))
 	}
 	if d == 0 {
 		return time.Time{}
@@ -216,8 +240,8 @@ func (a *Association) Tick(now time.Time) {
 		}
 		return
 	}
-	a.sent.onTimer(a.now, a.streams.dataQueued())
-	if a.outage.keepAliveTimer(a.now, a.sent.elicitingInFlight, a.pingPending) {
+	a.sent.OnTimer(a.now, a.streams.dataQueued())
+	if a.outage.keepAliveTimer(a.now, a.sent.ElicitingInFlight(), a.pingPending) {
 		a.pingPending = true
 	}
 }
@@ -285,7 +309,7 @@ func (a *Association) Stats() Stats {
 	for _, st := range a.streams.byID {
 		s.BufferedBytes += st.sendBuf.Bytes() + st.recvBuf.Bytes()
 	}
-	a.sent.fillStats(&s)
+	s.addSent(&a.sent)
 	s.Outage = a.outage.active
 	if a.outage.active {
 		s.OutageTime += a.now - a.outage.start

@@ -27,19 +27,11 @@ package scps
 //	send.go               Send: plan, assemble, onSent (and sendClose,
 //	                      sendProbe, SendDatagram)
 //	sendframes.go         the frame writers packets are assembled from
-//	sentpackethandler.go  sentPacketHandler: sent-packet history, ACK
-//	                      processing, loss detection, probe timeout, RTT,
-//	                      loss cause, congestion controller and pacer
 //	framehandler.go       what the Association does with the frames of
 //	                      acknowledged and lost packets
-//	history.go            history: the sent-packet and sent-frame rings
 //	outagedetector.go     outageDetector: outage mode, keep-alives, the
 //	                      silence hold
-//	ackstate.go           ackState: received packets and the ACK policy
-//	ackbudget.go          ackBudget: the rate our ACK traffic is held to
 //	recvranges.go         the bound on received stream ranges
-//	lossclassifier.go     lossClassifier: congestion or corruption
-//	bucket.go             bucket: pacer and ACK budget token buckets
 //	datagramqueue.go      datagramQueue: outgoing datagrams
 //	datagramshare.go      shareBalance: datagrams' and streams' shares of the link
 //	streammap.go          streamMap: stream table, limits, send queues
@@ -62,6 +54,9 @@ package scps
 //
 // Sub-packages: cc (congestion controllers, RTT statistics), varint (the
 // variable-length integer, also of the tunnel's formats), internal/wire
-// (the byte layout of packets and frames, spec.md),
+// (the byte layout of packets and frames, spec.md), internal/ackhandler
+// (ACK and loss handling: the sent-packet history, ACK processing, loss
+// detection, probe timeout, RTT, loss cause, congestion controller and
+// pacer; received packets, the ACK policy and the ACK budget),
 // internal/ranges (sets of half-open ranges), internal/bufq (stream
 // buffers).

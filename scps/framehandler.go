@@ -1,69 +1,78 @@
 package scps
 
-// This file owns the Association's frameHandler: what happens to each frame
-// of a packet the sentPacketHandler declared acknowledged or lost. Stream
-// data is released from the send buffer or queued for repair; a lost
-// RESET_STREAM or credit frame is queued again unless it became obsolete;
-// an acknowledged ACK lets the receiver forget the ranges below it.
-// Datagrams and PINGs are never sent again.
+// This file owns the Association's frame handler: what happens to each
+// frame of a packet the sent-packet handler (internal/ackhandler) declared
+// acknowledged or lost. Stream data is released from the send buffer or
+// queued for repair; a lost RESET_STREAM or credit frame is queued again
+// unless it became obsolete; an acknowledged ACK lets the receiver forget
+// the ranges below it. Datagrams and PINGs are never sent again.
+
+import "scpsvpn/scps/internal/ackhandler"
+
+// assocFrames is the Association as the sent-packet handler's
+// FrameHandler (the methods stay off the Association's exported API).
+type assocFrames struct{ a *Association }
+
+func (h assocFrames) FrameAcked(f *ackhandler.SentFrame) { h.a.frameAcked(f) }
+func (h assocFrames) FrameLost(f *ackhandler.SentFrame)  { h.a.frameLost(f) }
 
 // frameAcked acts on a frame of an acknowledged packet.
-func (a *Association) frameAcked(f *sentFrame) {
-	switch f.kind {
-	case sfStream:
+func (a *Association) frameAcked(f *ackhandler.SentFrame) {
+	switch f.Kind {
+	case ackhandler.KindStream:
 		a.streamDataAcked(f)
-	case sfReset:
-		if s, ok := a.streams.byID[f.id]; ok && s.resetSent {
+	case ackhandler.KindReset:
+		if s, ok := a.streams.byID[f.ID]; ok && s.resetSent {
 			s.resetAcked = true
 			a.maybeFinish(s)
 		}
-	case sfAck:
-		a.ack.onAckAcked(f.off)
+	case ackhandler.KindAck:
+		a.ack.OnAckAcked(f.Off)
 	}
 }
 
 // frameLost queues again what a frame of a lost packet carried, unless it
 // was delivered meanwhile or is obsolete.
-func (a *Association) frameLost(f *sentFrame) {
-	switch f.kind {
-	case sfStream:
+func (a *Association) frameLost(f *ackhandler.SentFrame) {
+	switch f.Kind {
+	case ackhandler.KindStream:
 		a.streamDataLost(f)
-	case sfReset:
-		if s, ok := a.streams.byID[f.id]; ok && s.resetSent && !s.resetAcked {
+	case ackhandler.KindReset:
+		if s, ok := a.streams.byID[f.ID]; ok && s.resetSent && !s.resetAcked {
 			s.resetQueued = true
 			a.streams.scheduleCtrl(s)
 		}
-	case sfMaxStreamData:
-		if s, ok := a.streams.byID[f.id]; ok && !s.finKnown && !s.aborted() && f.off == s.recvMax {
+	case ackhandler.KindMaxStreamData:
+		if s, ok := a.streams.byID[f.ID]; ok && !s.finKnown && !s.aborted() && f.Off == s.recvMax {
 			s.maxDataQueued = true
 			a.streams.scheduleCtrl(s)
 		}
-	case sfMaxData:
-		if f.off == a.flow.recvMax {
+	case ackhandler.KindMaxData:
+		if f.Off == a.flow.recvMax {
 			a.flow.maxDataQueued = true
 		}
-	case sfMaxStreams:
-		if f.off == a.streams.localMax {
+	case ackhandler.KindMaxStreams:
+		if f.Off == a.streams.localMax {
 			a.streams.maxStreamsQueued = true
 		}
-	case sfDatagram:
+	case ackhandler.KindDatagram:
 		// never retransmitted
 	}
 }
 
-func (a *Association) streamDataAcked(f *sentFrame) {
-	s, ok := a.streams.byID[f.id]
+func (a *Association) streamDataAcked(f *ackhandler.SentFrame) {
+	s, ok := a.streams.byID[f.ID]
 	if !ok || s.aborted() {
 		return
 	}
-	if f.off == 0 && s.local {
+	if f.Off == 0 && s.local {
 		s.openAcked, s.openPending = true, false
 	}
-	if f.n > 0 {
-		end := f.off + f.n
-		s.retx.Remove(f.off, end)
+	if f.N > 0 {
+		end := f.Off + f.N
+		s.retx.Remove(f.Off, end)
 		if end > s.ackedPrefix {
-			s.acked.Add(max(f.off, s.ackedPrefix), end)
+			s.acked.Add(max(f.Off, s.ackedPrefix), end)
 			if first := s.acked.First(); first.Start <= s.ackedPrefix {
 				a.sendReleased(first.End - s.ackedPrefix)
 				s.ackedPrefix = first.End
@@ -77,19 +86,19 @@ func (a *Association) streamDataAcked(f *sentFrame) {
 			}
 		}
 	}
-	if f.fin {
+	if f.Fin {
 		s.finAcked, s.finLost = true, false
 	}
 	a.maybeFinish(s)
 }
 
-func (a *Association) streamDataLost(f *sentFrame) {
-	s, ok := a.streams.byID[f.id]
+func (a *Association) streamDataLost(f *ackhandler.SentFrame) {
+	s, ok := a.streams.byID[f.ID]
 	if !ok || s.aborted() {
 		return
 	}
-	if f.n > 0 {
-		start, end := max(f.off, s.ackedPrefix), f.off+f.n
+	if f.N > 0 {
+		start, end := max(f.Off, s.ackedPrefix), f.Off+f.N
 		if start < end {
 			s.retx.Add(start, end)
 			for i := 0; i < s.acked.Len(); i++ {
@@ -102,10 +111,10 @@ func (a *Association) streamDataLost(f *sentFrame) {
 				}
 			}
 		}
-	} else if f.off == 0 && s.local && !s.openAcked && !f.fin {
+	} else if f.Off == 0 && s.local && !s.openAcked && !f.Fin {
 		s.openPending = true
 	}
-	if f.fin && !s.finAcked {
+	if f.Fin && !s.finAcked {
 		s.finLost = true
 	}
 	a.streams.scheduleRetx(s)

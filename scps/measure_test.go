@@ -192,7 +192,7 @@ func measure(t testing.TB, c condition, mode, loss string, seed uint64) result {
 			prev := res.series[max(n-9, 0)]
 			st := s.a[0].Stats()
 			diff := -1.0
-			if d, ok := s.a[0].sent.cc.(interface{ Diff() float64 }); ok {
+			if d, ok := s.a[0].sent.Controller().(interface{ Diff() float64 }); ok {
 				diff = d.Diff()
 			}
 			t.Logf("t=%5.1fs q %v rate %6.0f kbit/s cwnd %7d inflight %7d ss %v srtt %v min %v diff %.1f pace %.0f kbit/s qdrop %d lost %d cong %d corr %d",

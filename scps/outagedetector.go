@@ -197,7 +197,7 @@ func (o *outageDetector) keepAliveTimer(now time.Duration, flight int, pingPendi
 
 // checkOutage enters outage mode when the silence has lasted long enough.
 func (a *Association) checkOutage() {
-	if enter, bySilence := a.outage.due(a.now, a.sent.elicitingInFlight); enter {
+	if enter, bySilence := a.outage.due(a.now, a.sent.ElicitingInFlight()); enter {
 		a.enterOutage(bySilence)
 	}
 }
@@ -207,7 +207,7 @@ func (a *Association) enterOutage(bySilence bool) {
 	a.outage.enter(a.now, bySilence)
 	// Whatever was in flight is lost to the outage: queue it for repair
 	// now (it goes first on resume) and free the window it held.
-	a.sent.loseAll(a.now)
+	a.sent.LoseAll(a.now)
 	a.pingPending = false
 	for a.dgrams.count > 0 {
 		a.dgrams.pop()
@@ -221,7 +221,7 @@ func (a *Association) enterOutage(bySilence bool) {
 func (a *Association) maybeResume() {
 	if a.state == stateOpen && a.outage.resumes() {
 		a.outage.leave(a.now)
-		a.sent.ptoCount = 0
+		a.sent.OnResume()
 		a.emit(Event{Kind: EventOutage, Outage: false})
 	}
 }
@@ -229,6 +229,6 @@ func (a *Association) maybeResume() {
 // silenceHold reports whether new data waits because the peer went quiet
 // mid-flight (outageDetector.silence).
 func (a *Association) silenceHold() bool {
-	oldest, ok := a.sent.oldestSentAt()
-	return ok && a.outage.silence(a.now, a.sent.elicitingInFlight, oldest, a.sent.rtt.Smoothed())
+	oldest, ok := a.sent.OldestSentAt()
+	return ok && a.outage.silence(a.now, a.sent.ElicitingInFlight(), oldest, a.sent.RTT().Smoothed())
 }

@@ -31,7 +31,7 @@ func (a *Association) Receive(now time.Time, pn uint64, pkt []byte) error {
 		return fmt.Errorf("%w: packet number %d beyond %d", ErrBadPacket, pn, uint64(varint.Max))
 	}
 	eliciting, err := a.validate(pkt)
-	if a.ack.duplicate(pn) && (err == nil || errors.Is(err, ErrRangesFull)) {
+	if a.ack.Duplicate(pn) && (err == nil || errors.Is(err, ErrRangesFull)) {
 		a.stats.DuplicatePackets++
 		return nil
 	}
@@ -44,10 +44,10 @@ func (a *Association) Receive(now time.Time, pn uint64, pkt []byte) error {
 	}
 	a.stats.PacketsReceived++
 	a.stats.BytesReceived += uint64(len(pkt))
-	a.ackBudget.onReceived(a.now, len(pkt)+a.cfg.WireOverhead, a.sent.rtt.Smoothed())
-	a.outage.onPacketReceived(a.now, a.sent.elicitingInFlight)
-	a.ackDelay = max(min(MaxAckDelay, a.sent.rtt.Smoothed()/time.Duration(a.cfg.AcksPerRTT)), time.Millisecond)
-	a.ack.onReceived(pn, a.now, eliciting, a.cfg.AckEvery, a.ackDelay)
+	a.ackBudget.OnReceived(a.now, len(pkt)+a.cfg.WireOverhead, a.sent.RTT().Smoothed())
+	a.outage.onPacketReceived(a.now, a.sent.ElicitingInFlight())
+	a.ackDelay = max(min(MaxAckDelay, a.sent.RTT().Smoothed()/time.Duration(a.cfg.AcksPerRTT)), time.Millisecond)
+	a.ack.OnReceived(pn, a.now, eliciting, a.cfg.AckEvery, a.ackDelay)
 	defer a.maybeResume()
 
 	var f wire.Frame
@@ -86,8 +86,8 @@ func (a *Association) validate(payload []byte) (eliciting bool, err error) {
 		}
 		switch f.Type {
 		case wire.FrameAck:
-			if f.Ack.Largest >= a.sent.hist.nextPN() {
-				return false, fmt.Errorf("ACK of packet %d never sent (next %d)", f.Ack.Largest, a.sent.hist.nextPN())
+			if f.Ack.Largest >= a.sent.NextPN() {
+				return false, fmt.Errorf("ACK of packet %d never sent (next %d)", f.Ack.Largest, a.sent.NextPN())
 			}
 		case wire.FrameStream, wire.FrameResetStream, wire.FrameMaxStreamData:
 			if err := a.streams.checkID(f.StreamID); err != nil {
@@ -117,7 +117,7 @@ func (a *Association) apply(f *wire.Frame) error {
 	switch f.Type {
 	case wire.FramePadding, wire.FramePing:
 	case wire.FrameAck:
-		if a.sent.onAck(a.now, &f.Ack) {
+		if a.sent.OnAck(a.now, &f.Ack) {
 			a.outage.onNewlyAcked(a.now)
 		}
 	case wire.FrameStream:

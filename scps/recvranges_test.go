@@ -50,12 +50,12 @@ func TestSparseFramesBounded(t *testing.T) {
 		t.Fatalf("stream holds %d ranges, association counts %d, want %d", st.recvd.Len(), b.streams.recvRanges, maxStreamRanges)
 	}
 	// One more hole: dropped, and not acknowledged.
-	acked := b.ack.received.Total()
+	acked := b.ack.ReceivedTotal()
 	if err := recv(sparsePacket(0, off)); !errors.Is(err, ErrRangesFull) {
 		t.Fatalf("a packet past the stream bound: %v", err)
 	}
-	if b.ack.received.Total() != acked || b.Stats().RecvRangeDrops != 1 || st.recvd.Len() != maxStreamRanges {
-		t.Fatalf("the refused packet was recorded: acked %d -> %d, drops %d, ranges %d", acked, b.ack.received.Total(), b.Stats().RecvRangeDrops, st.recvd.Len())
+	if b.ack.ReceivedTotal() != acked || b.Stats().RecvRangeDrops != 1 || st.recvd.Len() != maxStreamRanges {
+		t.Fatalf("the refused packet was recorded: acked %d -> %d, drops %d, ranges %d", acked, b.ack.ReceivedTotal(), b.Stats().RecvRangeDrops, st.recvd.Len())
 	}
 	// Data that fills holes is always taken: [1, 2) merges two ranges.
 	if err := recv(sparsePacket(0, 1)); err != nil {

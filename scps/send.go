@@ -14,6 +14,7 @@ package scps
 import (
 	"time"
 
+	"scpsvpn/scps/internal/ackhandler"
 	"scpsvpn/scps/internal/wire"
 )
 
@@ -38,14 +39,14 @@ func (a *Association) sendReady() bool {
 	if a.outage.active {
 		return a.outage.probeDue(a.now)
 	}
-	if a.sent.probes > 0 || a.pingPending || a.ack.due(a.now) {
+	if a.sent.Probes() > 0 || a.pingPending || a.ack.Due(a.now) {
 		return true
 	}
-	if !a.hasWork() || !a.sent.windowOpen() || a.silenceHold() {
+	if !a.hasWork() || !a.sent.WindowOpen() || a.silenceHold() {
 		return false
 	}
-	a.sent.updatePacer(a.now)
-	return a.sent.paced()
+	a.sent.UpdatePacer(a.now)
+	return a.sent.Paced()
 }
 
 // Send writes the next packet due now into buf and returns its length
@@ -54,7 +55,7 @@ func (a *Association) sendReady() bool {
 // buf should hold MaxPacketSize bytes.
 func (a *Association) Send(now time.Time, buf []byte) (n int, pn uint64) {
 	a.setNow(now)
-	pn = a.sent.hist.nextPN()
+	pn = a.sent.NextPN()
 	switch a.state {
 	case stateClosed:
 		return 0, 0
@@ -99,16 +100,15 @@ type sendPlan struct {
 // plan decides what the next packet may carry; ok is false when nothing
 // is due.
 func (a *Association) plan() (p sendPlan, ok bool) {
-	a.sent.updatePacer(a.now)
+	a.sent.UpdatePacer(a.now)
 	a.expireDatagrams()
-	p.probe = a.sent.probes > 0 || a.pingPending
-	p.canSend = p.probe || (a.sent.windowOpen() && a.sent.paced() && !a.silenceHold())
-	p.ackDue = a.ack.due(a.now)
-	a.ackBudget.refill(a.now)
-	if p.ackDue && !a.ackBudget.ready(a.ackPacketCost()) {
+	p.probe = a.sent.Probes() > 0 || a.pingPending
+	p.canSend = p.probe || (a.sent.WindowOpen() && a.sent.Paced() && !a.silenceHold())
+	p.ackDue = a.ack.Due(a.now)
+	a.ackBudget.Refill(a.now)
+	if p.ackDue && !a.ackBudget.Ready(a.ackPacketCost()) {
 		p.ackDue = false
-		if !a.ack.deferred {
-			a.ack.deferred = true
+		if a.ack.Defer() {
 			a.stats.AcksDeferred++
 		}
 	}
@@ -130,8 +130,8 @@ type builtPacket struct {
 // when nothing fitted; the frame records are then dropped.
 func (a *Association) assemble(b []byte, plan sendPlan) (p builtPacket, ok bool) {
 	limit := cap(b)
-	p.firstFrame = a.sent.hist.frameEnd()
-	if a.ack.pending && (plan.ackDue || plan.work || plan.probe) {
+	p.firstFrame = a.sent.FrameEnd()
+	if a.ack.Pending() && (plan.ackDue || plan.work || plan.probe) {
 		n := len(b)
 		b = a.appendAck(b, limit)
 		p.ackLen = len(b) - n
@@ -168,13 +168,13 @@ func (a *Association) assemble(b []byte, plan sendPlan) (p builtPacket, ok bool)
 		}
 		p.eliciting = p.eliciting || p.carried
 	}
-	if !p.eliciting && (plan.probe || (p.ackLen > 0 && a.ack.ackOnlyCount+1 >= ackOnlyBeforePing)) && len(b) < limit {
+	if !p.eliciting && (plan.probe || (p.ackLen > 0 && a.ack.PingWanted())) && len(b) < limit {
 		b = append(b, wire.FramePing)
-		a.sent.hist.addFrame().kind = sfPing
+		a.sent.AddFrame().Kind = ackhandler.KindPing
 		p.eliciting = true
 	}
 	if len(b) == 0 {
-		a.sent.hist.dropFramesFrom(p.firstFrame)
+		a.sent.DropFramesFrom(p.firstFrame)
 		return builtPacket{}, false
 	}
 	p.size = len(b)
@@ -185,46 +185,46 @@ func (a *Association) assemble(b []byte, plan sendPlan) (p builtPacket, ok bool)
 // in flight, pacer), the outage detector's flight, the ACK policy and the
 // ACK budget, which charges acknowledgement traffic on the return link.
 func (a *Association) onSent(p builtPacket) {
-	flightStart := a.sent.onPacketSent(a.now, sentPacket{
-		sentAt:       a.now,
-		firstFrame:   p.firstFrame,
-		nFrames:      uint16(a.sent.hist.frameEnd() - p.firstFrame),
-		size:         int32(p.size),
-		ackEliciting: p.eliciting,
-		inFlight:     p.eliciting,
+	flightStart := a.sent.OnPacketSent(a.now, ackhandler.SentPacket{
+		SentAt:       a.now,
+		FirstFrame:   p.firstFrame,
+		NFrames:      uint16(a.sent.FrameEnd() - p.firstFrame),
+		Size:         int32(p.size),
+		AckEliciting: p.eliciting,
+		InFlight:     p.eliciting,
 	})
 	a.stats.PacketsSent++
 	a.stats.BytesSent += uint64(p.size)
 	if !p.eliciting {
 		a.stats.AckOnlyPacketsSent++
-		a.ack.ackOnlyCount++
-		a.ackBudget.take(p.size + a.cfg.WireOverhead)
+		a.ack.OnPacketSent(false)
+		a.ackBudget.Take(p.size + a.cfg.WireOverhead)
 		return
 	}
 	if flightStart {
 		a.outage.onFlightStart(a.now)
 	}
-	a.ack.ackOnlyCount = 0
+	a.ack.OnPacketSent(true)
 	a.pingPending = false
 	switch {
 	case p.ackLen > 0 && !p.carried:
 		// An ACK with control frames or a PING: all of it is
 		// acknowledgement traffic on the return link.
-		a.ackBudget.take(p.size + a.cfg.WireOverhead)
+		a.ackBudget.Take(p.size + a.cfg.WireOverhead)
 	case p.ackLen > 0:
-		a.ackBudget.take(p.ackLen)
+		a.ackBudget.Take(p.ackLen)
 	}
 }
 
 func (a *Association) sendClose(buf []byte) int {
-	limit := a.limit(buf, a.sent.hist.nextPN())
+	limit := a.limit(buf, a.sent.NextPN())
 	if limit < 64 {
 		return 0
 	}
 	b := wire.AppendClose(buf[:0:limit], a.closeCode, a.closeWhy)
 	// The packet number is used up but not tracked: nothing in it is
 	// retransmitted.
-	a.sent.skipPacket(a.now)
+	a.sent.SkipPacket(a.now)
 	a.stats.PacketsSent++
 	a.stats.BytesSent += uint64(len(b))
 	a.closeLeft--
@@ -239,23 +239,23 @@ func (a *Association) sendClose(buf []byte) int {
 // at once what arrived before the outage. Probes are not counted in flight
 // and do not wait for the pacer: a few dozen bytes per interval.
 func (a *Association) sendProbe(buf []byte) int {
-	limit := a.limit(buf, a.sent.hist.nextPN())
+	limit := a.limit(buf, a.sent.NextPN())
 	if limit < 64 {
 		return 0
 	}
-	firstFrame := a.sent.hist.frameEnd()
+	firstFrame := a.sent.FrameEnd()
 	b := buf[:0:limit]
-	if a.ack.any {
+	if a.ack.Any() {
 		b = a.appendAck(b, limit-1)
 	}
 	b = append(b, wire.FramePing)
-	a.sent.hist.addFrame().kind = sfPing
-	if a.sent.onPacketSent(a.now, sentPacket{
-		sentAt:       a.now,
-		firstFrame:   firstFrame,
-		nFrames:      uint16(a.sent.hist.frameEnd() - firstFrame),
-		size:         int32(len(b)),
-		ackEliciting: true,
+	a.sent.AddFrame().Kind = ackhandler.KindPing
+	if a.sent.OnPacketSent(a.now, ackhandler.SentPacket{
+		SentAt:       a.now,
+		FirstFrame:   firstFrame,
+		NFrames:      uint16(a.sent.FrameEnd() - firstFrame),
+		Size:         int32(len(b)),
+		AckEliciting: true,
 	}) {
 		a.outage.onFlightStart(a.now)
 	}

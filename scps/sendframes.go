@@ -11,6 +11,7 @@ package scps
 import (
 	"time"
 
+	"scpsvpn/scps/internal/ackhandler"
 	"scpsvpn/scps/internal/wire"
 	"scpsvpn/scps/varint"
 )
@@ -21,8 +22,8 @@ import (
 const minStreamChunk = 32
 
 func (a *Association) appendAck(b []byte, limit int) []byte {
-	rs := a.ack.ranges()
-	delay := uint64((a.now - a.ack.largestAt) / time.Microsecond)
+	rs := a.ack.Ranges()
+	delay := uint64((a.now - a.ack.LargestAt()) / time.Microsecond)
 	for len(rs) > 0 && len(b)+wire.AckFrameLen(delay, rs) > limit {
 		rs = rs[:len(rs)-1]
 	}
@@ -30,9 +31,9 @@ func (a *Association) appendAck(b []byte, limit int) []byte {
 		return b
 	}
 	b = wire.AppendAck(b, delay, rs)
-	f := a.sent.hist.addFrame()
-	f.kind, f.off = sfAck, rs[0].Largest
-	a.ack.onAckSent()
+	f := a.sent.AddFrame()
+	f.Kind, f.Off = ackhandler.KindAck, rs[0].Largest
+	a.ack.OnAckSent()
 	return b
 }
 
@@ -41,14 +42,14 @@ func (a *Association) appendControl(b []byte, limit int) ([]byte, bool) {
 	eliciting := false
 	if a.flow.maxDataQueued && len(b)+1+varint.Len(a.flow.recvMax) <= limit {
 		b = wire.AppendMaxData(b, wire.FrameMaxData, a.flow.recvMax)
-		f := a.sent.hist.addFrame()
-		f.kind, f.off = sfMaxData, a.flow.recvMax
+		f := a.sent.AddFrame()
+		f.Kind, f.Off = ackhandler.KindMaxData, a.flow.recvMax
 		a.flow.maxDataQueued, eliciting = false, true
 	}
 	if a.streams.maxStreamsQueued && len(b)+1+varint.Len(a.streams.localMax) <= limit {
 		b = wire.AppendMaxData(b, wire.FrameMaxStreams, a.streams.localMax)
-		f := a.sent.hist.addFrame()
-		f.kind, f.off = sfMaxStreams, a.streams.localMax
+		f := a.sent.AddFrame()
+		f.Kind, f.Off = ackhandler.KindMaxStreams, a.streams.localMax
 		a.streams.maxStreamsQueued, eliciting = false, true
 	}
 	for a.streams.ctrlQ.len() > 0 {
@@ -64,8 +65,8 @@ func (a *Association) appendControl(b []byte, limit int) ([]byte, bool) {
 				break
 			}
 			b = wire.AppendResetStream(b, s.id, s.resetCode, s.sentOff)
-			f := a.sent.hist.addFrame()
-			f.kind, f.id = sfReset, s.id
+			f := a.sent.AddFrame()
+			f.Kind, f.ID = ackhandler.KindReset, s.id
 			s.resetQueued, eliciting = false, true
 		}
 		if s.maxDataQueued && !s.finKnown && !s.aborted() {
@@ -74,8 +75,8 @@ func (a *Association) appendControl(b []byte, limit int) ([]byte, bool) {
 				break
 			}
 			b = wire.AppendMaxStreamData(b, s.id, s.recvMax)
-			f := a.sent.hist.addFrame()
-			f.kind, f.id, f.off = sfMaxStreamData, s.id, s.recvMax
+			f := a.sent.AddFrame()
+			f.Kind, f.ID, f.Off = ackhandler.KindMaxStreamData, s.id, s.recvMax
 			eliciting = true
 		}
 		s.maxDataQueued = false
@@ -93,7 +94,7 @@ func (a *Association) appendDatagrams(b []byte, limit int) ([]byte, bool) {
 			break
 		}
 		b = wire.AppendDatagram(b, p)
-		a.sent.hist.addFrame().kind = sfDatagram
+		a.sent.AddFrame().Kind = ackhandler.KindDatagram
 		a.dgrams.pop()
 		a.stats.DatagramsSent++
 		eliciting = true
@@ -262,7 +263,7 @@ func (a *Association) appendStreamFrame(b []byte, limit int, s *streamState, off
 	if hasMeta {
 		s.openPending = false
 	}
-	f := a.sent.hist.addFrame()
-	f.kind, f.id, f.off, f.n, f.fin = sfStream, s.id, off, uint64(n), fin
+	f := a.sent.AddFrame()
+	f.Kind, f.ID, f.Off, f.N, f.Fin = ackhandler.KindStream, s.id, off, uint64(n), fin
 	return b, n, fin, !withLen, true
 }

@@ -146,7 +146,7 @@ func (n *netSim) run(dur, interval time.Duration) {
 			}
 			f.series = append(f.series, sample{at: n.now, bytes: got})
 			if os.Getenv("SCPS_DBG") != "" && f.a[0] != nil && int(n.now/interval)%5 == 0 {
-				if h, ok := f.a[0].sent.cc.(interface{ DebugString() string }); ok {
+				if h, ok := f.a[0].sent.Controller().(interface{ DebugString() string }); ok {
 					st := f.a[0].Stats()
 					n.t.Logf("%5.1f %s %s in=%dk rtt=%v cong=%d corr=%d", n.now.Seconds(), f.name, h.DebugString(), st.BytesInFlight/1000, st.LatestRTT.Round(time.Millisecond), st.LossEventsCongestion, st.LossEventsCorruption)
 				}

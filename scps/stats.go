@@ -2,7 +2,11 @@ package scps
 
 // This file owns Stats, the counters and gauges of one association.
 
-import "time"
+import (
+	"time"
+
+	"scpsvpn/scps/internal/ackhandler"
+)
 
 // Stats is a snapshot of an association's counters and state.
 type Stats struct {
@@ -60,4 +64,26 @@ type Stats struct {
 	LatestRTT     time.Duration
 	QueueDelay    time.Duration // latest RTT sample (less ACK delay) above the minimum
 	DeliveryRate  float64       // bytes/s acknowledged over the last round trip
+}
+
+// addSent copies the sent-packet handler's counters and its congestion
+// and RTT state into s.
+func (s *Stats) addSent(h *ackhandler.SentPacketHandler) {
+	c := h.Stats()
+	s.PacketsLost, s.BytesLost = c.PacketsLost, c.BytesLost
+	s.PTOs, s.CongestionEvents = c.PTOs, c.CongestionEvents
+	s.LossEventsCongestion = c.LossEventsCongestion
+	s.LossEventsCorruption = c.LossEventsCorruption
+	s.LossEventsOutage = c.LossEventsOutage
+	ctl, rtt := h.Controller(), h.RTT()
+	s.InSlowStart = ctl.InSlowStart()
+	s.Cwnd = ctl.Window()
+	s.BytesInFlight = h.BytesInFlight()
+	s.PacingRate = h.PacingRate()
+	s.SRTT = rtt.Smoothed()
+	s.RTTVar = rtt.Var()
+	s.MinRTT = rtt.Min()
+	s.LatestRTT = rtt.Latest()
+	s.QueueDelay = h.QueueDelay()
+	s.DeliveryRate = h.DeliveryRate()
 }

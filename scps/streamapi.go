@@ -332,7 +332,7 @@ func (a *Association) maybeStreamCredit(s *streamState) {
 		return
 	}
 	limit := a.recvWindowLimit(s)
-	s.recvWin.update(s.readOff, limit, a.now, a.sent.rtt.Smoothed())
+	s.recvWin.update(s.readOff, limit, a.now, a.sent.RTT().Smoothed())
 	s.recvWin.size = min(s.recvWin.size, limit) // more streams: a smaller share
 	if want := s.recvWin.size * 3 / 2; want > a.flow.window.size {
 		a.flow.window.size = min(want, a.cfg.connWindowLimit())
@@ -359,14 +359,14 @@ func (a *Association) maybeGrowSendBuffer(s *streamState) {
 	if s.sendLimited {
 		limit = a.cfg.sendBufferLimit()
 	}
-	s.sendWin.update(s.ackedPrefix, limit, a.now, a.sent.rtt.Smoothed())
+	s.sendWin.update(s.ackedPrefix, limit, a.now, a.sent.RTT().Smoothed())
 	s.sendLimited = false
 }
 
 // maybeConnCredit grants more connection credit as data arrives in order
 // and as the application reads (connFlow.maybeCredit).
 func (a *Association) maybeConnCredit() {
-	a.flow.maybeCredit(a.now, a.sent.rtt.Smoothed(), a.cfg.connWindowLimit(), a.connHold())
+	a.flow.maybeCredit(a.now, a.sent.RTT().Smoothed(), a.cfg.connWindowLimit(), a.connHold())
 }
 
 // settle returns the connection credit of s's bytes below off: they

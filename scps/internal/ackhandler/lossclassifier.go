@@ -1,11 +1,12 @@
-package scps
+package ackhandler
 
-// This file owns lossClassifier, the loss-cause decision (Config.Loss). "congestion" and
-// "corruption" are fixed answers; "auto" reads the delay signal: a
-// bottleneck queue that overflows has grown first, so a loss is congestion
-// when the round trips measured around the lost packet's time exceed the
-// minimum by more than a few packets' worth of queue, and corruption (a
-// bit error, a modem's FEC giving up) when they do not. A delay-based
+// This file owns lossClassifier, the loss-cause decision (Config.Loss).
+// LossCongestion and LossCorruption are fixed answers; LossAuto reads the
+// delay signal: a bottleneck queue that overflows has grown first, so a
+// loss is congestion when the round trips measured around the lost
+// packet's time exceed the minimum by more than a few packets' worth of
+// queue, and corruption (a bit error, a modem's FEC giving up) when they
+// do not. A delay-based
 // controller keeps its own standing queue at 2-4 packets, below the
 // threshold, so its random losses stay corruption; a drop-tail queue that
 // overflows is at least the threshold deep, so its losses are congestion.
@@ -29,23 +30,14 @@ const (
 	minQueueSamples = 3
 )
 
-type lossMode uint8
+// LossMode says what a lost packet means to congestion control.
+type LossMode uint8
 
 const (
-	lossAuto lossMode = iota
-	lossCongestion
-	lossCorruption
+	LossAuto       LossMode = iota // the delay signal decides
+	LossCongestion                 // every loss is congestion
+	LossCorruption                 // no loss is
 )
-
-func parseLossMode(s string) lossMode {
-	switch s {
-	case LossCongestion:
-		return lossCongestion
-	case LossCorruption:
-		return lossCorruption
-	}
-	return lossAuto
-}
 
 type queueSample struct {
 	at, queue time.Duration
@@ -54,8 +46,8 @@ type queueSample struct {
 // lossClassifier keeps the recent queue-delay samples and a delivery-rate
 // estimate, and decides the cause of each batch of losses.
 type lossClassifier struct {
-	mode    lossMode
-	noise   time.Duration // RTT variation without a queue (Association.rttNoise)
+	mode    LossMode
+	noise   time.Duration // RTT variation without a queue (Config.RTTNoise)
 	samples [queueSamples]queueSample
 	next    int
 	n       int
@@ -132,9 +124,9 @@ func (l *lossClassifier) threshold(minRTT time.Duration, packet int, fallback fl
 // cause decides the cause of losses detected now.
 func (l *lossClassifier) cause(now, srtt, minRTT time.Duration, packet int, fallbackRate float64) cc.Cause {
 	switch l.mode {
-	case lossCongestion:
+	case LossCongestion:
 		return cc.CauseCongestion
-	case lossCorruption:
+	case LossCorruption:
 		return cc.CauseCorruption
 	}
 	q := l.recentQueue(now, max(srtt/4, 5*time.Millisecond))

@@ -1,4 +1,4 @@
-package scps
+package ackhandler
 
 // This file owns the sent-packet history: one record per packet number
 // (packet numbers are consecutive, so a ring indexed by pn - base), and per
@@ -15,43 +15,46 @@ const (
 	pktLost
 )
 
-// Kinds of frames remembered per packet.
+// Kinds of frames remembered per packet (SentFrame.Kind).
 const (
-	sfStream uint8 = iota
-	sfReset
-	sfMaxData
-	sfMaxStreamData
-	sfMaxStreams
-	sfDatagram
-	sfAck
-	sfPing
+	KindStream uint8 = iota
+	KindReset
+	KindMaxData
+	KindMaxStreamData
+	KindMaxStreams
+	KindDatagram
+	KindAck
+	KindPing
 )
 
-type sentPacket struct {
-	sentAt       time.Duration
-	firstFrame   uint64 // absolute index into the frame ring
-	size         int32  // bytes (counted in flight when inFlight)
-	nFrames      uint16
-	ackEliciting bool
-	inFlight     bool
+// SentPacket is the record of one sent packet.
+type SentPacket struct {
+	SentAt       time.Duration
+	FirstFrame   uint64 // absolute index into the frame ring (FrameEnd before the first was added)
+	Size         int32  // bytes (counted in flight when InFlight)
+	NFrames      uint16
+	AckEliciting bool
+	InFlight     bool
 	state        uint8
 }
 
-type sentFrame struct {
-	id   uint64 // stream id
-	off  uint64 // stream offset; MAX_* value; largest acknowledged for ACK
-	n    uint64 // stream data length
-	kind uint8
-	fin  bool
+// SentFrame is the record of one frame of a sent packet: what must be
+// acted on when the packet is acknowledged or lost.
+type SentFrame struct {
+	ID   uint64 // stream id
+	Off  uint64 // stream offset; MAX_* value; largest acknowledged for ACK
+	N    uint64 // stream data length
+	Kind uint8
+	Fin  bool
 }
 
 type history struct {
-	pkts   []sentPacket // power-of-two ring
+	pkts   []SentPacket // power-of-two ring
 	phead  int
 	pcount int
 	basePN uint64 // packet number of pkts[phead]
 
-	frames []sentFrame // power-of-two ring
+	frames []SentFrame // power-of-two ring
 	fhead  int
 	fcount int
 	fbase  uint64 // absolute index of frames[fhead]
@@ -60,7 +63,7 @@ type history struct {
 func (h *history) nextPN() uint64 { return h.basePN + uint64(h.pcount) }
 
 // get returns the record of pn, or nil when pn is not in the history.
-func (h *history) get(pn uint64) *sentPacket {
+func (h *history) get(pn uint64) *SentPacket {
 	if pn < h.basePN || pn >= h.nextPN() {
 		return nil
 	}
@@ -68,24 +71,19 @@ func (h *history) get(pn uint64) *sentPacket {
 }
 
 // frame returns frame record abs.
-func (h *history) frame(abs uint64) *sentFrame {
+func (h *history) frame(abs uint64) *SentFrame {
 	return &h.frames[(h.fhead+int(abs-h.fbase))&(len(h.frames)-1)]
 }
 
 // addFrame appends a frame record for the packet being built and returns
 // it.
-func (h *history) addFrame() *sentFrame {
+func (h *history) addFrame() *SentFrame {
 	if h.fcount == len(h.frames) {
-		n := max(64, 2*len(h.frames))
-		nf := make([]sentFrame, n)
-		for i := 0; i < h.fcount; i++ {
-			nf[i] = h.frames[(h.fhead+i)&(len(h.frames)-1)]
-		}
-		h.frames, h.fhead = nf, 0
+		h.frames, h.fhead = grow(h.frames, h.fhead, h.fcount), 0
 	}
 	f := &h.frames[(h.fhead+h.fcount)&(len(h.frames)-1)]
 	h.fcount++
-	*f = sentFrame{}
+	*f = SentFrame{}
 	return f
 }
 
@@ -97,18 +95,23 @@ func (h *history) frameEnd() uint64 { return h.fbase + uint64(h.fcount) }
 func (h *history) dropFramesFrom(abs uint64) { h.fcount = int(abs - h.fbase) }
 
 // add records the next packet number; its frames are those added since
-// firstFrame.
-func (h *history) add(p sentPacket) {
+// FirstFrame.
+func (h *history) add(p SentPacket) {
 	if h.pcount == len(h.pkts) {
-		n := max(64, 2*len(h.pkts))
-		np := make([]sentPacket, n)
-		for i := 0; i < h.pcount; i++ {
-			np[i] = h.pkts[(h.phead+i)&(len(h.pkts)-1)]
-		}
-		h.pkts, h.phead = np, 0
+		h.pkts, h.phead = grow(h.pkts, h.phead, h.pcount), 0
 	}
 	h.pkts[(h.phead+h.pcount)&(len(h.pkts)-1)] = p
 	h.pcount++
+}
+
+// grow returns a full power-of-two ring of count entries from head,
+// copied in order to the front of one twice its size (at least 64).
+func grow[T any](ring []T, head, count int) []T {
+	n := make([]T, max(64, 2*len(ring)))
+	for i := 0; i < count; i++ {
+		n[i] = ring[(head+i)&(len(ring)-1)]
+	}
+	return n
 }
 
 // popResolved drops acknowledged and lost packets (and their frames) from
@@ -120,7 +123,7 @@ func (h *history) popResolved() {
 			return
 		}
 		// Frames of this packet are at the front of the frame ring.
-		end := p.firstFrame + uint64(p.nFrames)
+		end := p.FirstFrame + uint64(p.NFrames)
 		if end > h.fbase {
 			k := int(end - h.fbase)
 			h.fhead = (h.fhead + k) & (len(h.frames) - 1)

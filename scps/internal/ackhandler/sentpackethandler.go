@@ -1,14 +1,14 @@
-package scps
+package ackhandler
 
-// This file owns sentPacketHandler, the sending side of reliability (RFC
+// This file owns SentPacketHandler, the sending side of reliability (RFC
 // 9002 in spirit, shaped like quic-go's ackhandler): the sent-packet
 // history, the bytes in flight, the RTT statistics, processing ACK frames,
 // loss detection by packet threshold (3) and time threshold (9/8 RTT), the
 // probe timeout with a MinRTO floor and its backoff capped at the probe
 // interval, persistent congestion, the loss-cause classifier, and the
 // congestion controller and pacer those feed. What the frames of an
-// acknowledged or lost packet carried is the Association's business: the
-// handler hands each frame to its frameHandler. Retransmissions always go
+// acknowledged or lost packet carried is the caller's business: the
+// handler hands each frame to its FrameHandler. Retransmissions always go
 // in new packets, so a repair can only be declared lost again once its own
 // packet is: one loss costs one repair (the SNACK embargo of SCPS-TP).
 
@@ -28,17 +28,36 @@ const (
 	persistentFactor = 3
 )
 
-// frameHandler acts on the frames of packets the sentPacketHandler
+// FrameHandler acts on the frames of packets the SentPacketHandler
 // resolved: an acknowledged frame is done with, a lost one may have to be
 // sent again.
-type frameHandler interface {
-	frameAcked(f *sentFrame)
-	frameLost(f *sentFrame)
+type FrameHandler interface {
+	FrameAcked(f *SentFrame)
+	FrameLost(f *SentFrame)
 }
 
-type sentPacketHandler struct {
-	epoch         time.Time // the Association's: cc gets absolute times
+// Config is what the handlers take from the association's configuration
+// (defaults filled in).
+type Config struct {
+	MaxPacketSize int
+	WireOverhead  int           // bytes each packet costs on the wire beyond its payload
+	SendRate      int64         // bit/s of the forward link; 0 = unknown
+	RecvRate      int64         // bit/s of the return link; 0 = unknown
+	InitialRTT    time.Duration // the RTT assumed before the first sample
+	MinRTO        time.Duration // the floor of the probe timeout
+	ProbeInterval time.Duration // the cap of the probe timeout's backoff
+	MaxAckDelay   time.Duration // the longest the peer holds back an ACK
+	Congestion    string        // the congestion controller's name (cc.New)
+	Loss          LossMode
+	RTTNoise      time.Duration // the RTT variation the path shows without a queue
+}
+
+// SentPacketHandler is the sending side of reliability of one
+// association. It is not safe for concurrent use.
+type SentPacketHandler struct {
+	epoch         time.Time // the association's: cc gets absolute times
 	minRTO        time.Duration
+	maxAckDelay   time.Duration
 	probeInterval time.Duration
 	sendRate      int64 // Config.SendRate: the pacer never exceeds it
 	wireOverhead  int
@@ -59,41 +78,82 @@ type sentPacketHandler struct {
 	ptoCount          int
 	probes            int // ack-eliciting probes the probe timeout asked for
 
-	frames frameHandler
-	stats  *Stats
+	frames FrameHandler
+	stats  Stats
 }
 
-// init sets h up for cfg (defaults filled in) at internal time now.
-// rttNoise is the RTT variation the path shows without a queue.
-func (h *sentPacketHandler) init(cfg Config, epoch time.Time, now, rttNoise time.Duration, frames frameHandler, stats *Stats) error {
+// Stats are the counters the SentPacketHandler keeps.
+type Stats struct {
+	PacketsLost          uint64 // in-flight packets declared lost
+	BytesLost            uint64
+	PTOs                 uint64 // probe timeouts fired
+	CongestionEvents     uint64 // loss batches reported to congestion control
+	LossEventsCongestion uint64 // loss batches by the cause they were attributed to
+	LossEventsCorruption uint64
+	LossEventsOutage     uint64
+}
+
+// Init sets h up for cfg at internal time now (a duration since epoch).
+func (h *SentPacketHandler) Init(cfg Config, epoch time.Time, now time.Duration, frames FrameHandler) error {
 	h.epoch = epoch
-	h.minRTO, h.probeInterval = cfg.MinRTO, cfg.ProbeInterval
+	h.minRTO, h.probeInterval, h.maxAckDelay = cfg.MinRTO, cfg.ProbeInterval, cfg.MaxAckDelay
 	h.sendRate, h.wireOverhead = cfg.SendRate, cfg.WireOverhead
 	h.fullPacket = cfg.MaxPacketSize + cfg.WireOverhead
-	h.frames, h.stats = frames, stats
+	h.frames = frames
 	h.rtt = cc.NewRTTStats(cfg.InitialRTT)
 	h.lastElicitingSent = now
-	h.loss.mode = parseLossMode(cfg.Loss)
-	h.loss.noise = rttNoise
+	h.loss.mode = cfg.Loss
+	h.loss.noise = cfg.RTTNoise
 	ctl, err := cc.New(cfg.Congestion, cc.Params{
 		MaxDatagramSize: cfg.MaxPacketSize,
 		RTT:             h.rtt,
 		SendRate:        cfg.SendRate,
-		RTTNoise:        rttNoise,
+		RTTNoise:        cfg.RTTNoise,
 	})
 	if err != nil {
 		return err
 	}
 	h.cc = ctl
-	h.updatePacer(now)
+	h.UpdatePacer(now)
 	h.pacer.tokens = h.pacer.maxBurst
 	return nil
 }
 
-func (h *sentPacketHandler) abs(d time.Duration) time.Time { return h.epoch.Add(d) }
+func (h *SentPacketHandler) abs(d time.Duration) time.Time { return h.epoch.Add(d) }
 
-// updatePacer sets the pacer to min(SendRate, controller rate).
-func (h *sentPacketHandler) updatePacer(now time.Duration) {
+// Controller is the congestion controller.
+func (h *SentPacketHandler) Controller() cc.Controller { return h.cc }
+
+// RTT is the RTT statistics.
+func (h *SentPacketHandler) RTT() *cc.RTTStats { return h.rtt }
+
+// ElicitingInFlight is the number of ack-eliciting packets outstanding.
+func (h *SentPacketHandler) ElicitingInFlight() int { return h.elicitingInFlight }
+
+// Probes is how many ack-eliciting probes the probe timeout still asks
+// for: they go out whatever the window and pacer say.
+func (h *SentPacketHandler) Probes() int { return h.probes }
+
+// OnResume resets the probe timeout's backoff (the link is back from an
+// outage).
+func (h *SentPacketHandler) OnResume() { h.ptoCount = 0 }
+
+// NextPN is the packet number the next packet gets.
+func (h *SentPacketHandler) NextPN() uint64 { return h.hist.nextPN() }
+
+// FrameEnd is the index the next frame record gets: a packet's FirstFrame.
+func (h *SentPacketHandler) FrameEnd() uint64 { return h.hist.frameEnd() }
+
+// AddFrame appends a frame record for the packet being built and returns
+// it, zeroed, to be filled in.
+func (h *SentPacketHandler) AddFrame() *SentFrame { return h.hist.addFrame() }
+
+// DropFramesFrom forgets the frame records from abs on (a packet that was
+// built and then abandoned).
+func (h *SentPacketHandler) DropFramesFrom(abs uint64) { h.hist.dropFramesFrom(abs) }
+
+// UpdatePacer sets the pacer to min(SendRate, controller rate).
+func (h *SentPacketHandler) UpdatePacer(now time.Duration) {
 	rate := h.cc.PacingRate()
 	if h.sendRate > 0 {
 		link := float64(h.sendRate) / 8
@@ -109,36 +169,36 @@ func (h *sentPacketHandler) updatePacer(now time.Duration) {
 	h.pacer.setRate(now, rate, burst)
 }
 
-// windowOpen reports whether the congestion window has room.
-func (h *sentPacketHandler) windowOpen() bool { return h.bytesInFlight < h.cc.Window() }
+// WindowOpen reports whether the congestion window has room.
+func (h *SentPacketHandler) WindowOpen() bool { return h.bytesInFlight < h.cc.Window() }
 
-// paced reports whether the pacer lets a full packet go now (call
-// updatePacer first).
-func (h *sentPacketHandler) paced() bool { return h.pacer.ready(h.fullPacket) }
+// Paced reports whether the pacer lets a full packet go now (call
+// UpdatePacer first).
+func (h *SentPacketHandler) Paced() bool { return h.pacer.ready(h.fullPacket) }
 
-// pacedAt is when the pacer lets a full packet go: 0 if now.
-func (h *sentPacketHandler) pacedAt(now time.Duration) time.Duration {
-	h.updatePacer(now)
-	if h.paced() {
+// PacedAt is when the pacer lets a full packet go: 0 if now.
+func (h *SentPacketHandler) PacedAt(now time.Duration) time.Duration {
+	h.UpdatePacer(now)
+	if h.Paced() {
 		return 0
 	}
 	return h.pacer.readyAt(now, h.fullPacket)
 }
 
-// onPacketSent records p, the packet just built with the next packet number
-// and the frames added since p.firstFrame, and charges the pacer with it.
+// OnPacketSent records p, the packet just built with the next packet number
+// and the frames added since p.FirstFrame, and charges the pacer with it.
 // flightStart reports that p is the first ack-eliciting packet outstanding.
-func (h *sentPacketHandler) onPacketSent(now time.Duration, p sentPacket) (flightStart bool) {
+func (h *SentPacketHandler) OnPacketSent(now time.Duration, p SentPacket) (flightStart bool) {
 	h.hist.add(p)
-	size := int(p.size)
+	size := int(p.Size)
 	h.pacer.take(size + h.wireOverhead)
-	if !p.ackEliciting {
+	if !p.AckEliciting {
 		return false
 	}
 	flightStart = h.elicitingInFlight == 0
 	h.elicitingInFlight++
 	h.lastElicitingSent = now
-	if p.inFlight {
+	if p.InFlight {
 		h.bytesInFlight += size
 		h.cc.OnPacketSent(h.abs(now), size, h.bytesInFlight)
 	}
@@ -148,25 +208,25 @@ func (h *sentPacketHandler) onPacketSent(now time.Duration, p sentPacket) (fligh
 	return flightStart
 }
 
-// skipPacket uses up the next packet number for a packet nothing in which
+// SkipPacket uses up the next packet number for a packet nothing in which
 // is tracked (a CLOSE: it is never retransmitted).
-func (h *sentPacketHandler) skipPacket(now time.Duration) {
-	h.hist.add(sentPacket{sentAt: now, firstFrame: h.hist.frameEnd(), state: pktAcked})
+func (h *SentPacketHandler) SkipPacket(now time.Duration) {
+	h.hist.add(SentPacket{SentAt: now, FirstFrame: h.hist.frameEnd(), state: pktAcked})
 	h.hist.popResolved()
 }
 
-// oldestSentAt is when the oldest packet in the history was sent; ok is
+// OldestSentAt is when the oldest packet in the history was sent; ok is
 // false when the history is empty.
-func (h *sentPacketHandler) oldestSentAt() (at time.Duration, ok bool) {
+func (h *SentPacketHandler) OldestSentAt() (at time.Duration, ok bool) {
 	if h.hist.pcount == 0 {
 		return 0, false
 	}
-	return h.hist.get(h.hist.basePN).sentAt, true
+	return h.hist.get(h.hist.basePN).SentAt, true
 }
 
-// onAck processes an ACK frame received at now. newly reports whether it
+// OnAck processes an ACK frame received at now. newly reports whether it
 // acknowledged any packet for the first time.
-func (h *sentPacketHandler) onAck(now time.Duration, f *wire.Ack) (newly bool) {
+func (h *SentPacketHandler) OnAck(now time.Duration, f *wire.Ack) (newly bool) {
 	priorInFlight := h.bytesInFlight
 	var (
 		ackedBytes      int
@@ -189,16 +249,16 @@ func (h *sentPacketHandler) onAck(now time.Duration, f *wire.Ack) (newly bool) {
 				wasOutstanding := p.state == pktOutstanding
 				p.state = pktAcked
 				if wasOutstanding {
-					if p.inFlight {
-						h.bytesInFlight -= int(p.size)
-						ackedBytes += int(p.size)
+					if p.InFlight {
+						h.bytesInFlight -= int(p.Size)
+						ackedBytes += int(p.Size)
 					}
-					if p.ackEliciting {
+					if p.AckEliciting {
 						h.elicitingInFlight--
 						newlyEliciting = true
 					}
 					if !newly || pn > largestNewly {
-						largestNewly, largestNewlyAt = pn, p.sentAt
+						largestNewly, largestNewlyAt = pn, p.SentAt
 					}
 					newly = true
 					if pn == f.Largest {
@@ -222,7 +282,7 @@ func (h *sentPacketHandler) onAck(now time.Duration, f *wire.Ack) (newly bool) {
 		// MaxAckDelay: the ACK budget of a narrow return link can hold an
 		// ACK back that long, and counting it as path delay would look like
 		// a queue.
-		delay := min(peerDelay, max(MaxAckDelay, h.rtt.Smoothed()/4))
+		delay := min(peerDelay, max(h.maxAckDelay, h.rtt.Smoothed()/4))
 		h.rtt.Update(now-largestNewlyAt, delay)
 		sample = h.rtt.Adjusted()
 	}
@@ -247,7 +307,7 @@ func (h *sentPacketHandler) onAck(now time.Duration, f *wire.Ack) (newly bool) {
 // detectLoss declares outstanding packets below the largest acknowledged
 // lost by packet or time threshold, arms the loss timer for the others,
 // and reports the losses to congestion control.
-func (h *sentPacketHandler) detectLoss(now time.Duration) {
+func (h *SentPacketHandler) detectLoss(now time.Duration) {
 	h.lossTime = 0
 	if !h.anyAcked {
 		return
@@ -261,7 +321,7 @@ func (h *sentPacketHandler) detectLoss(now time.Duration) {
 		runEnd        time.Duration
 		persistent    bool
 	)
-	persistentSpan := h.rtt.PTO(MaxAckDelay, h.minRTO) * persistentFactor
+	persistentSpan := h.rtt.PTO(h.maxAckDelay, h.minRTO) * persistentFactor
 	end := min(h.largestAcked, h.hist.nextPN())
 	for pn := h.hist.basePN; pn < end; pn++ {
 		p := h.hist.get(pn)
@@ -272,24 +332,24 @@ func (h *sentPacketHandler) detectLoss(now time.Duration) {
 		case pktLost:
 			continue
 		}
-		if h.largestAcked-pn >= packetThreshold || p.sentAt <= lostBefore {
+		if h.largestAcked-pn >= packetThreshold || p.SentAt <= lostBefore {
 			h.markLost(p)
-			if p.inFlight {
-				lostBytes += int(p.size)
-				largestLostAt = p.sentAt
+			if p.InFlight {
+				lostBytes += int(p.Size)
+				largestLostAt = p.SentAt
 			}
-			if p.ackEliciting {
+			if p.AckEliciting {
 				if runStart < 0 {
-					runStart = p.sentAt
+					runStart = p.SentAt
 				}
-				runEnd = p.sentAt
+				runEnd = p.SentAt
 				if h.rtt.Samples() > 0 && runEnd-runStart > persistentSpan {
 					persistent = true
 				}
 			}
 			continue
 		}
-		if t := p.sentAt + lossDelay; h.lossTime == 0 || t < h.lossTime {
+		if t := p.SentAt + lossDelay; h.lossTime == 0 || t < h.lossTime {
 			h.lossTime = t
 		}
 	}
@@ -304,17 +364,17 @@ func (h *sentPacketHandler) detectLoss(now time.Duration) {
 	}
 }
 
-// loseAll declares everything outstanding lost to an outage (no window
+// LoseAll declares everything outstanding lost to an outage (no window
 // change: cause outage) and stops the loss and probe timers.
-func (h *sentPacketHandler) loseAll(now time.Duration) {
+func (h *SentPacketHandler) LoseAll(now time.Duration) {
 	var lostBytes int
 	for pn := h.hist.basePN; pn < h.hist.nextPN(); pn++ {
 		p := h.hist.get(pn)
 		if p.state != pktOutstanding {
 			continue
 		}
-		if p.inFlight {
-			lostBytes += int(p.size)
+		if p.InFlight {
+			lostBytes += int(p.Size)
 		}
 		h.markLost(p)
 	}
@@ -327,7 +387,7 @@ func (h *sentPacketHandler) loseAll(now time.Duration) {
 
 // reportLoss tells congestion control about lostBytes lost together and
 // counts the event by cause.
-func (h *sentPacketHandler) reportLoss(now time.Duration, lostBytes int, largestLostAt time.Duration, persistent bool, cause cc.Cause) {
+func (h *SentPacketHandler) reportLoss(now time.Duration, lostBytes int, largestLostAt time.Duration, persistent bool, cause cc.Cause) {
 	h.stats.CongestionEvents++
 	switch cause {
 	case cc.CauseCongestion:
@@ -346,44 +406,44 @@ func (h *sentPacketHandler) reportLoss(now time.Duration, lostBytes int, largest
 	})
 }
 
-func (h *sentPacketHandler) markLost(p *sentPacket) {
+func (h *SentPacketHandler) markLost(p *SentPacket) {
 	p.state = pktLost
-	if p.inFlight {
-		h.bytesInFlight -= int(p.size)
+	if p.InFlight {
+		h.bytesInFlight -= int(p.Size)
 		h.stats.PacketsLost++
-		h.stats.BytesLost += uint64(p.size)
+		h.stats.BytesLost += uint64(p.Size)
 	}
-	if p.ackEliciting {
+	if p.AckEliciting {
 		h.elicitingInFlight--
 	}
 	h.framesLost(p)
 }
 
-func (h *sentPacketHandler) framesAcked(p *sentPacket) {
-	for i := uint64(0); i < uint64(p.nFrames); i++ {
-		h.frames.frameAcked(h.hist.frame(p.firstFrame + i))
+func (h *SentPacketHandler) framesAcked(p *SentPacket) {
+	for i := uint64(0); i < uint64(p.NFrames); i++ {
+		h.frames.FrameAcked(h.hist.frame(p.FirstFrame + i))
 	}
 }
 
-func (h *sentPacketHandler) framesLost(p *sentPacket) {
-	for i := uint64(0); i < uint64(p.nFrames); i++ {
-		h.frames.frameLost(h.hist.frame(p.firstFrame + i))
+func (h *SentPacketHandler) framesLost(p *SentPacket) {
+	for i := uint64(0); i < uint64(p.NFrames); i++ {
+		h.frames.FrameLost(h.hist.frame(p.FirstFrame + i))
 	}
 }
 
-// timerDeadline is when onTimer has something to do: the loss timer if
+// TimerDeadline is when OnTimer has something to do: the loss timer if
 // armed, else the probe timeout; 0 when neither is.
-func (h *sentPacketHandler) timerDeadline() time.Duration {
+func (h *SentPacketHandler) TimerDeadline() time.Duration {
 	if h.lossTime != 0 {
 		return h.lossTime
 	}
 	return h.ptoDeadline()
 }
 
-// onTimer runs the loss timer or the probe timeout if due at now.
+// OnTimer runs the loss timer or the probe timeout if due at now.
 // dataQueued says whether stream data waits to be sent (a probe then
 // carries it).
-func (h *sentPacketHandler) onTimer(now time.Duration, dataQueued bool) {
+func (h *SentPacketHandler) OnTimer(now time.Duration, dataQueued bool) {
 	if h.lossTime != 0 && now >= h.lossTime {
 		h.detectLoss(now)
 	} else if pto := h.ptoDeadline(); pto != 0 && now >= pto {
@@ -396,11 +456,11 @@ func (h *sentPacketHandler) onTimer(now time.Duration, dataQueued bool) {
 // the probe interval: a link that went quiet for a moment is probed at a
 // fixed pace, so its return is noticed within the interval, not after a
 // backed-off timeout (an outage proper then takes over).
-func (h *sentPacketHandler) ptoDeadline() time.Duration {
+func (h *SentPacketHandler) ptoDeadline() time.Duration {
 	if h.elicitingInFlight == 0 {
 		return 0
 	}
-	base := h.rtt.PTO(MaxAckDelay, h.minRTO)
+	base := h.rtt.PTO(h.maxAckDelay, h.minRTO)
 	pto := min(base<<min(h.ptoCount, maxPTOBackoff), max(base, h.probeInterval))
 	return h.lastElicitingSent + pto
 }
@@ -408,7 +468,7 @@ func (h *sentPacketHandler) ptoDeadline() time.Duration {
 // onPTO asks for two probes. They carry data waiting for repair or new
 // data; failing that, the oldest outstanding packet's data is queued again
 // (not declared lost), and failing that a PING.
-func (h *sentPacketHandler) onPTO(dataQueued bool) {
+func (h *SentPacketHandler) onPTO(dataQueued bool) {
 	h.ptoCount++
 	h.stats.PTOs++
 	h.probes = 2
@@ -417,23 +477,24 @@ func (h *sentPacketHandler) onPTO(dataQueued bool) {
 	}
 	for pn := h.hist.basePN; pn < h.hist.nextPN(); pn++ {
 		p := h.hist.get(pn)
-		if p.state == pktOutstanding && p.ackEliciting {
+		if p.state == pktOutstanding && p.AckEliciting {
 			h.framesLost(p)
 			return
 		}
 	}
 }
 
-// fillStats copies the congestion and RTT state into s.
-func (h *sentPacketHandler) fillStats(s *Stats) {
-	s.InSlowStart = h.cc.InSlowStart()
-	s.Cwnd = h.cc.Window()
-	s.BytesInFlight = h.bytesInFlight
-	s.PacingRate = h.pacer.rate
-	s.SRTT = h.rtt.Smoothed()
-	s.RTTVar = h.rtt.Var()
-	s.MinRTT = h.rtt.Min()
-	s.LatestRTT = h.rtt.Latest()
-	s.QueueDelay = h.loss.lastQueue
-	s.DeliveryRate = h.loss.rate
-}
+// Stats returns the counters.
+func (h *SentPacketHandler) Stats() Stats { return h.stats }
+
+// BytesInFlight is the bytes of packets counted in flight.
+func (h *SentPacketHandler) BytesInFlight() int { return h.bytesInFlight }
+
+// PacingRate is the bytes/s the pacer releases at (0 = unlimited).
+func (h *SentPacketHandler) PacingRate() float64 { return h.pacer.rate }
+
+// QueueDelay is the latest RTT sample (less ACK delay) above the minimum.
+func (h *SentPacketHandler) QueueDelay() time.Duration { return h.loss.lastQueue }
+
+// DeliveryRate is the bytes/s acknowledged over the last round trip.
+func (h *SentPacketHandler) DeliveryRate() float64 { return h.loss.rate }

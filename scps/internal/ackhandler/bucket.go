@@ -1,4 +1,4 @@
-package scps
+package ackhandler
 
 // This file owns bucket, the token bucket behind the pacer and the ACK
 // budget: tokens in bytes that refill at a rate and hold at most a burst. The pacer releases packets at

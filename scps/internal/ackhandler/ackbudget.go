@@ -1,6 +1,6 @@
-package scps
+package ackhandler
 
-// This file owns ackBudget, the token budget all our acknowledgement
+// This file owns AckBudget, the token budget all our acknowledgement
 // traffic is held to. A burst of ACKs queues on a narrow return link, and
 // that queue reads as forward congestion to the peer's delay measure, so
 // ACKs must stay well within the return link.
@@ -24,7 +24,8 @@ const (
 	ackMinPerRTT = 32
 )
 
-type ackBudget struct {
+// AckBudget holds the association's acknowledgement traffic to a rate.
+type AckBudget struct {
 	bucket
 	adaptive bool // no rate configured: the budget follows the data
 	burst    float64
@@ -33,8 +34,8 @@ type ackBudget struct {
 	bytes    int           // received in it
 }
 
-// init sets the budget for cfg at now; cost is one ACK packet's wire size.
-func (b *ackBudget) init(cfg Config, now time.Duration, cost int) {
+// Init sets the budget for cfg at now; cost is one ACK packet's wire size.
+func (b *AckBudget) Init(cfg Config, now time.Duration, cost int) {
 	b.burst, b.cost = float64(ackBurstPackets*(64+cfg.WireOverhead)), cost
 	rate := 0.0
 	if cfg.RecvRate > 0 {
@@ -56,14 +57,27 @@ func (b *ackBudget) init(cfg Config, now time.Duration, cost int) {
 }
 
 // floor is the least budget: ackMinPerRTT ACK packets per srtt.
-func (b *ackBudget) floor(srtt time.Duration) float64 {
+func (b *AckBudget) floor(srtt time.Duration) float64 {
 	return ackMinPerRTT * float64(b.cost) / max(srtt, time.Millisecond).Seconds()
 }
 
-// onReceived counts size bytes received at now and, once a round trip
+// Refill credits the budget with the time up to now.
+func (b *AckBudget) Refill(now time.Duration) { b.refill(now) }
+
+// Ready reports whether size bytes of ACK traffic may go now (Refill
+// first).
+func (b *AckBudget) Ready(size int) bool { return b.ready(size) }
+
+// ReadyAt is when size bytes of ACK traffic may go (now if already).
+func (b *AckBudget) ReadyAt(now time.Duration, size int) time.Duration { return b.readyAt(now, size) }
+
+// Take charges size bytes of ACK traffic.
+func (b *AckBudget) Take(size int) { b.take(size) }
+
+// OnReceived counts size bytes received at now and, once a round trip
 // (srtt) has passed since the window began, sets an adaptive budget from
 // the rate they came at.
-func (b *ackBudget) onReceived(now time.Duration, size int, srtt time.Duration) {
+func (b *AckBudget) OnReceived(now time.Duration, size int, srtt time.Duration) {
 	if !b.adaptive {
 		return
 	}

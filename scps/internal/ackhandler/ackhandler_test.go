@@ -1,0 +1,156 @@
+package ackhandler
+
+// This file tests the handlers on their own: loss by packet and time
+// threshold and the frames handed back, the history ring across growth,
+// and the receiver's ACK policy.
+
+import (
+	"testing"
+	"time"
+
+	"scpsvpn/scps/cc"
+	"scpsvpn/scps/internal/wire"
+)
+
+// frameLog records the frames a SentPacketHandler hands back, by stream id.
+type frameLog struct{ acked, lost []uint64 }
+
+func (l *frameLog) FrameAcked(f *SentFrame) { l.acked = append(l.acked, f.ID) }
+func (l *frameLog) FrameLost(f *SentFrame)  { l.lost = append(l.lost, f.ID) }
+
+func testConfig() Config {
+	return Config{
+		MaxPacketSize: 1200,
+		InitialRTT:    100 * time.Millisecond,
+		MinRTO:        200 * time.Millisecond,
+		ProbeInterval: time.Second,
+		MaxAckDelay:   25 * time.Millisecond,
+		Congestion:    cc.DefaultName,
+		RTTNoise:      time.Millisecond,
+	}
+}
+
+// send builds one ack-eliciting packet at now whose single frame names
+// stream id (the packet number, here) and records it.
+func send(h *SentPacketHandler, now time.Duration) uint64 {
+	pn := h.NextPN()
+	first := h.FrameEnd()
+	f := h.AddFrame()
+	f.Kind, f.ID = KindStream, pn
+	h.OnPacketSent(now, SentPacket{SentAt: now, FirstFrame: first, NFrames: 1, Size: 1000, AckEliciting: true, InFlight: true})
+	return pn
+}
+
+// ackOf is the parsed ACK frame of the ranges given, highest first.
+func ackOf(t *testing.T, rs ...wire.AckRange) *wire.Ack {
+	t.Helper()
+	var f wire.Frame
+	if _, err := wire.ParseFrame(wire.AppendAck(nil, 0, rs), &f); err != nil {
+		t.Fatal(err)
+	}
+	return &f.Ack
+}
+
+func TestLossByPacketAndTimeThreshold(t *testing.T) {
+	var h SentPacketHandler
+	var log frameLog
+	if err := h.Init(testConfig(), time.Unix(0, 0), time.Second, &log); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Second
+	for range 5 {
+		send(&h, now)
+		now += time.Millisecond
+	}
+	if h.ElicitingInFlight() != 5 || h.BytesInFlight() != 5000 {
+		t.Fatalf("in flight: %d packets, %d bytes", h.ElicitingInFlight(), h.BytesInFlight())
+	}
+	now += 100 * time.Millisecond
+	if !h.OnAck(now, ackOf(t, wire.AckRange{Smallest: 4, Largest: 4})) {
+		t.Fatal("the ACK of packet 4 acknowledged nothing new")
+	}
+	// Packets 0 and 1 are 3 or more below the largest acknowledged: lost
+	// at once. 2 and 3 wait for the time threshold.
+	if len(log.acked) != 1 || log.acked[0] != 4 || len(log.lost) != 2 || log.lost[0] != 0 || log.lost[1] != 1 {
+		t.Fatalf("acked %v, lost %v; want [4], [0 1]", log.acked, log.lost)
+	}
+	if st := h.Stats(); st.PacketsLost != 2 || st.BytesLost != 2000 || st.CongestionEvents != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	dl := h.TimerDeadline()
+	if dl <= now {
+		t.Fatalf("loss timer %v not armed after %v", dl, now)
+	}
+	h.OnTimer(dl, false) // packet 2
+	h.OnTimer(h.TimerDeadline(), false)
+	if len(log.lost) != 4 || h.ElicitingInFlight() != 0 || h.BytesInFlight() != 0 {
+		t.Fatalf("after the loss timer: lost %v, %d packets in flight", log.lost, h.ElicitingInFlight())
+	}
+	if _, ok := h.OldestSentAt(); ok {
+		t.Fatal("resolved packets stayed in the history")
+	}
+}
+
+// TestHistoryGrows checks that the rings keep packets and their frames
+// matched while they grow and wrap: each packet's frames come back when it
+// is acknowledged (highest first, as the ACK walks its ranges), whatever
+// was resolved before.
+func TestHistoryGrows(t *testing.T) {
+	var h SentPacketHandler
+	var log frameLog
+	cfg := testConfig()
+	cfg.Congestion = "rate" // no window to fill
+	cfg.SendRate = 1e9
+	if err := h.Init(cfg, time.Unix(0, 0), time.Second, &log); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Second
+	next := uint64(0)
+	for round := range 20 {
+		n := 3 + round*7 // more each round: the rings grow and wrap
+		for range n {
+			send(&h, now)
+		}
+		now += time.Millisecond
+		h.OnAck(now, ackOf(t, wire.AckRange{Smallest: next, Largest: h.NextPN() - 1}))
+		for i, id := range log.acked {
+			if want := h.NextPN() - 1 - uint64(i); id != want {
+				t.Fatalf("round %d: frame of packet %d came back, want %d", round, id, want)
+			}
+		}
+		next += uint64(len(log.acked))
+		log.acked = log.acked[:0]
+		if next != h.NextPN() || len(log.lost) > 0 {
+			t.Fatalf("round %d: %d of %d acknowledged, lost %v", round, next, h.NextPN(), log.lost)
+		}
+	}
+}
+
+func TestAckPolicy(t *testing.T) {
+	var r ReceivedPacketHandler
+	const every, delay = 10, 25 * time.Millisecond
+	now := time.Second
+	r.OnReceived(0, now, true, every, delay)
+	if r.Due(now) {
+		t.Fatal("an ACK is due at once after one in-order packet")
+	}
+	if dl, ok := r.Deadline(now); !ok || dl != now+delay {
+		t.Fatalf("ACK deadline %v %v, want %v", dl, ok, now+delay)
+	}
+	r.OnReceived(2, now, true, every, delay) // 1 is missing
+	if !r.Due(now) {
+		t.Fatal("no ACK due at once after a hole")
+	}
+	rs := r.Ranges()
+	if len(rs) != 2 || rs[0] != (wire.AckRange{Smallest: 2, Largest: 2}) || rs[1] != (wire.AckRange{Smallest: 0, Largest: 0}) {
+		t.Fatalf("ranges %v", rs)
+	}
+	r.OnAckSent()
+	if r.Due(now) || !r.Duplicate(2) || r.Duplicate(1) {
+		t.Fatal("ACK state after sending")
+	}
+	r.OnAckAcked(2) // the peer knows about the hole: forget it
+	if !r.Duplicate(1) || r.ReceivedTotal() != 0 {
+		t.Fatalf("after the ACK was acknowledged: 1 duplicate %v, %d tracked", r.Duplicate(1), r.ReceivedTotal())
+	}
+}

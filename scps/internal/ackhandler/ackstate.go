@@ -1,0 +1,154 @@
+package ackhandler
+
+// This file owns ReceivedPacketHandler, the receiver's side of
+// acknowledgement: which packet numbers arrived (duplicate detection and
+// ACK ranges) and the ACK policy. An ACK goes out after AckEvery
+// ack-eliciting packets, after an ack delay of min(MaxAckDelay, srtt/4),
+// and at once when a packet arrives out of order or while a new hole is
+// fresh (so the sender can apply its 3-packet threshold without waiting). Every ACK reports the holes (up to
+// maxAckRanges): SACK and SNACK in one frame.
+
+import (
+	"time"
+
+	"scpsvpn/scps/internal/ranges"
+	"scpsvpn/scps/internal/wire"
+)
+
+const (
+	// maxAckRanges bounds the ranges one ACK frame reports.
+	maxAckRanges = 32
+	// maxTrackedRanges bounds the received-packet set; older ranges are
+	// forgotten (packets below them are then treated as duplicates).
+	maxTrackedRanges = 256
+	// ackOnlyBeforePing: after this many ACK-only packets in a row we add
+	// a PING so the peer acknowledges one of them, letting us prune the
+	// received set, and so we get an RTT sample.
+	ackOnlyBeforePing = 20
+	// freshHole: while the top range is shorter than this and a hole lies
+	// below it, every packet is acknowledged at once.
+	freshHole = 4
+)
+
+// ReceivedPacketHandler is the receiver's side of acknowledgement of one
+// association. It is not safe for concurrent use.
+type ReceivedPacketHandler struct {
+	received     ranges.Set // packet numbers received (half-open)
+	floor        uint64     // packets below are forgotten
+	largest      uint64
+	largestAt    time.Duration
+	any          bool
+	pending      bool // something received since the last ACK sent
+	eliciting    int  // ack-eliciting packets since the last ACK sent
+	immediate    bool
+	deadline     time.Duration // ack delay timer; 0 = not armed
+	ackOnlyCount int
+	deferred     bool // the ACK budget held back the pending ACK (counted once)
+	scratch      []wire.AckRange
+}
+
+// Duplicate reports whether pn was already received (or is too old).
+func (s *ReceivedPacketHandler) Duplicate(pn uint64) bool {
+	return pn < s.floor || s.received.Contains(pn)
+}
+
+// OnReceived records pn, received at now; every is how many ack-eliciting
+// packets an ACK waits for at most, ackDelay the current ack delay.
+func (s *ReceivedPacketHandler) OnReceived(pn uint64, now time.Duration, eliciting bool, every int, ackDelay time.Duration) {
+	outOfOrder := s.any && pn != s.largest+1
+	s.received.Add(pn, pn+1)
+	for s.received.Len() > maxTrackedRanges {
+		s.floor = s.received.First().End
+		s.received.DropLowest()
+	}
+	if !s.any || pn > s.largest {
+		s.largest, s.largestAt, s.any = pn, now, true
+	}
+	s.pending = true
+	if !eliciting {
+		return
+	}
+	s.eliciting++
+	top := s.received.Last()
+	if outOfOrder || s.eliciting >= every || (s.received.Len() > 1 && top.Len() < freshHole) {
+		s.immediate = true
+	}
+	if s.deadline == 0 {
+		s.deadline = now + ackDelay
+	}
+}
+
+// Due reports whether an ACK must go out now.
+func (s *ReceivedPacketHandler) Due(now time.Duration) bool {
+	return s.pending && s.eliciting > 0 && (s.immediate || (s.deadline != 0 && now >= s.deadline))
+}
+
+// Deadline is when an ACK is due (now if at once); ok is false when none
+// will be without more ack-eliciting packets.
+func (s *ReceivedPacketHandler) Deadline(now time.Duration) (t time.Duration, ok bool) {
+	if !s.pending || s.eliciting == 0 {
+		return 0, false
+	}
+	if s.immediate {
+		return now, true
+	}
+	return s.deadline, true
+}
+
+// Pending reports whether anything was received since the last ACK sent.
+func (s *ReceivedPacketHandler) Pending() bool { return s.pending }
+
+// Any reports whether any packet was received.
+func (s *ReceivedPacketHandler) Any() bool { return s.any }
+
+// LargestAt is when the largest packet number received arrived.
+func (s *ReceivedPacketHandler) LargestAt() time.Duration { return s.largestAt }
+
+// ReceivedTotal is how many packet numbers the received set holds.
+func (s *ReceivedPacketHandler) ReceivedTotal() uint64 { return s.received.Total() }
+
+// Defer notes that the ACK budget holds the pending ACK back; first
+// reports that it is the first time for this ACK (so it is counted once).
+func (s *ReceivedPacketHandler) Defer() (first bool) {
+	first = !s.deferred
+	s.deferred = true
+	return first
+}
+
+// PingWanted reports whether an ACK-only packet sent now should carry a
+// PING instead: ackOnlyBeforePing of them in a row.
+func (s *ReceivedPacketHandler) PingWanted() bool { return s.ackOnlyCount+1 >= ackOnlyBeforePing }
+
+// OnPacketSent counts ACK-only packets in a row: eliciting ends the run.
+func (s *ReceivedPacketHandler) OnPacketSent(eliciting bool) {
+	if eliciting {
+		s.ackOnlyCount = 0
+	} else {
+		s.ackOnlyCount++
+	}
+}
+
+// Ranges returns up to maxAckRanges received ranges, highest first, for
+// an ACK frame; the slice is reused by the next call.
+func (s *ReceivedPacketHandler) Ranges() []wire.AckRange {
+	s.scratch = s.scratch[:0]
+	for i := s.received.Len() - 1; i >= 0 && len(s.scratch) < maxAckRanges; i-- {
+		r := s.received.At(i)
+		s.scratch = append(s.scratch, wire.AckRange{Smallest: r.Start, Largest: r.End - 1})
+	}
+	return s.scratch
+}
+
+// OnAckSent resets the policy after an ACK went out.
+func (s *ReceivedPacketHandler) OnAckSent() {
+	s.pending, s.eliciting, s.immediate, s.deadline, s.deferred = false, 0, false, 0, false
+}
+
+// OnAckAcked: the peer has our ACK whose largest was largest; it knows
+// every hole below, so we may forget them.
+func (s *ReceivedPacketHandler) OnAckAcked(largest uint64) {
+	if largest+1 > s.floor {
+		s.floor = largest + 1
+		s.received.RemoveBelow(s.floor)
+	}
+}
