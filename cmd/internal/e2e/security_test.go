@@ -630,14 +630,19 @@ func TestReloadRemovesSpoke(t *testing.T) {
 		t.Errorf("the removed spoke still pings the hub:\n%s", out)
 	}
 	endProbes()
-	// Access ends within a second for the removed spoke, and never pauses
-	// that long for the others.
+	// Access ends within a second for the removed spoke; for the others
+	// it pauses across the reload no longer than half a second, or twice
+	// the longest pause before it (a loaded machine's own, in this run).
 	for i := 1; i <= 3; i++ {
 		replies := <-probes[i]
 		var afterN int
 		var lastBefore, firstAfter time.Time
+		var gapBefore time.Duration
 		for _, r := range replies {
 			if r.Before(reload) {
+				if !lastBefore.IsZero() {
+					gapBefore = max(gapBefore, r.Sub(lastBefore))
+				}
 				lastBefore = r
 			} else {
 				afterN++
@@ -660,9 +665,9 @@ func TestReloadRemovesSpoke(t *testing.T) {
 			continue
 		}
 		gap := firstAfter.Sub(lastBefore)
-		t.Logf("spoke %d: %d answers after SIGHUP, gap across it %v", i, afterN, gap.Round(time.Millisecond))
-		if afterN == 0 || gap > 500*time.Millisecond {
-			t.Errorf("spoke %d: %d answers after SIGHUP, gap %v", i, afterN, gap)
+		t.Logf("spoke %d: %d answers after SIGHUP, gap across it %v (before it at most %v)", i, afterN, gap.Round(time.Millisecond), gapBefore.Round(time.Millisecond))
+		if afterN == 0 || gap > max(500*time.Millisecond, 2*gapBefore) {
+			t.Errorf("spoke %d: %d answers after SIGHUP, gap %v (before it at most %v)", i, afterN, gap, gapBefore)
 		}
 	}
 	after := status(t, st, 0)
