@@ -166,3 +166,17 @@ done
   >"$work/untold.log" 2>&1 || { grep -Ev ' level=DEBUG ' "$work/untold.log"; exit 1; }
 grep -Ev ' level=DEBUG ' "$work/untold.log"
 passed "$work/untold.log" TestWindowGrowsUntold
+
+# The end-to-end reload tests again, with endpoints built with -race: a
+# SIGHUP reload replaces state the packet path reads, and the unit tests
+# (./tunnel/... above) see only the tunnel package. The testbed fails a
+# test whose endpoint exits with the race detector's code (66) and shows
+# the report.
+go build -race -o "$work/scpsvpn-race" ./cmd/scpsvpn
+reload_tests='TestReloadRemovalClosesPeer TestReloadRefusedChangesNothing TestSIGHUPDuringStartup'
+(cd cmd/internal/e2e && exec env SCPSVPN_BINARY="$work/scpsvpn-race" "$work/e2e.test" \
+   -test.run "^($(tr ' ' '|' <<<"$reload_tests"))\$" -test.timeout 10m -test.v) \
+  >"$work/reload-race.log" 2>&1 || { grep -Ev ' level=DEBUG ' "$work/reload-race.log"; exit 1; }
+grep -E '^(--- |ok|PASS)' "$work/reload-race.log"
+# shellcheck disable=SC2086
+passed "$work/reload-race.log" $reload_tests

@@ -189,6 +189,28 @@ func logTail(path string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
+// raceExitCode is the exit code of a program built with -race whose race
+// detector reported a race.
+const raceExitCode = 66
+
+// raceReport returns the first race report in the log at path.
+func raceReport(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(no log: %v)", err)
+	}
+	i := bytes.Index(data, []byte("WARNING: DATA RACE"))
+	if i < 0 {
+		return "(no report in the log)"
+	}
+	report := string(data[i:])
+	if end := strings.Index(report, "\n=================="); end >= 0 {
+		report = report[:end] // the detector's closing line
+	}
+	lines := strings.SplitN(report, "\n", 80)
+	return strings.Join(lines[:min(len(lines), 79)], "\n")
+}
+
 // topo is the part of a topology that runs its endpoints and tears it
 // down: one proc slot per site, named by site.
 type topo struct {
@@ -274,6 +296,12 @@ func (t *topo) stop(i int, sig os.Signal) (int, error) {
 	var stopErr error
 	if killed {
 		stopErr = fmt.Errorf("testbed: the endpoint of %s did not exit within %v of %v; killed", s.ref, t.stopTimeout, sig)
+	}
+	if code == raceExitCode {
+		// An endpoint built with -race (test.sh runs the reload tests so)
+		// exits with this code when its race detector reported a race.
+		stopErr = errors.Join(stopErr, fmt.Errorf("testbed: the endpoint of %s exited with code %d: its race detector found a data race:\n%s",
+			s.ref, code, raceReport(s.logFile)))
 	}
 	t.mu.Lock()
 	t.procs[i] = nil
