@@ -198,3 +198,38 @@ func TestQuicLateness(t *testing.T) {
 		t.Error("deadline is not three round trips, at least 1 s")
 	}
 }
+
+// TestQuicPacer: datagrams that arrive as sent go at once; a burst
+// released by a repair goes with the sender's gaps halved, and the flow
+// is on time again once the burst is through.
+func TestQuicPacer(t *testing.T) {
+	var p quicPacer
+	t0 := time.Unix(100, 0)
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	if at := p.at(1000, t0); !at.Equal(t0) {
+		t.Fatalf("first datagram at %v", at.Sub(t0))
+	}
+	if at := p.at(1010, t0.Add(ms(10))); !at.Equal(t0.Add(ms(10))) {
+		t.Errorf("an on-time datagram waits %v", at.Sub(t0.Add(ms(10))))
+	}
+	// Sent 10 ms apart after that one, held by a repair, all arriving at
+	// 700 ms: they go 5 ms apart from then on.
+	now := t0.Add(ms(700))
+	for i := 1; i <= 40; i++ {
+		at := p.at(uint32(1010+10*i), now)
+		if want := t0.Add(ms(700 + 5*(i-1))); !at.Equal(want) {
+			t.Fatalf("datagram %d at %v, want %v", i, at.Sub(t0), want.Sub(t0))
+		}
+	}
+	// One sent on time after the burst is through goes at once.
+	late := t0.Add(ms(1100))
+	if at := p.at(1010+10*41+300, late); !at.Equal(late) {
+		t.Errorf("after the burst: waits %v", at.Sub(late))
+	}
+	// The clock wraps between two datagrams.
+	var q quicPacer
+	q.at(1<<32-5, t0)
+	if at := q.at(5, t0); !at.Equal(t0.Add(ms(5))) {
+		t.Errorf("across the wrap: at %v, want 5ms", at.Sub(t0))
+	}
+}
