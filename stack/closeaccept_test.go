@@ -43,7 +43,7 @@ func TestCloseDuringAccept(t *testing.T) {
 	s.Inject(ack)
 	select {
 	case <-closed:
-	case <-time.After(5 * time.Second):
+	case <-time.After(hangGuard):
 		t.Fatal("Close did not return")
 	}
 	if find(header.TCPFlagRst) == nil {
@@ -54,7 +54,7 @@ func TestCloseDuringAccept(t *testing.T) {
 		if err == nil {
 			t.Error("Accept returned a connection on a closed stack")
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(hangGuard):
 		t.Error("Accept still blocked after Close")
 	}
 }

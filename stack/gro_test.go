@@ -58,7 +58,7 @@ func TestInjectBatchCoalesces(t *testing.T) {
 			var c *Conn
 			select {
 			case c = <-conns:
-			case <-time.After(5 * time.Second):
+			case <-time.After(hangGuard):
 				t.Fatal("connection not accepted")
 			}
 			defer c.Close()

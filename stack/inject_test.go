@@ -146,7 +146,7 @@ func TestInjectSYNRefusedWithRST(t *testing.T) {
 				if r.Src != tc.src || r.Dst != tc.dst {
 					t.Fatalf("request %v -> %v, want %v -> %v", r.Src, r.Dst, tc.src, tc.dst)
 				}
-			case <-time.After(5 * time.Second):
+			case <-time.After(hangGuard):
 				t.Fatal("HandleTCP not called")
 			}
 			var rst bool

@@ -67,7 +67,7 @@ func TestReadSome(t *testing.T) {
 		if err == nil || errors.Is(err, ErrWouldBlock) || errors.Is(err, io.EOF) {
 			t.Errorf("after the peer's reset: %v", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(hangGuard):
 		t.Fatal("the peer's reset did not wake WaitReadable")
 	}
 	cc.Close()

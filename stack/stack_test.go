@@ -242,7 +242,7 @@ func TestAbortResetsPeer(t *testing.T) {
 		if !errors.Is(err, ErrReset) || !errors.Is(err, syscall.ECONNRESET) {
 			t.Fatalf("peer read error = %v, want ECONNRESET", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(hangGuard):
 		t.Fatal("peer read not unblocked by Abort")
 	}
 	if _, err := sc.Read(buf); err == nil {
@@ -613,7 +613,7 @@ func TestCloseNoLeaks(t *testing.T) {
 		if !errors.Is(err, syscall.ECONNRESET) {
 			t.Errorf("client read after server Close = %v, want reset", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(hangGuard):
 		t.Error("client read not reset by server Close")
 	}
 	for range 2 {
@@ -661,7 +661,7 @@ func TestCloseDuringHandshake(t *testing.T) {
 		if a.err == nil {
 			t.Fatal("Accept succeeded without handshake")
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(hangGuard):
 		t.Fatal("Accept still blocked after Close")
 	}
 	n.Close()
@@ -805,7 +805,7 @@ func TestCloseDuringDial(t *testing.T) {
 		if err == nil {
 			t.Fatal("dial succeeded")
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(hangGuard):
 		t.Fatal("DialTCP still blocked after Close")
 	}
 }

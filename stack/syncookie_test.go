@@ -215,7 +215,7 @@ func cookieConnection(t *testing.T, client, server netip.AddrPort, ourMSS uint16
 	var c *Conn
 	select {
 	case c = <-conns:
-	case <-time.After(10 * time.Second):
+	case <-time.After(hangGuard):
 		t.Fatalf("the cookie's connection was not accepted: %+v", s.Stats())
 	}
 	defer c.Close()
@@ -449,7 +449,7 @@ func TestCookieFlowOutlivesItsWait(t *testing.T) {
 					continue
 				}
 				return client, cookie, r
-			case <-time.After(10 * time.Second):
+			case <-time.After(hangGuard):
 				t.Fatalf("%v: no request for the cookie connection: %+v", client, s.Stats())
 			}
 		}

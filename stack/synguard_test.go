@@ -55,7 +55,7 @@ func handshake(t *testing.T, s *Stack, out *captured, accepted chan netip.AddrPo
 		if got != from {
 			t.Fatalf("accepted %v, want %v", got, from)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(hangGuard):
 		t.Fatalf("the handshake of %v did not finish (%+v)", from, s.Stats())
 	}
 }
