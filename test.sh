@@ -110,13 +110,15 @@ start unit unit
 start virtual virtual
 # Meanwhile the builds: the last phase's test binaries, under the race
 # detector; the e2e package's without it (for the soak and
-# TestWindowGrowsUntold); each package's fuzzing build.
+# TestWindowGrowsUntold); the endpoint with it; each package's fuzzing
+# build.
 mkdir "$work/race"
 cmdpkgs=$(go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}:{{.Dir}}{{end}}' ./cmd/...)
 for p in $cmdpkgs; do
   go test -race -c -o "$work/race/$(basename "${p%%:*}").test" "${p%%:*}"
 done
 go test -c -o "$work/e2e.test" ./cmd/internal/e2e
+go build -race -o "$work/scpsvpn-race" ./cmd/scpsvpn # the reload tests' endpoints, at the end
 while read -r pkg target; do
   [ -x "$(fuzzbin "$pkg")" ] || go test -c -fuzz "^$target\$" -o "$(fuzzbin "$pkg")" "$pkg"
 done <<<"$fuzztargets"
@@ -172,7 +174,6 @@ passed "$work/untold.log" TestWindowGrowsUntold
 # (./tunnel/... above) see only the tunnel package. The testbed fails a
 # test whose endpoint exits with the race detector's code (66) and shows
 # the report.
-go build -race -o "$work/scpsvpn-race" ./cmd/scpsvpn
 reload_tests='TestReloadRemovalClosesPeer TestReloadRefusedChangesNothing TestSIGHUPDuringStartup'
 (cd cmd/internal/e2e && exec env SCPSVPN_BINARY="$work/scpsvpn-race" "$work/e2e.test" \
    -test.run "^($(tr ' ' '|' <<<"$reload_tests"))\$" -test.timeout 10m -test.v) \
