@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the scpsvpn packages: .deb and .rpm for amd64 and arm64 in dist/.
+# Builds the scpsvpn packages: .deb and .rpm for amd64 and arm64 in dist/
+# (ARCHES=amd64 builds only amd64's, as packaging/test.sh does for CI).
 # The version comes from git (packaging/version.sh) unless VERSION is set,
 # and is stamped into the binary (`scpsvpn --version`). nfpm is a Go tool
 # pinned in go.mod: nothing to install beyond Go.
