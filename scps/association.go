@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"scpsvpn/scps/internal/ackhandler"
+	"scpsvpn/scps/internal/streams"
 	"scpsvpn/scps/internal/wire"
 	"scpsvpn/scps/varint"
 )
@@ -50,9 +51,9 @@ type Association struct {
 	ack      ackhandler.ReceivedPacketHandler
 	ackDelay time.Duration
 
-	streams streamMap
-	flow    connFlow
-	mem     memBudget
+	streams streams.Map
+	flow    streams.ConnFlow
+	mem     streams.MemBudget
 
 	rangeStrikes int // packets dropped in a row for the received-range bounds (recvranges.go)
 
@@ -84,9 +85,9 @@ func NewAssociation(cfg Config, now time.Time) (*Association, error) {
 	// A datagram must fit whatever packet number carries it.
 	a.maxDatagram = a.packetRoom(varint.Max) - wire.DatagramLen(0) - 1
 	a.outage.init(cfg, a.now, &a.stats)
-	a.mem.limit = cfg.Memory
-	a.flow.init(cfg, a.now)
-	a.streams.init(cfg)
+	a.mem.Limit = cfg.Memory
+	a.flow.Init(InitialConnCredit, cfg.initialConnWindow(), a.now)
+	a.streams.Init(cfg.EvenStreams, cfg.streamLimit(), InitialMaxStreams)
 	hc := a.ackhandlerConfig()
 	if err := a.sent.Init(hc, a.epoch, a.now, assocFrames{a}); err != nil {
 		return nil, fmt.Errorf("scps: %w", err)
@@ -95,7 +96,7 @@ func NewAssociation(cfg Config, now time.Time) (*Association, error) {
 	a.stats.Loss = cfg.Loss
 	a.ackBudget.Init(hc, a.now, a.ackPacketCost())
 	a.ackDelay = MaxAckDelay
-	a.streams.maybeMaxStreams()
+	a.streams.MaybeMaxStreams()
 	return a, nil
 }
 
@@ -240,7 +241,7 @@ func (a *Association) Tick(now time.Time) {
 		}
 		return
 	}
-	a.sent.OnTimer(a.now, a.streams.dataQueued())
+	a.sent.OnTimer(a.now, a.streams.DataQueued())
 	if a.outage.keepAliveTimer(a.now, a.sent.ElicitingInFlight(), a.pingPending) {
 		a.pingPending = true
 	}
@@ -276,19 +277,19 @@ func (a *Association) closeByPeer(code uint64, reason string) {
 }
 
 func (a *Association) shutdownStreams(streamErr error) {
-	ids := make([]uint64, 0, len(a.streams.byID))
-	for id := range a.streams.byID {
+	ids := make([]uint64, 0, len(a.streams.ByID))
+	for id := range a.streams.ByID {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids) // deterministic event order
 	for _, id := range ids {
-		s := a.streams.byID[id]
-		s.gone = true
-		s.sendBuf.Free()
-		s.recvBuf.Free()
+		s := a.streams.ByID[id]
+		s.Gone = true
+		s.SendBuf.Free()
+		s.RecvBuf.Free()
 		a.emit(Event{Kind: EventStreamClosed, StreamID: id, Err: streamErr})
 	}
-	a.streams.clear()
+	a.streams.Clear()
 	for a.dgrams.count > 0 {
 		a.dgrams.pop()
 	}
@@ -305,9 +306,9 @@ func (a *Association) protocolError(format string, args ...any) error {
 // Stats returns counters and the current congestion state.
 func (a *Association) Stats() Stats {
 	s := a.stats
-	s.StreamsOpen = len(a.streams.byID)
-	for _, st := range a.streams.byID {
-		s.BufferedBytes += st.sendBuf.Bytes() + st.recvBuf.Bytes()
+	s.StreamsOpen = len(a.streams.ByID)
+	for _, st := range a.streams.ByID {
+		s.BufferedBytes += st.SendBuf.Bytes() + st.RecvBuf.Bytes()
 	}
 	s.addSent(&a.sent)
 	s.Outage = a.outage.active

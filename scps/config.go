@@ -71,7 +71,7 @@ type Config struct {
 	// StreamWindow caps one stream's receive window; 0 = auto. Windows
 	// start at four times the bandwidth-delay product of RecvRate and
 	// InitialRTT (at least 1 MiB, see initialStreamWindow) and double
-	// while the application drains half of one per smoothed RTT (window.go),
+	// while the application drains half of one per smoothed RTT (streams.Window),
 	// auto: up to maxAutoWindow, so a link faster than configured, or not
 	// configured at all, is found by measuring.
 	StreamWindow uint64

@@ -1,6 +1,6 @@
 package scps
 
-// This file checks connection-level flow control (connflow.go): streams
+// This file checks connection-level flow control (internal/streams/connflow.go): streams
 // whose readers stall hold their own credit, not the association's.
 
 import (
@@ -25,12 +25,12 @@ func TestStalledReadersIsolated(t *testing.T) {
 	// Until the stalled streams have taken all they can.
 	last, since := uint64(0), time.Duration(0)
 	s.runUntil(120*time.Second, func() bool {
-		if got := s.a[1].flow.recvd; got != last {
+		if got := s.a[1].flow.Recvd; got != last {
 			last, since = got, s.now
 		}
 		return s.now-since > 5*time.Second
 	})
-	held := s.a[1].flow.recvd
+	held := s.a[1].flow.Recvd
 	stall = false
 	s.apps[0].open("stream-20", 1<<40, 0)
 	start := s.now
@@ -83,8 +83,8 @@ func TestAbortReturnsHeldCredit(t *testing.T) {
 	b := s.a[1]
 	holes := false
 	s.runUntil(20*time.Second, func() bool {
-		for _, st := range b.streams.byID {
-			if st.highestRecv > st.settledOff {
+		for _, st := range b.streams.ByID {
+			if st.HighestRecv > st.SettledOff {
 				holes = true
 			}
 		}
@@ -100,8 +100,8 @@ func TestAbortReturnsHeldCredit(t *testing.T) {
 	}
 	f := &b.flow
 	check := func(when string) {
-		if f.settled != f.recvd || f.consumed != f.recvd {
-			t.Errorf("%s: received %d, settled %d, consumed %d; want all equal", when, f.recvd, f.settled, f.consumed)
+		if f.Settled != f.Recvd || f.Consumed != f.Recvd {
+			t.Errorf("%s: received %d, settled %d, consumed %d; want all equal", when, f.Recvd, f.Settled, f.Consumed)
 		}
 	}
 	check("at the resets")

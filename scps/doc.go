@@ -34,14 +34,8 @@ package scps
 //	recvranges.go         the bound on received stream ranges
 //	datagramqueue.go      datagramQueue: outgoing datagrams
 //	datagramshare.go      shareBalance: datagrams' and streams' shares of the link
-//	streammap.go          streamMap: stream table, limits, send queues
-//	streamstate.go        streamState: one stream's state in the core
-//	streamqueue.go        streamQueue: FIFO of streams for the scheduler
 //	streamapi.go          the Association's stream operations
-//	connflow.go           connFlow: connection-level flow control
-//	memory.go             memBudget: the association's memory budget
-//	window.go             window: the auto-tuned size of receive windows
-//	                      and send buffers
+//	memory.go             how the Association applies its memory budget
 //	config.go             Config, defaults and validation
 //	stats.go              Stats
 //	errors.go             errors and the package's own error codes
@@ -58,5 +52,7 @@ package scps
 // (ACK and loss handling: the sent-packet history, ACK processing, loss
 // detection, probe timeout, RTT, loss cause, congestion controller and
 // pacer; received packets, the ACK policy and the ACK budget),
-// internal/ranges (sets of half-open ranges), internal/bufq (stream
-// buffers).
+// internal/streams (stream state: one stream's state, the stream table
+// and send queues, connection-level flow control, the memory budget's
+// account, the auto-tuned windows), internal/ranges (sets of half-open
+// ranges), internal/bufq (stream buffers).

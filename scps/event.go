@@ -3,6 +3,8 @@ package scps
 // This file owns Event, what the association reports to its driver, and
 // the queue the driver drains with PollEvent.
 
+import "scpsvpn/scps/internal/streams"
+
 // EventKind says what an Event reports.
 type EventKind uint8
 
@@ -29,7 +31,7 @@ type Event struct {
 	StreamID uint64
 	Err      error
 	Outage   bool // EventOutage: entered (true) or left (false)
-	s        *streamState
+	s        *streams.State
 }
 
 // PollEvent returns the next event, if any.
@@ -44,7 +46,7 @@ func (a *Association) PollEvent() (Event, bool) {
 		a.events, a.evHead = a.events[:0], 0
 	}
 	if ev.Kind == EventStream && ev.s != nil {
-		ev.s.eventQueued = false
+		ev.s.EventQueued = false
 	}
 	ev.s = nil
 	return ev, true
@@ -53,10 +55,10 @@ func (a *Association) PollEvent() (Event, bool) {
 func (a *Association) emit(ev Event) { a.events = append(a.events, ev) }
 
 // notify queues one EventStream for s unless one is pending.
-func (a *Association) notify(s *streamState) {
-	if s.eventQueued || s.gone {
+func (a *Association) notify(s *streams.State) {
+	if s.EventQueued || s.Gone {
 		return
 	}
-	s.eventQueued = true
-	a.emit(Event{Kind: EventStream, StreamID: s.id, s: s})
+	s.EventQueued = true
+	a.emit(Event{Kind: EventStream, StreamID: s.ID, s: s})
 }

@@ -22,8 +22,8 @@ func (a *Association) frameAcked(f *ackhandler.SentFrame) {
 	case ackhandler.KindStream:
 		a.streamDataAcked(f)
 	case ackhandler.KindReset:
-		if s, ok := a.streams.byID[f.ID]; ok && s.resetSent {
-			s.resetAcked = true
+		if s, ok := a.streams.ByID[f.ID]; ok && s.ResetSent {
+			s.ResetAcked = true
 			a.maybeFinish(s)
 		}
 	case ackhandler.KindAck:
@@ -38,22 +38,22 @@ func (a *Association) frameLost(f *ackhandler.SentFrame) {
 	case ackhandler.KindStream:
 		a.streamDataLost(f)
 	case ackhandler.KindReset:
-		if s, ok := a.streams.byID[f.ID]; ok && s.resetSent && !s.resetAcked {
-			s.resetQueued = true
-			a.streams.scheduleCtrl(s)
+		if s, ok := a.streams.ByID[f.ID]; ok && s.ResetSent && !s.ResetAcked {
+			s.ResetQueued = true
+			a.streams.ScheduleCtrl(s)
 		}
 	case ackhandler.KindMaxStreamData:
-		if s, ok := a.streams.byID[f.ID]; ok && !s.finKnown && !s.aborted() && f.Off == s.recvMax {
-			s.maxDataQueued = true
-			a.streams.scheduleCtrl(s)
+		if s, ok := a.streams.ByID[f.ID]; ok && !s.FinKnown && !s.Aborted() && f.Off == s.RecvMax {
+			s.MaxDataQueued = true
+			a.streams.ScheduleCtrl(s)
 		}
 	case ackhandler.KindMaxData:
-		if f.Off == a.flow.recvMax {
-			a.flow.maxDataQueued = true
+		if f.Off == a.flow.RecvMax {
+			a.flow.MaxDataQueued = true
 		}
 	case ackhandler.KindMaxStreams:
-		if f.Off == a.streams.localMax {
-			a.streams.maxStreamsQueued = true
+		if f.Off == a.streams.LocalMax {
+			a.streams.MaxStreamsQueued = true
 		}
 	case ackhandler.KindDatagram:
 		// never retransmitted
@@ -61,62 +61,62 @@ func (a *Association) frameLost(f *ackhandler.SentFrame) {
 }
 
 func (a *Association) streamDataAcked(f *ackhandler.SentFrame) {
-	s, ok := a.streams.byID[f.ID]
-	if !ok || s.aborted() {
+	s, ok := a.streams.ByID[f.ID]
+	if !ok || s.Aborted() {
 		return
 	}
-	if f.Off == 0 && s.local {
-		s.openAcked, s.openPending = true, false
+	if f.Off == 0 && s.Local {
+		s.OpenAcked, s.OpenPending = true, false
 	}
 	if f.N > 0 {
 		end := f.Off + f.N
-		s.retx.Remove(f.Off, end)
-		if end > s.ackedPrefix {
-			s.acked.Add(max(f.Off, s.ackedPrefix), end)
-			if first := s.acked.First(); first.Start <= s.ackedPrefix {
-				a.sendReleased(first.End - s.ackedPrefix)
-				s.ackedPrefix = first.End
-				s.acked.RemoveBelow(s.ackedPrefix)
-				s.sendBuf.Release(s.ackedPrefix)
+		s.Retx.Remove(f.Off, end)
+		if end > s.AckedPrefix {
+			s.Acked.Add(max(f.Off, s.AckedPrefix), end)
+			if first := s.Acked.First(); first.Start <= s.AckedPrefix {
+				a.sendReleased(first.End - s.AckedPrefix)
+				s.AckedPrefix = first.End
+				s.Acked.RemoveBelow(s.AckedPrefix)
+				s.SendBuf.Release(s.AckedPrefix)
 				a.maybeGrowSendBuffer(s)
-				if s.writeWait {
-					s.writeWait = false
+				if s.WriteWait {
+					s.WriteWait = false
 					a.notify(s)
 				}
 			}
 		}
 	}
 	if f.Fin {
-		s.finAcked, s.finLost = true, false
+		s.FinAcked, s.FinLost = true, false
 	}
 	a.maybeFinish(s)
 }
 
 func (a *Association) streamDataLost(f *ackhandler.SentFrame) {
-	s, ok := a.streams.byID[f.ID]
-	if !ok || s.aborted() {
+	s, ok := a.streams.ByID[f.ID]
+	if !ok || s.Aborted() {
 		return
 	}
 	if f.N > 0 {
-		start, end := max(f.Off, s.ackedPrefix), f.Off+f.N
+		start, end := max(f.Off, s.AckedPrefix), f.Off+f.N
 		if start < end {
-			s.retx.Add(start, end)
-			for i := 0; i < s.acked.Len(); i++ {
-				r := s.acked.At(i)
+			s.Retx.Add(start, end)
+			for i := 0; i < s.Acked.Len(); i++ {
+				r := s.Acked.At(i)
 				if r.Start >= end {
 					break
 				}
 				if r.End > start {
-					s.retx.Remove(r.Start, r.End)
+					s.Retx.Remove(r.Start, r.End)
 				}
 			}
 		}
-	} else if f.Off == 0 && s.local && !s.openAcked && !f.Fin {
-		s.openPending = true
+	} else if f.Off == 0 && s.Local && !s.OpenAcked && !f.Fin {
+		s.OpenPending = true
 	}
-	if f.Fin && !s.finAcked {
-		s.finLost = true
+	if f.Fin && !s.FinAcked {
+		s.FinLost = true
 	}
-	a.streams.scheduleRetx(s)
-	a.streams.scheduleNew(s) // a lost empty open of a stream that has sent nothing else
+	a.streams.ScheduleRetx(s)
+	a.streams.ScheduleNew(s) // a lost empty open of a stream that has sent nothing else
 }

@@ -1,84 +1,32 @@
 package scps
 
-// This file owns memBudget, the association's memory budget
-// (Config.Memory): the bytes its streams may hold, unacknowledged in send
-// buffers and unconsumed or granted in receive credit, shared fairly by the
-// streams. It is enforced by what we accept and grant, never by dropping
-// data: a send buffer accepts no more than the stream's share and what the
-// budget has free, a receive window shrinks to its stream's share before
-// credit is granted, and the association's credit (connflow.go) never
-// reaches beyond what the budget leaves after the send buffers. Credit
-// already granted is never taken back (RFC 9000 §4.1), so a stream that
-// got a large share while few streams were open keeps it until it is
-// read; new grants make up for it.
-//
-// The budget is split so that streams which stop reading do not take the
-// credit a new stream needs. Send buffers take at most an eighth of it, so
-// the association's credit may reach seven eighths beyond what was
-// consumed. Every stream has the protocol's initial credit
-// (InitialStreamCredit) whatever we grant, so the peer's stream count is
-// capped to fit three quarters of the budget at that credit
-// (Config.streamLimit); what streams are granted beyond it, and have not
-// read, is held to an eighth. Stalled streams therefore leave at least an
-// eighth of the budget for data in flight and new streams, unless the send
-// buffers are full and the peer has the most streams open at once. Every
-// stream may always buffer sendFloor bytes of its own, so a short request
-// gets out however full the budget is: the bound is Memory plus sendFloor
-// per stream.
+// This file applies the association's memory budget (Config.Memory), whose
+// account and rules are streams.MemBudget's (internal/streams/memory.go):
+// what a stream's send buffer may take, waking writers that wait for the
+// budget, the receive windows' share and the association's credit.
 
-import "fmt"
+import (
+	"fmt"
 
-// sendFloor is what any stream may buffer for sending whatever the budget
-// says: a request, a reply header.
-const sendFloor = lightThreshold
-
-type memBudget struct {
-	limit       uint64 // Config.Memory; 0 = no budget
-	sendHeld    uint64 // bytes written and not yet acknowledged, all streams
-	recvGranted uint64 // streams' receive credit not yet read beyond the initial (streamState.credited)
-	waiters     []*streamState
-}
-
-// sendShare is the most one of n streams may buffer for sending: an eighth
-// of the budget split evenly, at least sendFloor.
-func (m *memBudget) sendShare(n int) uint64 {
-	return max(m.limit/8/uint64(max(n, 1)), sendFloor)
-}
-
-// sendFree is how much more all send buffers together may take: at most an
-// eighth of the budget, and what the receive credit outstanding (recvHeld)
-// leaves.
-func (m *memBudget) sendFree(recvHeld uint64) uint64 {
-	used := m.sendHeld + recvHeld
-	if m.sendHeld >= m.limit/8 || used >= m.limit {
-		return 0
-	}
-	return min(m.limit/8-m.sendHeld, m.limit-used)
-}
-
-// recvHold is how far connection credit may reach beyond what the
-// application consumed: the budget less the send buffers, at least seven
-// eighths of it.
-func (m *memBudget) recvHold() uint64 {
-	return m.limit - min(m.sendHeld, m.limit/8)
-}
+	"scpsvpn/scps/internal/streams"
+)
 
 // sendSpace is how many more bytes s's send buffer accepts: its own
 // window, its share of the budget, and what the budget has free beyond
 // its floor. budget reports that the budget, not s's own window, was the
 // limit (growing s's own window would not help).
-func (a *Association) sendSpace(s *streamState) (space int, budget bool) {
-	space = s.sendSpace()
+func (a *Association) sendSpace(s *streams.State) (space int, budget bool) {
+	space = s.SendSpace()
 	m := &a.mem
-	if m.limit == 0 {
+	if m.Limit == 0 {
 		return space, false
 	}
-	held := s.writeOff - s.ackedPrefix
-	limit := int(m.sendShare(len(a.streams.byID))) - int(held)
-	if held >= sendFloor {
-		limit = min(limit, int(m.sendFree(a.flow.recvMax-a.flow.consumed)))
+	held := s.WriteOff - s.AckedPrefix
+	limit := int(m.SendShare(len(a.streams.ByID))) - int(held)
+	if held >= streams.SendFloor {
+		limit = min(limit, int(m.SendFree(a.flow.RecvMax-a.flow.Consumed)))
 	} else {
-		limit = max(limit, int(sendFloor-held))
+		limit = max(limit, int(streams.SendFloor-held))
 	}
 	if limit < space {
 		return limit, true
@@ -87,10 +35,10 @@ func (a *Association) sendSpace(s *streamState) (space int, budget bool) {
 }
 
 // waitForBudget records that s's writer waits for the budget to free up.
-func (a *Association) waitForBudget(s *streamState) {
-	if !s.budgetWait {
-		s.budgetWait = true
-		a.mem.waiters = append(a.mem.waiters, s)
+func (a *Association) waitForBudget(s *streams.State) {
+	if !s.BudgetWait {
+		s.BudgetWait = true
+		a.mem.Waiters = append(a.mem.Waiters, s)
 	}
 }
 
@@ -101,30 +49,30 @@ func (a *Association) waitForBudget(s *streamState) {
 // that still finds no room waits again at the back.
 func (a *Association) budgetReleased() {
 	m := &a.mem
-	if len(m.waiters) == 0 {
+	if len(m.Waiters) == 0 {
 		return
 	}
-	free := m.sendFree(a.flow.recvMax - a.flow.consumed)
-	share := m.sendShare(len(a.streams.byID))
+	free := m.SendFree(a.flow.RecvMax - a.flow.Consumed)
+	share := m.SendShare(len(a.streams.ByID))
 	i := 0
-	for ; i < len(m.waiters) && free > 0; i++ {
-		s := m.waiters[i]
-		s.budgetWait = false
-		if !s.gone && s.writeWait {
-			s.writeWait = false
+	for ; i < len(m.Waiters) && free > 0; i++ {
+		s := m.Waiters[i]
+		s.BudgetWait = false
+		if !s.Gone && s.WriteWait {
+			s.WriteWait = false
 			a.notify(s)
 			free -= min(free, share)
 		}
 	}
-	n := copy(m.waiters, m.waiters[i:])
-	clear(m.waiters[n:])
-	m.waiters = m.waiters[:n]
+	n := copy(m.Waiters, m.Waiters[i:])
+	clear(m.Waiters[n:])
+	m.Waiters = m.Waiters[:n]
 }
 
 // sendReleased accounts n bytes of send buffer acknowledged (or dropped
 // by a reset).
 func (a *Association) sendReleased(n uint64) {
-	a.mem.sendHeld -= n
+	a.mem.SendHeld -= n
 	a.budgetReleased()
 }
 
@@ -132,12 +80,12 @@ func (a *Association) sendReleased(n uint64) {
 // configured limit, and with a budget the initial credit plus s's even
 // share of an eighth of the budget, and what that eighth has left beside
 // the other streams' credit; never below the initial credit.
-func (a *Association) recvWindowLimit(s *streamState) uint64 {
+func (a *Association) recvWindowLimit(s *streams.State) uint64 {
 	l := a.cfg.streamWindowLimit()
-	if m := &a.mem; m.limit > 0 {
-		pool := m.limit / 8
-		share := pool / uint64(max(len(a.streams.byID), 1))
-		others := m.recvGranted - s.credited
+	if m := &a.mem; m.Limit > 0 {
+		pool := m.Limit / 8
+		share := pool / uint64(max(len(a.streams.ByID), 1))
+		others := m.RecvGranted - s.Credited
 		left := uint64(0)
 		if others < pool {
 			left = pool - others
@@ -150,27 +98,27 @@ func (a *Association) recvWindowLimit(s *streamState) uint64 {
 // recvAccount updates s's part of the streams' receive credit: what it
 // was granted beyond the initial credit and has not read, none once it was
 // aborted or closed.
-func (a *Association) recvAccount(s *streamState) {
+func (a *Association) recvAccount(s *streams.State) {
 	var c uint64
-	if !s.aborted() && !s.readClosed && !s.gone {
-		end := s.recvMax
-		if s.finKnown {
-			end = min(end, s.finalSize)
+	if !s.Aborted() && !s.ReadClosed && !s.Gone {
+		end := s.RecvMax
+		if s.FinKnown {
+			end = min(end, s.FinalSize)
 		}
-		if end > s.readOff+InitialStreamCredit {
-			c = end - s.readOff - InitialStreamCredit
+		if end > s.ReadOff+InitialStreamCredit {
+			c = end - s.ReadOff - InitialStreamCredit
 		}
 	}
-	a.mem.recvGranted += c - s.credited
-	s.credited = c
+	a.mem.RecvGranted += c - s.Credited
+	s.Credited = c
 }
 
 // connHold is how far the association's credit may reach beyond what the
-// application consumed (connFlow.maybeCredit).
+// application consumed (streams.ConnFlow.MaybeCredit).
 func (a *Association) connHold() uint64 {
 	l := a.cfg.connWindowLimit()
-	if a.mem.limit > 0 {
-		l = min(l, a.mem.recvHold())
+	if a.mem.Limit > 0 {
+		l = min(l, a.mem.RecvHold())
 	}
 	return l
 }
@@ -187,13 +135,12 @@ func (a *Association) connHold() uint64 {
 // writers waiting for room at once. 0 (no budget) and a budget below
 // MinMemory are refused, as Config.Validate refuses them.
 func (a *Association) SetMemory(limit uint64) error {
-	if limit < MinMemory || limit > 1<<40 || a.mem.limit == 0 {
+	if limit < MinMemory || limit > 1<<40 || a.mem.Limit == 0 {
 		return fmt.Errorf("scps: set memory %d: an association with a budget takes %d bytes to 1 TiB", limit, MinMemory)
 	}
 	a.cfg.Memory = limit
-	a.mem.limit = limit
-	a.streams.maxStreams = a.cfg.streamLimit()
-	a.streams.maybeMaxStreams()
+	a.mem.Limit = limit
+	a.streams.SetMaxStreams(a.cfg.streamLimit())
 	a.budgetReleased()
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"scpsvpn/scps/internal/streams"
 )
 
 // TestMemoryBudgetStalledUploads: 1000 uploads over GEO 10/2 toward a
@@ -33,15 +35,15 @@ func TestMemoryBudgetStalledUploads(t *testing.T) {
 	for i := range n {
 		s.apps[0].open(fmt.Sprintf("stream-%d", 2*i), 1<<40, 0)
 	}
-	bound := uint64(budget + n*sendFloor)
+	bound := uint64(budget + n*streams.SendFloor)
 	var peak [2]int
 	check := func() {
 		for i := range 2 {
 			peak[i] = max(peak[i], s.a[i].Stats().BufferedBytes)
-			if r := s.a[i].flow.recvMax - s.a[i].flow.consumed; r > budget {
+			if r := s.a[i].flow.RecvMax - s.a[i].flow.Consumed; r > budget {
 				t.Fatalf("side %d: %d bytes of receive credit outstanding, budget %d", i, r, budget)
 			}
-			if h := s.a[i].mem.sendHeld; h > bound {
+			if h := s.a[i].mem.SendHeld; h > bound {
 				t.Fatalf("side %d: %d bytes in send buffers, bound %d", i, h, bound)
 			}
 		}
@@ -49,7 +51,7 @@ func TestMemoryBudgetStalledUploads(t *testing.T) {
 	// request opens a request beside the uploads and waits for its
 	// reply's first byte.
 	request := func(when string) {
-		id := s.a[0].streams.nextLocalID
+		id := s.a[0].streams.NextLocalID
 		requests[id] = true
 		st := s.apps[0].open(fmt.Sprintf("stream-%d", id), 100, -1)
 		start := s.now
@@ -70,7 +72,7 @@ func TestMemoryBudgetStalledUploads(t *testing.T) {
 	last, since := uint64(0), s.now
 	s.runUntil(150*time.Second, func() bool {
 		check()
-		if got := s.a[1].flow.recvd; got != last {
+		if got := s.a[1].flow.Recvd; got != last {
 			last, since = got, s.now
 		}
 		return s.now-since > 10*time.Second
@@ -135,13 +137,13 @@ func TestSetMemoryShrinks(t *testing.T) {
 	// credit granted beyond the initial and not read.
 	var sendPeak, recvPeak uint64
 	watch := func() bool {
-		sendPeak = max(sendPeak, s.a[0].mem.sendHeld)
-		recvPeak = max(recvPeak, s.a[1].mem.recvGranted)
+		sendPeak = max(sendPeak, s.a[0].mem.SendHeld)
+		recvPeak = max(recvPeak, s.a[1].mem.RecvGranted)
 		return false
 	}
 	s.runUntil(30*time.Second, watch)
 	t.Logf("budget %d MiB, reader stalled: send buffers %d, receive credit %d", before>>20, sendPeak, recvPeak)
-	sendBound := uint64(after/4 + n*sendFloor)
+	sendBound := uint64(after/4 + n*streams.SendFloor)
 	if sendPeak <= sendBound || recvPeak <= after/8 {
 		t.Fatalf("the stalled uploads held only %d in send buffers and %d in receive credit: nothing for a smaller budget to bound", sendPeak, recvPeak)
 	}

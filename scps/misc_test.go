@@ -167,7 +167,7 @@ func TestBadPacketsRejected(t *testing.T) {
 	if after.BadPackets != before.BadPackets+uint64(len(bad)) {
 		t.Errorf("bad packets counted %d, want %d", after.BadPackets-before.BadPackets, len(bad))
 	}
-	if after.PacketsReceived != before.PacketsReceived || after.StreamsAccepted != 0 || len(b.streams.byID) != 0 {
+	if after.PacketsReceived != before.PacketsReceived || after.StreamsAccepted != 0 || len(b.streams.ByID) != 0 {
 		t.Errorf("state changed by bad packets: %+v", after)
 	}
 	if _, ok := b.PollEvent(); ok {

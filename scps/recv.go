@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"time"
 
+	"scpsvpn/scps/internal/streams"
 	"scpsvpn/scps/internal/wire"
 	"scpsvpn/scps/varint"
 )
@@ -90,7 +91,7 @@ func (a *Association) validate(payload []byte) (eliciting bool, err error) {
 				return false, fmt.Errorf("ACK of packet %d never sent (next %d)", f.Ack.Largest, a.sent.NextPN())
 			}
 		case wire.FrameStream, wire.FrameResetStream, wire.FrameMaxStreamData:
-			if err := a.streams.checkID(f.StreamID); err != nil {
+			if err := a.streams.CheckID(f.StreamID); err != nil {
 				return false, err
 			}
 			if f.Type == wire.FrameStream && full == nil {
@@ -103,11 +104,11 @@ func (a *Association) validate(payload []byte) (eliciting bool, err error) {
 
 // streamFor returns the stream a frame refers to, creating a peer stream
 // on first sight; nil means the stream is already gone (late frame).
-func (a *Association) streamFor(id uint64) *streamState {
-	if s, ok := a.streams.byID[id]; ok {
+func (a *Association) streamFor(id uint64) *streams.State {
+	if s, ok := a.streams.ByID[id]; ok {
 		return s
 	}
-	if a.streams.isLocal(id) || a.streams.peerClosed.Contains(id>>1) {
+	if a.streams.IsLocal(id) || a.streams.PeerClosed.Contains(id>>1) {
 		return nil
 	}
 	return a.newStream(id, false)
@@ -125,22 +126,22 @@ func (a *Association) apply(f *wire.Frame) error {
 	case wire.FrameResetStream:
 		return a.onResetStream(f)
 	case wire.FrameMaxData:
-		if f.Max > a.flow.peerMax {
-			a.flow.peerMax = f.Max
+		if f.Max > a.flow.PeerMax {
+			a.flow.PeerMax = f.Max
 		}
 	case wire.FrameMaxStreamData:
 		s := a.streamFor(f.StreamID)
-		if s != nil && f.Max > s.peerMax {
-			s.peerMax = f.Max
-			if s.creditWait {
-				s.creditWait = false
-				a.streams.scheduleNew(s)
+		if s != nil && f.Max > s.PeerMax {
+			s.PeerMax = f.Max
+			if s.CreditWait {
+				s.CreditWait = false
+				a.streams.ScheduleNew(s)
 			}
 		}
 	case wire.FrameMaxStreams:
-		if f.Max > a.streams.peerMax {
-			a.streams.peerMax = min(f.Max, varint.Max/2)
-			a.streams.releasePending()
+		if f.Max > a.streams.PeerMax {
+			a.streams.PeerMax = min(f.Max, varint.Max/2)
+			a.streams.ReleasePending()
 		}
 	case wire.FrameDatagram:
 		a.stats.DatagramsReceived++
@@ -155,14 +156,14 @@ func (a *Association) apply(f *wire.Frame) error {
 
 // addRecvd accounts bytes up to end as received on s for connection flow
 // control.
-func (a *Association) addRecvd(s *streamState, end uint64) error {
-	if end <= s.highestRecv {
+func (a *Association) addRecvd(s *streams.State, end uint64) error {
+	if end <= s.HighestRecv {
 		return nil
 	}
-	a.flow.recvd += end - s.highestRecv
-	s.highestRecv = end
-	if a.flow.recvd > a.flow.recvMax {
-		return a.protocolError("connection flow control: %d bytes received, credit %d", a.flow.recvd, a.flow.recvMax)
+	a.flow.Recvd += end - s.HighestRecv
+	s.HighestRecv = end
+	if a.flow.Recvd > a.flow.RecvMax {
+		return a.protocolError("connection flow control: %d bytes received, credit %d", a.flow.Recvd, a.flow.RecvMax)
 	}
 	return nil
 }
@@ -173,52 +174,52 @@ func (a *Association) onStreamFrame(f *wire.Frame) error {
 		return nil
 	}
 	end := f.Offset + uint64(len(f.Data))
-	if s.aborted() {
+	if s.Aborted() {
 		// Data in flight when the stream was reset: count it for
 		// connection credit and drop it.
-		if s.peerReset {
+		if s.PeerReset {
 			return nil
 		}
-		if end > s.highestRecv {
-			d := end - s.highestRecv
+		if end > s.HighestRecv {
+			d := end - s.HighestRecv
 			if err := a.addRecvd(s, end); err != nil {
 				return err
 			}
-			a.flow.consumed += d
-			s.readOff = s.highestRecv
-			a.settle(s, s.highestRecv)
+			a.flow.Consumed += d
+			s.ReadOff = s.HighestRecv
+			a.settle(s, s.HighestRecv)
 			a.maybeConnCredit()
 		}
-		if f.Fin && !s.finKnown {
-			s.finKnown, s.finalSize = true, end
+		if f.Fin && !s.FinKnown {
+			s.FinKnown, s.FinalSize = true, end
 			a.maybeFinish(s)
 		}
 		return nil
 	}
-	if end > s.recvMax {
-		return a.protocolError("stream %d flow control: data to %d, credit %d", s.id, end, s.recvMax)
+	if end > s.RecvMax {
+		return a.protocolError("stream %d flow control: data to %d, credit %d", s.ID, end, s.RecvMax)
 	}
-	if s.finKnown && (end > s.finalSize || f.Fin && end != s.finalSize) {
-		return a.protocolError("stream %d final size %d changed (frame ends at %d)", s.id, s.finalSize, end)
+	if s.FinKnown && (end > s.FinalSize || f.Fin && end != s.FinalSize) {
+		return a.protocolError("stream %d final size %d changed (frame ends at %d)", s.ID, s.FinalSize, end)
 	}
-	if f.Fin && end < s.highestRecv {
-		return a.protocolError("stream %d final size %d below data received (%d)", s.id, end, s.highestRecv)
+	if f.Fin && end < s.HighestRecv {
+		return a.protocolError("stream %d final size %d below data received (%d)", s.ID, end, s.HighestRecv)
 	}
 	if err := a.addRecvd(s, end); err != nil {
 		return err
 	}
-	if f.Fin && !s.finKnown {
-		s.finKnown, s.finalSize = true, end
+	if f.Fin && !s.FinKnown {
+		s.FinKnown, s.FinalSize = true, end
 		a.recvAccount(s)
 	}
-	if f.HasMeta && !s.local && !s.metaKnown {
-		s.meta = append([]byte(nil), f.Meta...)
-		s.metaKnown = true
+	if f.HasMeta && !s.Local && !s.MetaKnown {
+		s.Meta = append([]byte(nil), f.Meta...)
+		s.MetaKnown = true
 		a.stats.StreamsAccepted++
-		a.emit(Event{Kind: EventAccept, StreamID: s.id})
+		a.emit(Event{Kind: EventAccept, StreamID: s.ID})
 	}
-	if s.readClosed {
-		if end > s.readOff {
+	if s.ReadClosed {
+		if end > s.ReadOff {
 			// The application closed its end; new data cannot be
 			// delivered: reset, as TCP does.
 			a.resetStream(s, CodeStreamClosed)
@@ -227,21 +228,21 @@ func (a *Association) onStreamFrame(f *wire.Frame) error {
 		a.maybeFinish(s)
 		return nil
 	}
-	if end > s.readOff && len(f.Data) > 0 {
-		start := max(f.Offset, s.readOff)
-		if !s.recvd.Covers(start, end) {
-			s.recvBuf.Write(start, f.Data[start-f.Offset:])
-			n := s.recvd.Len()
-			s.recvd.Add(start, end)
+	if end > s.ReadOff && len(f.Data) > 0 {
+		start := max(f.Offset, s.ReadOff)
+		if !s.Recvd.Covers(start, end) {
+			s.RecvBuf.Write(start, f.Data[start-f.Offset:])
+			n := s.Recvd.Len()
+			s.Recvd.Add(start, end)
 			a.recvdChanged(s, n)
-			if c := s.contiguous(); c > s.settledOff {
+			if c := s.Contiguous(); c > s.SettledOff {
 				a.settle(s, c)
 				a.maybeConnCredit()
 			}
 		}
 	}
-	if s.readWait && s.readable() {
-		s.readWait = false
+	if s.ReadWait && s.Readable() {
+		s.ReadWait = false
 		a.notify(s)
 	}
 	return nil
@@ -249,22 +250,22 @@ func (a *Association) onStreamFrame(f *wire.Frame) error {
 
 func (a *Association) onResetStream(f *wire.Frame) error {
 	s := a.streamFor(f.StreamID)
-	if s == nil || s.peerReset {
+	if s == nil || s.PeerReset {
 		return nil
 	}
-	if f.FinalSize < s.highestRecv || s.finKnown && f.FinalSize != s.finalSize {
-		return a.protocolError("stream %d reset with final size %d (received %d)", s.id, f.FinalSize, s.highestRecv)
+	if f.FinalSize < s.HighestRecv || s.FinKnown && f.FinalSize != s.FinalSize {
+		return a.protocolError("stream %d reset with final size %d (received %d)", s.ID, f.FinalSize, s.HighestRecv)
 	}
 	if err := a.addRecvd(s, f.FinalSize); err != nil {
 		return err
 	}
-	s.peerReset, s.peerCode = true, f.Code
+	s.PeerReset, s.PeerCode = true, f.Code
 	a.abortStream(s)
-	if !s.resetSent {
+	if !s.ResetSent {
 		// Answer with our own RESET_STREAM so the peer learns our final
 		// size and both sides can forget the stream.
-		s.resetSent, s.resetQueued, s.resetCode = true, true, f.Code
-		a.streams.scheduleCtrl(s)
+		s.ResetSent, s.ResetQueued, s.ResetCode = true, true, f.Code
+		a.streams.ScheduleCtrl(s)
 	}
 	a.notify(s)
 	a.maybeFinish(s)

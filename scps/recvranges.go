@@ -17,6 +17,7 @@ package scps
 import (
 	"fmt"
 
+	"scpsvpn/scps/internal/streams"
 	"scpsvpn/scps/internal/wire"
 )
 
@@ -32,9 +33,9 @@ const (
 )
 
 // recvdChanged accounts a change of s.recvd, whose length was before.
-func (a *Association) recvdChanged(s *streamState, before int) {
-	a.streams.recvRanges += s.recvd.Len() - before
-	if a.rangeStrikes > 0 && a.streams.recvRanges <= maxAssocRanges/2 {
+func (a *Association) recvdChanged(s *streams.State, before int) {
+	a.streams.RecvRanges += s.Recvd.Len() - before
+	if a.rangeStrikes > 0 && a.streams.RecvRanges <= maxAssocRanges/2 {
 		a.rangeStrikes = 0
 	}
 }
@@ -48,24 +49,24 @@ func (a *Association) newRange(f *wire.Frame, fresh *int) error {
 	if len(f.Data) == 0 {
 		return nil
 	}
-	s := a.streams.byID[f.StreamID]
+	s := a.streams.ByID[f.StreamID]
 	have := 0
 	if s != nil {
-		if s.aborted() || s.readClosed {
+		if s.Aborted() || s.ReadClosed {
 			return nil // dropped on arrival, nothing kept
 		}
 		end := f.Offset + uint64(len(f.Data))
-		start := max(f.Offset, s.readOff)
-		if end <= start || s.recvd.Touches(start, end) {
+		start := max(f.Offset, s.ReadOff)
+		if end <= start || s.Recvd.Touches(start, end) {
 			return nil // merges with what is there
 		}
-		have = s.recvd.Len()
+		have = s.Recvd.Len()
 	}
 	*fresh++
 	if have+*fresh > maxStreamRanges {
 		return fmt.Errorf("%w: stream %d would hold more than %d received ranges", ErrRangesFull, f.StreamID, maxStreamRanges)
 	}
-	if a.streams.recvRanges+*fresh > maxAssocRanges {
+	if a.streams.RecvRanges+*fresh > maxAssocRanges {
 		return fmt.Errorf("%w: the association would hold more than %d received ranges", ErrRangesFull, maxAssocRanges)
 	}
 	return nil

@@ -35,53 +35,53 @@ func TestSparseFramesBounded(t *testing.T) {
 	}
 	// Stream 0: holes up to the stream bound, 64 per packet.
 	off := uint64(0)
-	for b.streams.byID[0] == nil || b.streams.byID[0].recvd.Len() < maxStreamRanges {
+	for b.streams.ByID[0] == nil || b.streams.ByID[0].Recvd.Len() < maxStreamRanges {
 		var offs []uint64
 		for range 64 {
 			offs = append(offs, off)
 			off += 2
 		}
 		if err := recv(sparsePacket(0, offs...)); err != nil {
-			t.Fatalf("packet %d (stream at %d ranges): %v", pn, b.streams.byID[0].recvd.Len(), err)
+			t.Fatalf("packet %d (stream at %d ranges): %v", pn, b.streams.ByID[0].Recvd.Len(), err)
 		}
 	}
-	st := b.streams.byID[0]
-	if st.recvd.Len() != maxStreamRanges || b.streams.recvRanges != maxStreamRanges {
-		t.Fatalf("stream holds %d ranges, association counts %d, want %d", st.recvd.Len(), b.streams.recvRanges, maxStreamRanges)
+	st := b.streams.ByID[0]
+	if st.Recvd.Len() != maxStreamRanges || b.streams.RecvRanges != maxStreamRanges {
+		t.Fatalf("stream holds %d ranges, association counts %d, want %d", st.Recvd.Len(), b.streams.RecvRanges, maxStreamRanges)
 	}
 	// One more hole: dropped, and not acknowledged.
 	acked := b.ack.ReceivedTotal()
 	if err := recv(sparsePacket(0, off)); !errors.Is(err, ErrRangesFull) {
 		t.Fatalf("a packet past the stream bound: %v", err)
 	}
-	if b.ack.ReceivedTotal() != acked || b.Stats().RecvRangeDrops != 1 || st.recvd.Len() != maxStreamRanges {
-		t.Fatalf("the refused packet was recorded: acked %d -> %d, drops %d, ranges %d", acked, b.ack.ReceivedTotal(), b.Stats().RecvRangeDrops, st.recvd.Len())
+	if b.ack.ReceivedTotal() != acked || b.Stats().RecvRangeDrops != 1 || st.Recvd.Len() != maxStreamRanges {
+		t.Fatalf("the refused packet was recorded: acked %d -> %d, drops %d, ranges %d", acked, b.ack.ReceivedTotal(), b.Stats().RecvRangeDrops, st.Recvd.Len())
 	}
 	// Data that fills holes is always taken: [1, 2) merges two ranges.
 	if err := recv(sparsePacket(0, 1)); err != nil {
 		t.Fatalf("a repair: %v", err)
 	}
-	if st.recvd.Len() != maxStreamRanges-1 || b.streams.recvRanges != maxStreamRanges-1 {
-		t.Fatalf("after a repair: %d ranges (association %d)", st.recvd.Len(), b.streams.recvRanges)
+	if st.Recvd.Len() != maxStreamRanges-1 || b.streams.RecvRanges != maxStreamRanges-1 {
+		t.Fatalf("after a repair: %d ranges (association %d)", st.Recvd.Len(), b.streams.RecvRanges)
 	}
 	// Reading returns the ranges below the read offset.
 	buf := make([]byte, 3)
 	if n, err := b.StreamRead(0, buf); n != 3 || err != nil {
 		t.Fatalf("read: %d %v", n, err)
 	}
-	if st.recvd.Len() != maxStreamRanges-2 || b.streams.recvRanges != maxStreamRanges-2 {
-		t.Fatalf("after reading 3 bytes: %d ranges (association %d)", st.recvd.Len(), b.streams.recvRanges)
+	if st.Recvd.Len() != maxStreamRanges-2 || b.streams.RecvRanges != maxStreamRanges-2 {
+		t.Fatalf("after reading 3 bytes: %d ranges (association %d)", st.Recvd.Len(), b.streams.RecvRanges)
 	}
 
 	// Other streams up to the association bound, each below its own.
 	id := uint64(4) // more of the peer's streams
-	for b.streams.recvRanges < maxAssocRanges-64 {
+	for b.streams.RecvRanges < maxAssocRanges-64 {
 		var offs []uint64
 		for i := range uint64(64) {
 			offs = append(offs, i*2)
 		}
 		if err := recv(sparsePacket(id, offs...)); err != nil {
-			t.Fatalf("stream %d at %d association ranges: %v", id, b.streams.recvRanges, err)
+			t.Fatalf("stream %d at %d association ranges: %v", id, b.streams.RecvRanges, err)
 		}
 		id += 2
 	}
@@ -90,10 +90,10 @@ func TestSparseFramesBounded(t *testing.T) {
 		offs = append(offs, i*2)
 	}
 	if err := recv(sparsePacket(id, offs...)); !errors.Is(err, ErrRangesFull) {
-		t.Fatalf("a packet past the association bound (%d ranges): %v", b.streams.recvRanges, err)
+		t.Fatalf("a packet past the association bound (%d ranges): %v", b.streams.RecvRanges, err)
 	}
-	if b.streams.recvRanges > maxAssocRanges {
-		t.Fatalf("the association holds %d ranges", b.streams.recvRanges)
+	if b.streams.RecvRanges > maxAssocRanges {
+		t.Fatalf("the association holds %d ranges", b.streams.RecvRanges)
 	}
 	// Keeping at it closes the association.
 	for i := 0; !b.Closed(); i++ {
@@ -130,7 +130,7 @@ func BenchmarkHostileSparseFrames(b *testing.B) {
 			top = r.cfg.initialStreamWindow() - 3 // an odd lattice, as fresh
 		}
 		r.Receive(s.clock(), uint64(i+1), sparsePacket(0, offs...))
-		most = max(most, r.streams.recvRanges)
+		most = max(most, r.streams.RecvRanges)
 	}
 	b.ReportMetric(float64(most), "max-ranges")
 }

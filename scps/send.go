@@ -23,7 +23,7 @@ func (a *Association) ackPacketCost() int { return 32 + a.cfg.WireOverhead }
 
 // hasWork reports whether ack-eliciting content is waiting.
 func (a *Association) hasWork() bool {
-	return a.streams.hasWork() || a.flow.maxDataQueued || a.dgrams.count > 0 || a.pingPending
+	return a.streams.HasWork() || a.flow.MaxDataQueued || a.dgrams.count > 0 || a.pingPending
 }
 
 // sendReady reports whether Send would probably produce a packet now. It
@@ -156,14 +156,14 @@ func (a *Association) assemble(b []byte, plan sendPlan) (p builtPacket, ok bool)
 			p.carried = p.carried || el
 			sBytes = len(b) - n
 		}
-		if a.share.datagramsFirst(a.streams.hasWork()) {
+		if a.share.datagramsFirst(a.streams.HasWork()) {
 			appendD()
 			appendS()
 		} else {
 			appendS()
 			appendD()
 		}
-		if dBytes > 0 && (sBytes > 0 || a.streams.hasWork()) || sBytes > 0 && a.dgrams.count > 0 {
+		if dBytes > 0 && (sBytes > 0 || a.streams.HasWork()) || sBytes > 0 && a.dgrams.count > 0 {
 			a.share.charge(dBytes, sBytes)
 		}
 		p.eliciting = p.eliciting || p.carried

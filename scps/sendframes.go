@@ -4,7 +4,7 @@ package scps
 // appends the frames of one kind that fit (ACK, control frames, datagrams,
 // stream repairs and new stream data) and records each in the sent-packet
 // history, so that the frame's fate (acknowledged or lost) can be acted on
-// later (framehandler.go). Streams are drawn from streamMap's queues:
+// later (framehandler.go). Streams are drawn from streams.Map's queues:
 // repairs first, then new data, light streams before bulk ones, round
 // robin within each, one stream per turn.
 
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"scpsvpn/scps/internal/ackhandler"
+	"scpsvpn/scps/internal/streams"
 	"scpsvpn/scps/internal/wire"
 	"scpsvpn/scps/varint"
 )
@@ -40,48 +41,48 @@ func (a *Association) appendAck(b []byte, limit int) []byte {
 // appendControl adds queued control frames that fit.
 func (a *Association) appendControl(b []byte, limit int) ([]byte, bool) {
 	eliciting := false
-	if a.flow.maxDataQueued && len(b)+1+varint.Len(a.flow.recvMax) <= limit {
-		b = wire.AppendMaxData(b, wire.FrameMaxData, a.flow.recvMax)
+	if a.flow.MaxDataQueued && len(b)+1+varint.Len(a.flow.RecvMax) <= limit {
+		b = wire.AppendMaxData(b, wire.FrameMaxData, a.flow.RecvMax)
 		f := a.sent.AddFrame()
-		f.Kind, f.Off = ackhandler.KindMaxData, a.flow.recvMax
-		a.flow.maxDataQueued, eliciting = false, true
+		f.Kind, f.Off = ackhandler.KindMaxData, a.flow.RecvMax
+		a.flow.MaxDataQueued, eliciting = false, true
 	}
-	if a.streams.maxStreamsQueued && len(b)+1+varint.Len(a.streams.localMax) <= limit {
-		b = wire.AppendMaxData(b, wire.FrameMaxStreams, a.streams.localMax)
+	if a.streams.MaxStreamsQueued && len(b)+1+varint.Len(a.streams.LocalMax) <= limit {
+		b = wire.AppendMaxData(b, wire.FrameMaxStreams, a.streams.LocalMax)
 		f := a.sent.AddFrame()
-		f.Kind, f.Off = ackhandler.KindMaxStreams, a.streams.localMax
-		a.streams.maxStreamsQueued, eliciting = false, true
+		f.Kind, f.Off = ackhandler.KindMaxStreams, a.streams.LocalMax
+		a.streams.MaxStreamsQueued, eliciting = false, true
 	}
-	for a.streams.ctrlQ.len() > 0 {
-		s := a.streams.ctrlQ.peek()
-		if s.gone {
-			a.streams.ctrlQ.pop()
-			s.queued &^= inCtrlQ
+	for a.streams.CtrlQ.Len() > 0 {
+		s := a.streams.CtrlQ.Peek()
+		if s.Gone {
+			a.streams.CtrlQ.Pop()
+			s.Queued &^= streams.InCtrlQ
 			continue
 		}
-		if s.resetQueued {
-			n := wire.ResetStreamLen(s.id, s.resetCode, s.sentOff)
+		if s.ResetQueued {
+			n := wire.ResetStreamLen(s.ID, s.ResetCode, s.SentOff)
 			if len(b)+n > limit {
 				break
 			}
-			b = wire.AppendResetStream(b, s.id, s.resetCode, s.sentOff)
+			b = wire.AppendResetStream(b, s.ID, s.ResetCode, s.SentOff)
 			f := a.sent.AddFrame()
-			f.Kind, f.ID = ackhandler.KindReset, s.id
-			s.resetQueued, eliciting = false, true
+			f.Kind, f.ID = ackhandler.KindReset, s.ID
+			s.ResetQueued, eliciting = false, true
 		}
-		if s.maxDataQueued && !s.finKnown && !s.aborted() {
-			n := 1 + varint.Len(s.id) + varint.Len(s.recvMax)
+		if s.MaxDataQueued && !s.FinKnown && !s.Aborted() {
+			n := 1 + varint.Len(s.ID) + varint.Len(s.RecvMax)
 			if len(b)+n > limit {
 				break
 			}
-			b = wire.AppendMaxStreamData(b, s.id, s.recvMax)
+			b = wire.AppendMaxStreamData(b, s.ID, s.RecvMax)
 			f := a.sent.AddFrame()
-			f.Kind, f.ID, f.Off = ackhandler.KindMaxStreamData, s.id, s.recvMax
+			f.Kind, f.ID, f.Off = ackhandler.KindMaxStreamData, s.ID, s.RecvMax
 			eliciting = true
 		}
-		s.maxDataQueued = false
-		a.streams.ctrlQ.pop()
-		s.queued &^= inCtrlQ
+		s.MaxDataQueued = false
+		a.streams.CtrlQ.Pop()
+		s.Queued &^= streams.InCtrlQ
 	}
 	return b, eliciting
 }
@@ -139,11 +140,11 @@ func fitStream(room int, id, off uint64, metaLen int, hasMeta bool, want uint64)
 // appendStreams adds repairs, then new data.
 func (a *Association) appendStreams(b []byte, limit int) ([]byte, bool) {
 	eliciting := false
-	for a.streams.retxQ.len() > 0 && limit-len(b) > 8 {
-		s := a.streams.retxQ.peek()
-		if s.gone || s.aborted() || !s.hasRetx() {
-			a.streams.retxQ.pop()
-			s.queued &^= inRetxQ
+	for a.streams.RetxQ.Len() > 0 && limit-len(b) > 8 {
+		s := a.streams.RetxQ.Peek()
+		if s.Gone || s.Aborted() || !s.HasRetx() {
+			a.streams.RetxQ.Pop()
+			s.Queued &^= streams.InRetxQ
 			continue
 		}
 		var done, fits bool
@@ -151,34 +152,34 @@ func (a *Association) appendStreams(b []byte, limit int) ([]byte, bool) {
 		if fits {
 			eliciting = true
 		}
-		if !s.hasRetx() {
-			a.streams.retxQ.pop()
-			s.queued &^= inRetxQ
+		if !s.HasRetx() {
+			a.streams.RetxQ.Pop()
+			s.Queued &^= streams.InRetxQ
 		}
 		if done || !fits {
 			return b, eliciting
 		}
 	}
 	for limit-len(b) > 8 {
-		q := &a.streams.lightQ
-		if q.len() == 0 {
-			q = &a.streams.bulkQ
-			if q.len() == 0 {
+		q := &a.streams.LightQ
+		if q.Len() == 0 {
+			q = &a.streams.BulkQ
+			if q.Len() == 0 {
 				break
 			}
 		}
-		s := q.peek()
-		if s.gone || s.aborted() || !s.canSendNew() {
-			q.pop()
-			s.queued &^= inNewQ
-			if !s.gone && !s.aborted() && s.sentOff < s.writeOff && s.sentOff >= s.peerMax {
-				s.creditWait = true
+		s := q.Peek()
+		if s.Gone || s.Aborted() || !s.CanSendNew() {
+			q.Pop()
+			s.Queued &^= streams.InNewQ
+			if !s.Gone && !s.Aborted() && s.SentOff < s.WriteOff && s.SentOff >= s.PeerMax {
+				s.CreditWait = true
 			}
 			continue
 		}
-		needCredit := s.sentOff < s.writeOff
-		if needCredit && a.flow.sent >= a.flow.peerMax && !(s.openPending && s.sentOff == 0) &&
-			!(s.finQueued && !s.finSent && s.sentOff == s.writeOff) {
+		needCredit := s.SentOff < s.WriteOff
+		if needCredit && a.flow.Sent >= a.flow.PeerMax && !(s.OpenPending && s.SentOff == 0) &&
+			!(s.FinQueued && !s.FinSent && s.SentOff == s.WriteOff) {
 			break // connection credit exhausted: wait for MAX_DATA
 		}
 		var done, fits bool
@@ -187,9 +188,9 @@ func (a *Association) appendStreams(b []byte, limit int) ([]byte, bool) {
 			break
 		}
 		eliciting = true
-		q.pop()
-		s.queued &^= inNewQ
-		a.streams.scheduleNew(s) // back of the line: round robin
+		q.Pop()
+		s.Queued &^= streams.InNewQ
+		a.streams.ScheduleNew(s) // back of the line: round robin
 		if done {
 			break
 		}
@@ -199,48 +200,48 @@ func (a *Association) appendStreams(b []byte, limit int) ([]byte, bool) {
 
 // appendRetxFrame adds one repair frame for s. done: the packet is full;
 // fits: a frame was added.
-func (a *Association) appendRetxFrame(b []byte, limit int, s *streamState) (_ []byte, done, fits bool) {
+func (a *Association) appendRetxFrame(b []byte, limit int, s *streams.State) (_ []byte, done, fits bool) {
 	var off, want uint64
 	switch {
-	case !s.retx.Empty():
-		r := s.retx.First()
+	case !s.Retx.Empty():
+		r := s.Retx.First()
 		off, want = r.Start, r.Len()
-	case s.openPending && s.sentOff > 0:
+	case s.OpenPending && s.SentOff > 0:
 		off, want = 0, 0
 	default: // lost FIN whose data is all delivered
-		off, want = s.finOffset, 0
+		off, want = s.FinOffset, 0
 	}
 	b, n, fin, done, fits := a.appendStreamFrame(b, limit, s, off, want)
 	if !fits {
 		return b, done, false
 	}
 	if n > 0 {
-		s.retx.Remove(off, off+uint64(n))
+		s.Retx.Remove(off, off+uint64(n))
 		a.stats.RetransmitBytes += uint64(n)
 	}
 	a.stats.Retransmits++
 	if fin {
-		s.finSent, s.finLost = true, false
+		s.FinSent, s.FinLost = true, false
 	}
 	return b, done, true
 }
 
 // appendNewFrame adds one frame of new data (or the open or FIN) for s.
-func (a *Association) appendNewFrame(b []byte, limit int, s *streamState) (_ []byte, done, fits bool) {
-	off := s.sentOff
+func (a *Association) appendNewFrame(b []byte, limit int, s *streams.State) (_ []byte, done, fits bool) {
+	off := s.SentOff
 	var want uint64
-	if s.peerMax > off && a.flow.peerMax > a.flow.sent {
-		want = min(s.writeOff-off, s.peerMax-off, a.flow.peerMax-a.flow.sent)
+	if s.PeerMax > off && a.flow.PeerMax > a.flow.Sent {
+		want = min(s.WriteOff-off, s.PeerMax-off, a.flow.PeerMax-a.flow.Sent)
 	}
 	b, n, fin, done, fits := a.appendStreamFrame(b, limit, s, off, want)
 	if !fits {
 		return b, done, false
 	}
-	s.sentOff += uint64(n)
-	a.flow.sent += uint64(n)
+	s.SentOff += uint64(n)
+	a.flow.Sent += uint64(n)
 	a.stats.StreamBytesSent += uint64(n)
 	if fin {
-		s.finSent = true
+		s.FinSent = true
 	}
 	return b, done, true
 }
@@ -249,21 +250,21 @@ func (a *Association) appendNewFrame(b []byte, limit int, s *streamState) (_ []b
 // bytes, the open metadata while it is not known to be delivered, and the
 // FIN if the frame reaches it, and records the frame. n is the data it
 // carries; done: the packet is full; fits: a frame was added.
-func (a *Association) appendStreamFrame(b []byte, limit int, s *streamState, off, want uint64) (_ []byte, n int, fin, done, fits bool) {
-	hasMeta := off == 0 && s.local && !s.openAcked
-	n, withLen, ok := fitStream(limit-len(b), s.id, off, len(s.meta), hasMeta, want)
+func (a *Association) appendStreamFrame(b []byte, limit int, s *streams.State, off, want uint64) (_ []byte, n int, fin, done, fits bool) {
+	hasMeta := off == 0 && s.Local && !s.OpenAcked
+	n, withLen, ok := fitStream(limit-len(b), s.ID, off, len(s.Meta), hasMeta, want)
 	if !ok {
 		return b, 0, false, true, false
 	}
-	fin = s.finQueued && off+uint64(n) == s.finOffset
-	b = wire.AppendStreamHeader(b, s.id, off, s.meta, hasMeta, fin, withLen, n)
+	fin = s.FinQueued && off+uint64(n) == s.FinOffset
+	b = wire.AppendStreamHeader(b, s.ID, off, s.Meta, hasMeta, fin, withLen, n)
 	l := len(b)
 	b = b[:l+n]
-	s.sendBuf.Read(off, b[l:])
+	s.SendBuf.Read(off, b[l:])
 	if hasMeta {
-		s.openPending = false
+		s.OpenPending = false
 	}
 	f := a.sent.AddFrame()
-	f.Kind, f.ID, f.Off, f.N, f.Fin = ackhandler.KindStream, s.id, off, uint64(n), fin
+	f.Kind, f.ID, f.Off, f.N, f.Fin = ackhandler.KindStream, s.ID, off, uint64(n), fin
 	return b, n, fin, !withLen, true
 }

@@ -1,7 +1,7 @@
 package scps
 
 // This file owns Stream, the blocking, net.Conn-like view of one stream of
-// a Session (the core's state of a stream is streamState, streamstate.go).
+// a Session (the core's state of a stream is streams.State).
 
 import (
 	"errors"

@@ -153,21 +153,21 @@ func TestFlowControlBoundsMemory(t *testing.T) {
 	check := func() {
 		b := s.a[1]
 		var held int
-		for _, st := range b.streams.byID {
-			held += st.recvBuf.Bytes()
-			if st.highestRecv-st.readOff > st.recvWin.size || st.recvWin.size > cfg.StreamWindow {
-				t.Fatalf("stream %d buffers %d bytes, window %d", st.id, st.highestRecv-st.readOff, st.recvWin.size)
+		for _, st := range b.streams.ByID {
+			held += st.RecvBuf.Bytes()
+			if st.HighestRecv-st.ReadOff > st.RecvWin.Size || st.RecvWin.Size > cfg.StreamWindow {
+				t.Fatalf("stream %d buffers %d bytes, window %d", st.ID, st.HighestRecv-st.ReadOff, st.RecvWin.Size)
 			}
 		}
-		if b.flow.recvd-b.flow.consumed > cfg.ConnWindow {
-			t.Fatalf("association buffers %d bytes > ConnWindow %d", b.flow.recvd-b.flow.consumed, cfg.ConnWindow)
+		if b.flow.Recvd-b.flow.Consumed > cfg.ConnWindow {
+			t.Fatalf("association buffers %d bytes > ConnWindow %d", b.flow.Recvd-b.flow.Consumed, cfg.ConnWindow)
 		}
 		if held > int(cfg.ConnWindow)+6*8<<10 {
 			t.Fatalf("receiver holds %d bytes of buffers", held)
 		}
-		for _, st := range s.a[0].streams.byID {
-			if st.writeOff-st.ackedPrefix > s.a[0].Config().initialSendBuffer() {
-				t.Fatalf("sender buffers %d bytes", st.writeOff-st.ackedPrefix)
+		for _, st := range s.a[0].streams.ByID {
+			if st.WriteOff-st.AckedPrefix > s.a[0].Config().initialSendBuffer() {
+				t.Fatalf("sender buffers %d bytes", st.WriteOff-st.AckedPrefix)
 			}
 		}
 	}
@@ -179,7 +179,7 @@ func TestFlowControlBoundsMemory(t *testing.T) {
 	if max := 6*s.a[0].Config().initialSendBuffer() + cfg.ConnWindow; written > max {
 		t.Fatalf("writers got %d bytes in while the reader stalled (bound %d)", written, max)
 	}
-	t.Logf("stalled: %d bytes written, receiver holds %d", written, s.a[1].flow.recvd-s.a[1].flow.consumed)
+	t.Logf("stalled: %d bytes written, receiver holds %d", written, s.a[1].flow.Recvd-s.a[1].flow.Consumed)
 	// Resume reading: everything completes.
 	for _, st := range s.apps[1].streams {
 		st.stallRead = false
@@ -296,7 +296,7 @@ func TestStreamLimit(t *testing.T) {
 	maxOpen := 0
 	ok := s.runUntil(300*time.Second, func() bool {
 		peerStreams := 0
-		for id := range s.a[1].streams.byID {
+		for id := range s.a[1].streams.ByID {
 			if id&1 == 0 {
 				peerStreams++
 			}
@@ -361,6 +361,6 @@ func TestResetAfterPeerFinished(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !s.runUntil(s.now+5*time.Second, func() bool { return s.a[0].Stats().StreamsOpen == 0 }) {
-		t.Fatalf("client kept the reset stream: %+v", *s.a[0].streams.byID[cl.id])
+		t.Fatalf("client kept the reset stream: %+v", *s.a[0].streams.ByID[cl.id])
 	}
 }

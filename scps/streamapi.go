@@ -5,30 +5,34 @@ package scps
 // reset, metadata) and the stream bookkeeping they share with the receive
 // and send paths: creating a stream, granting credit as the application
 // reads, aborting a stream, and removing it once both sides are finished
-// with it. The table and send queues are streamMap's (streammap.go).
+// with it. The table and send queues are streams.Map's (internal/streams).
 
-import "io"
+import (
+	"io"
+
+	"scpsvpn/scps/internal/streams"
+)
 
 // newStream adds a stream to the table. With a known receive rate its
 // receive window starts at twice the bandwidth-delay product and the
 // credit goes out at once (with the stream's first frame for a local
 // stream, with the first ACK for a peer's), so a known link fills from the
 // second round trip on.
-func (a *Association) newStream(id uint64, local bool) *streamState {
-	s := &streamState{
-		id:      id,
-		local:   local,
-		peerMax: InitialStreamCredit,
+func (a *Association) newStream(id uint64, local bool) *streams.State {
+	s := &streams.State{
+		ID:      id,
+		Local:   local,
+		PeerMax: InitialStreamCredit,
 	}
-	a.streams.byID[id] = s
+	a.streams.ByID[id] = s
 	w := min(a.cfg.initialStreamWindow(), a.recvWindowLimit(s))
-	s.recvMax = w
+	s.RecvMax = w
 	a.recvAccount(s)
-	s.recvWin.init(w, a.now, 0)
-	s.sendWin.init(a.cfg.initialSendBuffer(), a.now, 0)
+	s.RecvWin.Init(w, a.now, 0)
+	s.SendWin.Init(a.cfg.initialSendBuffer(), a.now, 0)
 	if w > InitialStreamCredit {
-		s.maxDataQueued = true
-		a.streams.scheduleCtrl(s)
+		s.MaxDataQueued = true
+		a.streams.ScheduleCtrl(s)
 	}
 	return s
 }
@@ -43,26 +47,26 @@ func (a *Association) OpenStream(meta []byte) (uint64, error) {
 	if len(meta) > MaxMetaSize {
 		return 0, ErrMetaTooLarge
 	}
-	if len(a.streams.pending) >= a.cfg.MaxStreams {
+	if len(a.streams.Pending) >= a.cfg.MaxStreams {
 		return 0, ErrStreamLimit
 	}
-	id := a.streams.nextLocalID
-	a.streams.nextLocalID += 2
+	id := a.streams.NextLocalID
+	a.streams.NextLocalID += 2
 	s := a.newStream(id, true)
-	s.meta = append([]byte(nil), meta...)
-	s.openPending = true
+	s.Meta = append([]byte(nil), meta...)
+	s.OpenPending = true
 	a.stats.StreamsOpened++
-	if a.streams.onWire(s) {
-		a.streams.scheduleNew(s)
+	if a.streams.OnWire(s) {
+		a.streams.ScheduleNew(s)
 	} else {
-		a.streams.pending = append(a.streams.pending, s)
+		a.streams.Pending = append(a.streams.Pending, s)
 	}
 	return id, nil
 }
 
 // lookup returns a stream the application may use.
-func (a *Association) lookup(id uint64) (*streamState, error) {
-	s, ok := a.streams.byID[id]
+func (a *Association) lookup(id uint64) (*streams.State, error) {
+	s, ok := a.streams.ByID[id]
 	if !ok {
 		if a.state != stateOpen {
 			return nil, a.err
@@ -75,8 +79,8 @@ func (a *Association) lookup(id uint64) (*streamState, error) {
 // StreamMeta returns the stream's open metadata (nil while a peer
 // stream's metadata has not arrived). The slice must not be modified.
 func (a *Association) StreamMeta(id uint64) []byte {
-	if s, ok := a.streams.byID[id]; ok {
-		return s.meta
+	if s, ok := a.streams.ByID[id]; ok {
+		return s.Meta
 	}
 	return nil
 }
@@ -97,10 +101,10 @@ func (a *Association) StreamWrite(id uint64, p []byte) (int, error) {
 	if n <= 0 {
 		return 0, nil
 	}
-	s.sendBuf.Write(s.writeOff, p[:n])
-	s.writeOff += uint64(n)
-	a.mem.sendHeld += uint64(n)
-	a.streams.scheduleNew(s)
+	s.SendBuf.Write(s.WriteOff, p[:n])
+	s.WriteOff += uint64(n)
+	a.mem.SendHeld += uint64(n)
+	a.streams.ScheduleNew(s)
 	return n, nil
 }
 
@@ -121,17 +125,17 @@ func (a *Association) StreamWriteRoom(id uint64) (int, error) {
 }
 
 // writableStream returns a stream the application may write to.
-func (a *Association) writableStream(id uint64) (*streamState, error) {
+func (a *Association) writableStream(id uint64) (*streams.State, error) {
 	s, err := a.lookup(id)
 	if err != nil {
 		return nil, err
 	}
 	switch {
-	case s.peerReset:
-		return nil, &ResetError{Code: s.peerCode}
-	case s.localErr != nil:
-		return nil, s.localErr
-	case s.finQueued:
+	case s.PeerReset:
+		return nil, &ResetError{Code: s.PeerCode}
+	case s.LocalErr != nil:
+		return nil, s.LocalErr
+	case s.FinQueued:
 		return nil, ErrWriteClosed
 	}
 	return s, nil
@@ -139,19 +143,19 @@ func (a *Association) writableStream(id uint64) (*streamState, error) {
 
 // awaitRoom marks a writer waiting for room in s's send buffer: room the
 // memory budget withholds (budget) or the stream's own.
-func (a *Association) awaitRoom(s *streamState, budget bool) {
-	s.writeWait = true
+func (a *Association) awaitRoom(s *streams.State, budget bool) {
+	s.WriteWait = true
 	if budget {
 		a.waitForBudget(s)
 	} else {
-		s.sendLimited = true
+		s.SendLimited = true
 	}
 }
 
 // StreamWritable is how many bytes StreamWrite would accept now.
 func (a *Association) StreamWritable(id uint64) int {
-	s, ok := a.streams.byID[id]
-	if !ok || s.aborted() || s.finQueued || s.localErr != nil {
+	s, ok := a.streams.ByID[id]
+	if !ok || s.Aborted() || s.FinQueued || s.LocalErr != nil {
 		return 0
 	}
 	space, _ := a.sendSpace(s)
@@ -168,34 +172,34 @@ func (a *Association) StreamRead(id uint64, p []byte) (int, error) {
 		return 0, err
 	}
 	switch {
-	case s.peerReset:
-		return 0, &ResetError{Code: s.peerCode}
-	case s.localErr != nil && s.resetSent:
-		return 0, s.localErr
-	case s.readClosed:
+	case s.PeerReset:
+		return 0, &ResetError{Code: s.PeerCode}
+	case s.LocalErr != nil && s.ResetSent:
+		return 0, s.LocalErr
+	case s.ReadClosed:
 		return 0, ErrStreamClosed
 	}
-	avail := s.contiguous() - s.readOff
+	avail := s.Contiguous() - s.ReadOff
 	if avail == 0 {
-		if s.finKnown && s.readOff == s.finalSize {
-			s.eofRead = true
+		if s.FinKnown && s.ReadOff == s.FinalSize {
+			s.EOFRead = true
 			a.maybeFinish(s)
 			return 0, io.EOF
 		}
-		s.readWait = true
+		s.ReadWait = true
 		return 0, nil
 	}
 	n := int(min(uint64(len(p)), avail))
 	if n == 0 {
 		return 0, nil
 	}
-	s.recvBuf.Read(s.readOff, p[:n])
-	s.readOff += uint64(n)
-	s.recvBuf.Release(s.readOff)
-	before := s.recvd.Len()
-	s.recvd.RemoveBelow(s.readOff)
+	s.RecvBuf.Read(s.ReadOff, p[:n])
+	s.ReadOff += uint64(n)
+	s.RecvBuf.Release(s.ReadOff)
+	before := s.Recvd.Len()
+	s.Recvd.RemoveBelow(s.ReadOff)
 	a.recvdChanged(s, before)
-	a.flow.consumed += uint64(n)
+	a.flow.Consumed += uint64(n)
 	a.stats.StreamBytesReceived += uint64(n)
 	a.recvAccount(s)
 	a.maybeStreamCredit(s)
@@ -206,11 +210,11 @@ func (a *Association) StreamRead(id uint64, p []byte) (int, error) {
 
 // StreamReadable is how many in-order bytes StreamRead would return now.
 func (a *Association) StreamReadable(id uint64) int {
-	s, ok := a.streams.byID[id]
-	if !ok || s.aborted() {
+	s, ok := a.streams.ByID[id]
+	if !ok || s.Aborted() {
 		return 0
 	}
-	return int(s.contiguous() - s.readOff)
+	return int(s.Contiguous() - s.ReadOff)
 }
 
 // StreamCloseWrite ends our direction of the stream: the peer reads EOF
@@ -221,16 +225,16 @@ func (a *Association) StreamCloseWrite(id uint64) error {
 		return err
 	}
 	switch {
-	case s.peerReset:
-		return &ResetError{Code: s.peerCode}
-	case s.resetSent:
-		return s.localErr
-	case s.finQueued:
+	case s.PeerReset:
+		return &ResetError{Code: s.PeerCode}
+	case s.ResetSent:
+		return s.LocalErr
+	case s.FinQueued:
 		return nil
 	}
-	s.finQueued = true
-	s.finOffset = s.writeOff
-	a.streams.scheduleNew(s)
+	s.FinQueued = true
+	s.FinOffset = s.WriteOff
+	a.streams.ScheduleNew(s)
 	return nil
 }
 
@@ -243,28 +247,28 @@ func (a *Association) StreamClose(id uint64) error {
 	if err != nil {
 		return err
 	}
-	if s.aborted() {
-		if s.localErr == nil {
-			s.localErr = ErrStreamClosed
+	if s.Aborted() {
+		if s.LocalErr == nil {
+			s.LocalErr = ErrStreamClosed
 		}
 		a.maybeFinish(s)
 		return nil
 	}
-	if s.localErr != nil {
+	if s.LocalErr != nil {
 		return nil
 	}
-	if s.contiguous() > s.readOff || s.recvd.Len() > 0 && s.recvd.Last().End > s.readOff {
+	if s.Contiguous() > s.ReadOff || s.Recvd.Len() > 0 && s.Recvd.Last().End > s.ReadOff {
 		a.resetStream(s, CodeStreamClosed)
 		return nil
 	}
-	if !s.finQueued {
-		s.finQueued = true
-		s.finOffset = s.writeOff
-		a.streams.scheduleNew(s)
+	if !s.FinQueued {
+		s.FinQueued = true
+		s.FinOffset = s.WriteOff
+		a.streams.ScheduleNew(s)
 	}
-	s.localErr = ErrStreamClosed
-	s.readClosed = true
-	s.recvBuf.Free()
+	s.LocalErr = ErrStreamClosed
+	s.ReadClosed = true
+	s.RecvBuf.Free()
 	a.recvAccount(s)
 	a.maybeFinish(s)
 	return nil
@@ -277,9 +281,9 @@ func (a *Association) StreamReset(id uint64, code uint64) error {
 	if err != nil {
 		return err
 	}
-	if s.aborted() {
-		if s.localErr == nil {
-			s.localErr = ErrStreamClosed
+	if s.Aborted() {
+		if s.LocalErr == nil {
+			s.LocalErr = ErrStreamClosed
 		}
 		a.maybeFinish(s)
 		return nil
@@ -289,58 +293,58 @@ func (a *Association) StreamReset(id uint64, code uint64) error {
 }
 
 // resetStream aborts s from our side (the application's reset or close).
-func (a *Association) resetStream(s *streamState, code uint64) {
-	s.localErr = ErrStreamClosed
+func (a *Association) resetStream(s *streams.State, code uint64) {
+	s.LocalErr = ErrStreamClosed
 	a.abortStream(s)
-	s.resetSent, s.resetQueued, s.resetCode = true, true, code
-	a.streams.scheduleCtrl(s)
+	s.ResetSent, s.ResetQueued, s.ResetCode = true, true, code
+	a.streams.ScheduleCtrl(s)
 	a.notify(s)
 }
 
 // abortStream drops both directions' data; bytes the peer sent that will
 // never be read are returned to connection credit.
-func (a *Association) abortStream(s *streamState) {
-	if !s.sendFreed {
-		s.sendFreed = true
-		a.sendReleased(s.writeOff - s.ackedPrefix)
+func (a *Association) abortStream(s *streams.State) {
+	if !s.SendFreed {
+		s.SendFreed = true
+		a.sendReleased(s.WriteOff - s.AckedPrefix)
 	}
-	s.sendBuf.Free()
-	s.acked.Clear()
-	s.retx.Clear()
-	s.finLost, s.openPending = false, false
-	if s.highestRecv > s.readOff {
-		a.flow.consumed += s.highestRecv - s.readOff
-		s.readOff = s.highestRecv
+	s.SendBuf.Free()
+	s.Acked.Clear()
+	s.Retx.Clear()
+	s.FinLost, s.OpenPending = false, false
+	if s.HighestRecv > s.ReadOff {
+		a.flow.Consumed += s.HighestRecv - s.ReadOff
+		s.ReadOff = s.HighestRecv
 	}
-	a.settle(s, s.highestRecv) // bytes behind holes are discarded too
-	s.recvBuf.Free()
-	before := s.recvd.Len()
-	s.recvd.Clear()
+	a.settle(s, s.HighestRecv) // bytes behind holes are discarded too
+	s.RecvBuf.Free()
+	before := s.Recvd.Len()
+	s.Recvd.Clear()
 	a.recvdChanged(s, before)
-	s.maxDataQueued = false
+	s.MaxDataQueued = false
 	a.recvAccount(s)
 	a.maybeConnCredit()
 }
 
 // maybeStreamCredit grants more stream credit once a quarter of the window
 // was consumed.
-func (a *Association) maybeStreamCredit(s *streamState) {
-	if s.finKnown || s.aborted() || s.readClosed {
+func (a *Association) maybeStreamCredit(s *streams.State) {
+	if s.FinKnown || s.Aborted() || s.ReadClosed {
 		return
 	}
-	if s.recvMax-s.readOff > s.recvWin.size*3/4 {
+	if s.RecvMax-s.ReadOff > s.RecvWin.Size*3/4 {
 		return
 	}
 	limit := a.recvWindowLimit(s)
-	s.recvWin.update(s.readOff, limit, a.now, a.sent.RTT().Smoothed())
-	s.recvWin.size = min(s.recvWin.size, limit) // more streams: a smaller share
-	if want := s.recvWin.size * 3 / 2; want > a.flow.window.size {
-		a.flow.window.size = min(want, a.cfg.connWindowLimit())
+	s.RecvWin.Update(s.ReadOff, limit, a.now, a.sent.RTT().Smoothed())
+	s.RecvWin.Size = min(s.RecvWin.Size, limit) // more streams: a smaller share
+	if want := s.RecvWin.Size * 3 / 2; want > a.flow.Window.Size {
+		a.flow.Window.Size = min(want, a.cfg.connWindowLimit())
 	}
-	if m := s.readOff + s.recvWin.size; m > s.recvMax {
-		s.recvMax = m
-		s.maxDataQueued = true
-		a.streams.scheduleCtrl(s)
+	if m := s.ReadOff + s.RecvWin.Size; m > s.RecvMax {
+		s.RecvMax = m
+		s.MaxDataQueued = true
+		a.streams.ScheduleCtrl(s)
 		a.recvAccount(s)
 	}
 }
@@ -351,66 +355,66 @@ func (a *Association) maybeStreamCredit(s *streamState) {
 // half of it per smoothed RTT (window.update), so it keeps up with a link
 // faster than the configured (or unknown) rate. The caller wakes a waiting
 // writer.
-func (a *Association) maybeGrowSendBuffer(s *streamState) {
-	if s.ackedPrefix-s.sendWin.epochOff < s.sendWin.size/4 {
+func (a *Association) maybeGrowSendBuffer(s *streams.State) {
+	if s.AckedPrefix-s.SendWin.EpochOff < s.SendWin.Size/4 {
 		return
 	}
-	limit := s.sendWin.size // measure only: no growth unless the writer waited
-	if s.sendLimited {
+	limit := s.SendWin.Size // measure only: no growth unless the writer waited
+	if s.SendLimited {
 		limit = a.cfg.sendBufferLimit()
 	}
-	s.sendWin.update(s.ackedPrefix, limit, a.now, a.sent.RTT().Smoothed())
-	s.sendLimited = false
+	s.SendWin.Update(s.AckedPrefix, limit, a.now, a.sent.RTT().Smoothed())
+	s.SendLimited = false
 }
 
 // maybeConnCredit grants more connection credit as data arrives in order
-// and as the application reads (connFlow.maybeCredit).
+// and as the application reads (streams.ConnFlow.MaybeCredit).
 func (a *Association) maybeConnCredit() {
-	a.flow.maybeCredit(a.now, a.sent.RTT().Smoothed(), a.cfg.connWindowLimit(), a.connHold())
+	a.flow.MaybeCredit(a.now, a.sent.RTT().Smoothed(), a.cfg.connWindowLimit(), a.connHold())
 }
 
 // settle returns the connection credit of s's bytes below off: they
 // arrived in order (or were discarded) and need only the stream's credit
-// from now on (connflow.go).
-func (a *Association) settle(s *streamState, off uint64) {
-	if off > s.settledOff {
-		a.flow.settled += off - s.settledOff
-		s.settledOff = off
+// from now on (internal/streams/connflow.go).
+func (a *Association) settle(s *streams.State, off uint64) {
+	if off > s.SettledOff {
+		a.flow.Settled += off - s.SettledOff
+		s.SettledOff = off
 	}
 }
 
 // maybeFinish removes s when both sides are done with it.
-func (a *Association) maybeFinish(s *streamState) {
-	if s.gone {
+func (a *Association) maybeFinish(s *streams.State) {
+	if s.Gone {
 		return
 	}
 	var done bool
-	if s.aborted() {
+	if s.Aborted() {
 		// Our RESET_STREAM must be acknowledged, and we must know how
 		// much the peer sent: from its own RESET_STREAM, or from its FIN
 		// when it had finished (it may have forgotten the stream then, and
 		// will not answer our reset).
-		done = s.resetAcked && (s.peerReset || s.finKnown && s.highestRecv == s.finalSize)
+		done = s.ResetAcked && (s.PeerReset || s.FinKnown && s.HighestRecv == s.FinalSize)
 	} else {
-		done = s.sendDone() && s.recvDone() && (s.eofRead || s.readClosed)
+		done = s.SendDone() && s.RecvDone() && (s.EOFRead || s.ReadClosed)
 	}
 	if done {
 		a.removeStream(s)
 	}
 }
 
-func (a *Association) removeStream(s *streamState) {
-	s.gone = true
+func (a *Association) removeStream(s *streams.State) {
+	s.Gone = true
 	a.recvAccount(s)
-	s.sendBuf.Free()
-	s.recvBuf.Free()
-	a.streams.remove(s)
+	s.SendBuf.Free()
+	s.RecvBuf.Free()
+	a.streams.Remove(s)
 	var err error
 	switch {
-	case s.localErr == nil && s.peerReset:
-		err = &ResetError{Code: s.peerCode}
-	case s.resetSent:
-		err = s.localErr
+	case s.LocalErr == nil && s.PeerReset:
+		err = &ResetError{Code: s.PeerCode}
+	case s.ResetSent:
+		err = s.LocalErr
 	}
-	a.emit(Event{Kind: EventStreamClosed, StreamID: s.id, Err: err})
+	a.emit(Event{Kind: EventStreamClosed, StreamID: s.ID, Err: err})
 }

@@ -1,6 +1,6 @@
 package scps
 
-// This file checks the auto-tuned windows and send buffers (window.go):
+// This file checks the auto-tuned windows and send buffers (internal/streams/window.go):
 // they grow to what the link measures without being told its rate, and
 // stay put while nothing drains through them.
 
@@ -37,16 +37,16 @@ func TestWindowsFindFastLinkUnconfigured(t *testing.T) {
 	for at := step; at <= dur; at += step {
 		s.runUntil(at, func() bool { return false })
 		inFlight = max(inFlight, s.a[0].Stats().BytesInFlight)
-		if st := s.a[0].streams.byID[0]; st != nil {
-			sendBuf = max(sendBuf, st.sendWin.size)
+		if st := s.a[0].streams.ByID[0]; st != nil {
+			sendBuf = max(sendBuf, st.SendWin.Size)
 		}
-		if st := s.a[1].streams.byID[0]; st != nil {
-			recvWin = max(recvWin, st.recvWin.size)
+		if st := s.a[1].streams.ByID[0]; st != nil {
+			recvWin = max(recvWin, st.RecvWin.Size)
 		}
 	}
-	b0 := s.a[1].flow.recvd
+	b0 := s.a[1].flow.Recvd
 	s.runUntil(dur+time.Second, func() bool { return false })
-	gp := float64(s.a[1].flow.recvd-b0) * 8
+	gp := float64(s.a[1].flow.Recvd-b0) * 8
 	t.Logf("peak in flight %d, receive window %d, send buffer %d (BDP %.0f); goodput in the second after %v: %.0f Mbit/s (%.1f%% of the payload limit)",
 		inFlight, recvWin, sendBuf, bdp, dur, gp/1e6, 100*gp/payloadLimit(rate, 0))
 	if float64(inFlight) < 0.9*bdp {
@@ -73,32 +73,32 @@ func TestWindowsStayPutWhileStalled(t *testing.T) {
 	}
 	s.apps[0].open("stream-0", 1<<40, 0)
 	s.runUntil(2*time.Second, func() bool { return false })
-	snd, rcv := s.a[0].streams.byID[0], s.a[1].streams.byID[0]
+	snd, rcv := s.a[0].streams.ByID[0], s.a[1].streams.ByID[0]
 	if reader == nil || snd == nil || rcv == nil {
 		t.Fatal("stream not open after 2 s")
 	}
 	// 200 Mbit/s x 100 ms is 2.5 MB: both grew past their start (4 MiB
 	// and 1 MiB) while the reader kept up.
-	sendBefore, recvBefore := snd.sendWin.size, rcv.recvWin.size
+	sendBefore, recvBefore := snd.SendWin.Size, rcv.RecvWin.Size
 	if sendBefore <= cfg.initialSendBuffer() || recvBefore <= cfg.initialStreamWindow() {
 		t.Fatalf("no growth while reading: send buffer %d, receive window %d", sendBefore, recvBefore)
 	}
 	reader.stallRead = true
 	s.runUntil(3*time.Second, func() bool { return false }) // data in flight lands
-	sendStalled, recvStalled := snd.sendWin.size, rcv.recvWin.size
+	sendStalled, recvStalled := snd.SendWin.Size, rcv.RecvWin.Size
 	s.runUntil(30*time.Second, func() bool {
-		if held := rcv.highestRecv - rcv.readOff; held > rcv.recvMax-rcv.readOff || rcv.recvMax-rcv.readOff > rcv.recvWin.size {
-			t.Fatalf("receiver holds %d bytes, credit %d, window %d", held, rcv.recvMax-rcv.readOff, rcv.recvWin.size)
+		if held := rcv.HighestRecv - rcv.ReadOff; held > rcv.RecvMax-rcv.ReadOff || rcv.RecvMax-rcv.ReadOff > rcv.RecvWin.Size {
+			t.Fatalf("receiver holds %d bytes, credit %d, window %d", held, rcv.RecvMax-rcv.ReadOff, rcv.RecvWin.Size)
 		}
-		if held := snd.writeOff - snd.ackedPrefix; held > snd.sendWin.size {
-			t.Fatalf("sender holds %d bytes in a %d-byte buffer", held, snd.sendWin.size)
+		if held := snd.WriteOff - snd.AckedPrefix; held > snd.SendWin.Size {
+			t.Fatalf("sender holds %d bytes in a %d-byte buffer", held, snd.SendWin.Size)
 		}
 		return false
 	})
 	t.Logf("send buffer %d -> %d while reading, %d stalled; receive window %d -> %d, %d stalled",
-		cfg.initialSendBuffer(), sendBefore, snd.sendWin.size, cfg.initialStreamWindow(), recvBefore, rcv.recvWin.size)
-	if snd.sendWin.size != sendStalled || rcv.recvWin.size != recvStalled {
+		cfg.initialSendBuffer(), sendBefore, snd.SendWin.Size, cfg.initialStreamWindow(), recvBefore, rcv.RecvWin.Size)
+	if snd.SendWin.Size != sendStalled || rcv.RecvWin.Size != recvStalled {
 		t.Errorf("grew while stalled: send buffer %d -> %d, receive window %d -> %d",
-			sendStalled, snd.sendWin.size, recvStalled, rcv.recvWin.size)
+			sendStalled, snd.SendWin.Size, recvStalled, rcv.RecvWin.Size)
 	}
 }

@@ -1,15 +1,15 @@
-package scps
+package streams
 
-// This file owns streamQueue, the FIFO of streams the packet scheduler
+// This file owns Queue, the FIFO of streams the packet scheduler
 // draws from (retransmission, light, bulk and control queues).
 
-// streamQueue is a FIFO of streams; entries of removed streams are skipped.
-type streamQueue struct {
-	q    []*streamState
+// Queue is a FIFO of streams; entries of removed streams are skipped.
+type Queue struct {
+	q    []*State
 	head int
 }
 
-func (q *streamQueue) push(s *streamState) {
+func (q *Queue) Push(s *State) {
 	if q.head > 0 && len(q.q) == cap(q.q) {
 		n := copy(q.q, q.q[q.head:])
 		clear(q.q[n:])
@@ -18,7 +18,7 @@ func (q *streamQueue) push(s *streamState) {
 	q.q = append(q.q, s)
 }
 
-func (q *streamQueue) pop() *streamState {
+func (q *Queue) Pop() *State {
 	if q.head == len(q.q) {
 		return nil
 	}
@@ -31,16 +31,16 @@ func (q *streamQueue) pop() *streamState {
 	return s
 }
 
-func (q *streamQueue) peek() *streamState {
+func (q *Queue) Peek() *State {
 	if q.head == len(q.q) {
 		return nil
 	}
 	return q.q[q.head]
 }
 
-func (q *streamQueue) len() int { return len(q.q) - q.head }
+func (q *Queue) Len() int { return len(q.q) - q.head }
 
-func (q *streamQueue) clear() {
+func (q *Queue) Clear() {
 	clear(q.q)
 	q.q, q.head = q.q[:0], 0
 }

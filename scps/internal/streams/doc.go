@@ -1,0 +1,21 @@
+// Package streams holds the stream state of an scps association, the
+// data of its streams and flow control as quic-go keeps them apart from
+// the connection: one stream's state (State), the stream table with its
+// limits and the scheduler's queues (Map, Queue), connection-level flow
+// control (ConnFlow), the memory budget's account (MemBudget) and the
+// auto-tuned windows (Window). It does no I/O and reads no clock: times
+// are durations since the association's epoch, handed in by the caller.
+// The operations that tie streams to packets (the stream API, the receive
+// and send paths, the memory budget's rules) are the Association's, in
+// package scps.
+//
+// Where things are:
+//
+//	streamstate.go  State: one stream's send and receive halves
+//	streammap.go    Map: stream table, limits, send queues
+//	streamqueue.go  Queue: FIFO of streams for the scheduler
+//	connflow.go     ConnFlow: connection-level flow control
+//	memory.go       MemBudget: the memory budget's account and shares
+//	window.go       Window: the auto-tuned size of receive windows and
+//	                send buffers
+package streams

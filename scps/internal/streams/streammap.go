@@ -1,0 +1,184 @@
+package streams
+
+// This file owns Map, the association's stream table: the streams by
+// id, the ids we open and the stream limits both ways (MAX_STREAMS), the
+// local streams waiting for the peer's stream credit, and the queues the
+// packet scheduler draws streams from: repairs, light and bulk new data,
+// control frames.
+
+import (
+	"fmt"
+
+	"scpsvpn/scps/internal/ranges"
+)
+
+// Map is the association's stream table and send queues.
+type Map struct {
+	evenLocal  bool // we open even ids (Config.EvenStreams)
+	maxStreams int  // Config.MaxStreams
+
+	ByID             map[uint64]*State
+	NextLocalID      uint64
+	Pending          []*State   // local streams waiting for the peer's stream credit
+	PeerMax          uint64     // our streams must have id>>1 below this
+	LocalMax         uint64     // the peer's streams must have id>>1 below this
+	PeerClosed       ranges.Set // id>>1 of the peer's streams that are gone
+	peerClosedCount  uint64
+	MaxStreamsQueued bool // a MAX_STREAMS with localMax must (again) go out
+	RecvRanges       int  // received ranges held by all streams (recvranges.go)
+
+	RetxQ  Queue // streams with data to repair
+	LightQ Queue // streams with little new data: ahead of bulk
+	BulkQ  Queue
+	CtrlQ  Queue // streams with a RESET_STREAM or MAX_STREAM_DATA to send
+}
+
+// Init sets up the table: we open even ids when evenLocal; the peer may
+// have maxStreams open at once; both sides may open initialMax streams
+// before the first MAX_STREAMS.
+func (m *Map) Init(evenLocal bool, maxStreams int, initialMax uint64) {
+	m.evenLocal, m.maxStreams = evenLocal, maxStreams
+	m.ByID = make(map[uint64]*State)
+	m.PeerMax, m.LocalMax = initialMax, initialMax
+	if !evenLocal {
+		m.NextLocalID = 1
+	}
+}
+
+func (m *Map) IsLocal(id uint64) bool {
+	return (id&1 == 0) == m.evenLocal
+}
+
+// OnWire reports whether s may appear in packets: a local stream needs the
+// peer's stream credit.
+func (m *Map) OnWire(s *State) bool {
+	return !s.Local || s.ID>>1 < m.PeerMax
+}
+
+// CheckID reports a stream id a well-formed packet must not name: our own
+// stream we never opened, or a peer stream beyond the limit we granted.
+func (m *Map) CheckID(id uint64) error {
+	if m.IsLocal(id) {
+		if id >= m.NextLocalID {
+			return fmt.Errorf("stream %d: ours, never opened", id)
+		}
+		return nil
+	}
+	if id>>1 >= m.LocalMax {
+		return fmt.Errorf("stream %d: over the stream limit %d", id, m.LocalMax)
+	}
+	return nil
+}
+
+// Remove takes s out of the table; a peer stream's id is remembered (late
+// frames for it create nothing) and counts toward raising the peer's
+// stream limit.
+func (m *Map) Remove(s *State) {
+	delete(m.ByID, s.ID)
+	m.RecvRanges -= s.Recvd.Len()
+	s.Recvd.Clear()
+	if !s.Local {
+		idx := s.ID >> 1
+		m.PeerClosed.Add(idx, idx+1)
+		m.peerClosedCount++
+		m.MaybeMaxStreams()
+	}
+}
+
+// Clear forgets every stream and queue entry (the association ended).
+func (m *Map) Clear() {
+	clear(m.ByID)
+	m.Pending = nil
+	m.RetxQ.Clear()
+	m.LightQ.Clear()
+	m.BulkQ.Clear()
+	m.CtrlQ.Clear()
+}
+
+// DataQueued reports whether streams wait to send repairs or new data.
+func (m *Map) DataQueued() bool {
+	return m.RetxQ.Len() > 0 || m.LightQ.Len() > 0 || m.BulkQ.Len() > 0
+}
+
+// HasWork reports whether any stream-related frame waits to be sent.
+func (m *Map) HasWork() bool {
+	return m.CtrlQ.Len() > 0 || m.MaxStreamsQueued || m.DataQueued()
+}
+
+// ScheduleNew puts s in a new-data queue if it can send new data now.
+func (m *Map) ScheduleNew(s *State) {
+	if s.Gone || s.Aborted() || s.Queued&InNewQ != 0 || !m.OnWire(s) {
+		return
+	}
+	if !s.CanSendNew() {
+		if s.SentOff < s.WriteOff && s.SentOff >= s.PeerMax {
+			s.CreditWait = true
+		}
+		return
+	}
+	s.Queued |= InNewQ
+	if s.Unsent() <= LightThreshold && !s.WriteWait {
+		m.LightQ.Push(s)
+	} else {
+		m.BulkQ.Push(s)
+	}
+}
+
+func (m *Map) ScheduleRetx(s *State) {
+	if s.Gone || s.Aborted() || s.Queued&InRetxQ != 0 || !s.HasRetx() {
+		return
+	}
+	s.Queued |= InRetxQ
+	m.RetxQ.Push(s)
+}
+
+func (m *Map) ScheduleCtrl(s *State) {
+	if s.Gone || s.Queued&InCtrlQ != 0 || !m.OnWire(s) {
+		return
+	}
+	s.Queued |= InCtrlQ
+	m.CtrlQ.Push(s)
+}
+
+// SetMaxStreams changes how many streams the peer may have open at once
+// and raises its limit if that allows.
+func (m *Map) SetMaxStreams(n int) {
+	m.maxStreams = n
+	m.MaybeMaxStreams()
+}
+
+// MaybeMaxStreams raises the peer's stream limit as its streams close.
+func (m *Map) MaybeMaxStreams() {
+	target := m.peerClosedCount + uint64(m.maxStreams)
+	step := uint64(max(1, m.maxStreams/8))
+	if target >= m.LocalMax+step {
+		m.LocalMax = target
+		m.MaxStreamsQueued = true
+	}
+}
+
+// ReleasePending moves local streams that now have stream credit onto the
+// wire.
+func (m *Map) ReleasePending() {
+	n := 0
+	for _, s := range m.Pending {
+		if s.Gone {
+			n++
+			continue
+		}
+		if !m.OnWire(s) {
+			break
+		}
+		n++
+		if s.ResetQueued || s.MaxDataQueued {
+			m.ScheduleCtrl(s)
+		}
+		if !s.ResetQueued {
+			m.ScheduleNew(s)
+		}
+	}
+	m.Pending = m.Pending[n:]
+	if len(m.Pending) == 0 {
+		m.Pending = nil
+	}
+}
