@@ -13,6 +13,8 @@ import (
 	"scpsvpn/scps/internal/streams"
 	"scpsvpn/scps/internal/wire"
 	"scpsvpn/scps/varint"
+
+	"scpsvpn/scps/cc"
 )
 
 type assocState uint8
@@ -111,6 +113,10 @@ func (a *Association) ackhandlerConfig() ackhandler.Config {
 	case LossCorruption:
 		loss = ackhandler.LossCorruption
 	}
+	var resume *cc.Resume
+	if cfg.Resume.Saved.Rate > 0 {
+		resume = &cfg.Resume
+	}
 	return ackhandler.Config{
 		MaxPacketSize: cfg.MaxPacketSize,
 		WireOverhead:  cfg.WireOverhead,
@@ -123,6 +129,7 @@ func (a *Association) ackhandlerConfig() ackhandler.Config {
 		Congestion:    cfg.Congestion,
 		Loss:          loss,
 		RTTNoise:      a.rttNoise(),
+		Resume:        resume,
 	}
 }
 
@@ -316,6 +323,22 @@ func (a *Association) Stats() Stats {
 		s.OutageTime += a.now - a.outage.start
 	}
 	return s
+}
+
+// PathState is what the association learned of its path, stamped at (for
+// careful resume: Config.Resume of a later association to the same peer);
+// ok is false while it has measured no delivery rate or its controller
+// does not report one.
+func (a *Association) PathState(at time.Time) (p cc.PathState, ok bool) {
+	r, isResumer := a.sent.Controller().(cc.Resumer)
+	if !isResumer || r.PathRate() <= 0 || a.sent.RTT().Min() <= 0 {
+		return cc.PathState{}, false
+	}
+	p = cc.PathState{Rate: r.PathRate(), MinRTT: a.sent.RTT().Min(), At: at, Retreated: r.ResumePhase() == cc.ResumeRetreated}
+	if st := a.Stats(); st.PacketsSent > 0 {
+		p.Loss = min(float64(st.PacketsLost)/float64(st.PacketsSent), 1)
+	}
+	return p, true
 }
 
 // InOutage reports whether the association is in outage mode.

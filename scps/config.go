@@ -56,6 +56,10 @@ type Config struct {
 	MinRTO time.Duration
 	// SendRate is the link rate toward the peer in bit/s; 0 = unknown.
 	SendRate int64
+	// Resume is the path an earlier association to the same peer
+	// measured (Association.PathState), for careful resume (scps/cc
+	// resume.go); the zero value starts afresh.
+	Resume cc.Resume
 	// RecvRate is the link rate from the peer in bit/s; 0 = unknown. Our
 	// ACK traffic is held to 1/20 of it.
 	RecvRate int64

@@ -51,6 +51,12 @@ type condition struct {
 	// every, if set, takes both directions down for downFor out of every
 	// every (after the first period).
 	every, downFor time.Duration
+	// resume seeds the sender's careful resume (Config.Resume).
+	resume cc.Resume
+	// download: the receiver opens the stream with a short request and
+	// the sender answers on it (as a download through the tunnel), so
+	// the receiver's stream window reaches the sender with the request.
+	download bool
 }
 
 // rateStep sets the forward rate to rate (bit/s) at virtual time at.
@@ -84,7 +90,9 @@ type result struct {
 	peer          Stats   // receiver
 	delivered     uint64
 	series        []sample
-	phases        []phase // one per rate step, and the time before the first
+	phases        []phase      // one per rate step, and the time before the first
+	path          cc.PathState // the sender's PathState at the end
+	pathOK        bool
 }
 
 // phase is the part of a run at one forward rate.
@@ -155,6 +163,7 @@ func measure(t testing.TB, c condition, mode, loss string, seed uint64) result {
 	}
 	ca, cb := cfg, cfg
 	ca.SendRate, ca.RecvRate = c.sendRate, c.recvRate
+	ca.Resume = c.resume
 	cb.SendRate, cb.RecvRate = c.recvRate, c.sendRate
 	if mode == "rate" && cb.SendRate == 0 {
 		cb.Congestion = "hybrid" // the return side needs a rate for "rate"
@@ -167,7 +176,15 @@ func measure(t testing.TB, c condition, mode, loss string, seed uint64) result {
 	s.apps[1].onAccept = func(id uint64, meta []byte) *appStream {
 		return &appStream{expect: -1, resetAfter: -1}
 	}
-	s.apps[0].open("stream-0", total, 0)
+	if c.download {
+		s.apps[0].onAccept = func(id uint64, meta []byte) *appStream {
+			return &appStream{toSend: total, expect: -1, resetAfter: -1}
+		}
+		s.apps[1].onAccept = nil
+		s.apps[1].open("stream-1", 300, -1)
+	} else {
+		s.apps[0].open("stream-0", total, 0)
+	}
 	rtt := c.fwd.Delay + c.rev.Delay
 	res := result{cond: c.name, mode: mode, rtt: rtt, to90: -1,
 		limit: payloadLimit(c.fwd.Rate, c.fwd.Loss)}
@@ -243,6 +260,7 @@ func measure(t testing.TB, c condition, mode, loss string, seed uint64) result {
 	res.queueLoss = float64(d.queueDrop) / float64(max(d.sent, 1))
 	res.stats = s.a[0].Stats()
 	res.peer = s.a[1].Stats()
+	res.path, res.pathOK = s.a[0].PathState(s.clock())
 	// Per payload byte sent (each arrives in the end; counting only what
 	// arrived by now would charge the bytes still in flight as overhead).
 	if sent := res.stats.StreamBytesSent; sent > 0 {

@@ -14,6 +14,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"scpsvpn/scps/cc"
 )
 
 // maxBatch is how many packets one Transmit call carries at most.
@@ -389,6 +391,13 @@ func (s *Session) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.a.Stats()
+}
+
+// PathState is Association.PathState, stamped now.
+func (s *Session) PathState() (cc.PathState, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.a.PathState(time.Now())
 }
 
 // Err is why the session ended (nil while it runs).

@@ -101,6 +101,10 @@ type Params struct {
 	// controllers ignore queueing delay up to it (hybrid: at least its
 	// HostNoise, which it also counts as part of the pipe).
 	RTTNoise time.Duration
+	// Resume, if set, is the path an earlier association to the same
+	// peer measured: a controller that supports careful resume
+	// (resume.go) starts from it; others ignore it.
+	Resume *Resume
 }
 
 // HostNoise is the least RTT noise the delay-based parts assume: the

@@ -157,6 +157,7 @@ type Hybrid struct {
 	judge        int
 	lastDecrease time.Time // when the window last shrank
 	comp         compete   // beside a loss-based flow (compete.go)
+	cr           careful   // careful resume from a saved path (resume.go)
 }
 
 // NewHybrid builds a hybrid controller.
@@ -164,6 +165,7 @@ func NewHybrid(p Params) *Hybrid {
 	p.RTTNoise = max(p.RTTNoise, HostNoise)
 	c := &Hybrid{p: p, mss: p.MaxDatagramSize, ssthresh: maxWindow, ss: true}
 	c.cwnd = c.initialWindow()
+	c.cr = newCareful(p)
 	if p.SendRate > 0 {
 		// A configured rate fills the first round trip too: one
 		// bandwidth-delay product, paced at that rate. If the rate is
@@ -189,8 +191,27 @@ func (c *Hybrid) initialWindow() int {
 // Name implements Controller.
 func (c *Hybrid) Name() string { return "hybrid" }
 
-// OnPacketSent implements Controller.
-func (c *Hybrid) OnPacketSent(time.Time, int, int) {}
+// OnPacketSent implements Controller. With a current RTT given up front
+// (the handshake's), careful resume confirms the path and jumps before the
+// first packet leaves.
+func (c *Hybrid) OnPacketSent(now time.Time, _, _ int) {
+	if c.cr.phase == ResumeRecon && c.cr.rtt > 0 {
+		c.jump(c.cr.confirm(now, c.cr.rtt))
+	}
+}
+
+// jump raises the window to w, careful resume's unvalidated jump.
+func (c *Hybrid) jump(w float64) {
+	if w > 0 {
+		c.cwnd = c.clamp(max(float64(c.cwnd), w))
+	}
+}
+
+// PathRate implements Resumer.
+func (c *Hybrid) PathRate() float64 { return c.bestRate() }
+
+// ResumePhase implements Resumer.
+func (c *Hybrid) ResumePhase() ResumePhase { return c.cr.phase }
 
 // InSlowStart implements Controller.
 func (c *Hybrid) InSlowStart() bool { return c.ss }
@@ -241,7 +262,11 @@ func (c *Hybrid) clamp(w float64) int {
 
 // OnAck implements Controller.
 func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
+	if c.cr.phase == ResumeRecon && ev.RTTUpdated {
+		c.jump(c.cr.confirm(now, ev.RTT))
+	}
 	ended := c.r.onAck(now, ev)
+	c.cr.drained(ev)
 	if ended && c.r.lastRate > 0 {
 		c.rates[c.rateIdx] = c.r.lastRate
 		c.rateIdx = (c.rateIdx + 1) % len(c.rates)
@@ -267,8 +292,41 @@ func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
 	if rtt > 0 {
 		queue = queued(in, rtt, base, c.p.RTTNoise) - c.r.burst(ev)
 	}
+	if phase := c.cr.phase; c.ss && c.cr.active() {
+		// The jump is paced: an eighth of a round trip of its ACKs
+		// measures the rate it arrives at.
+		rate := c.r.deliveryRate(now, c.p.RTT.Smoothed()/8)
+		retreat := c.cr.onAck(now, ev, rate)
+		switch {
+		case retreat:
+			// The path is not the one saved: the window goes to what
+			// it delivers now over the saved RTT, and the queue the
+			// jump built drains.
+			w := c.target(now, in, rtt)
+			if rate > 0 {
+				w = min(w, int(rate*(c.cr.saved.MinRTT+c.p.RTTNoise).Seconds())+(hybridAlpha+hybridBeta)*c.mss/2)
+			}
+			c.decrease(now, float64(min(c.cwnd, w)))
+			c.ss, c.resumed, c.quiet = false, false, 0
+			c.recoveryStart, c.inRecovery = now, true
+			return
+		case c.cr.validated():
+			// The saved rate held for a round trip: the window goes to
+			// what the path delivers now, and avoidance takes over
+			// (the slow start of a confirmed rate would only overshoot
+			// it).
+			c.decrease(now, float64(min(c.cwnd, c.target(now, in, rtt))))
+			c.ss, c.resumed, c.quiet = false, false, 0
+			return
+		case phase == ResumeUnvalidated && c.cr.phase == ResumeValidating:
+			// The jump's first ACK: open the window to the saved
+			// bandwidth-delay product for the validating round.
+			c.jump(c.cr.saved.Rate * max(rtt, c.cr.saved.MinRTT).Seconds())
+		}
+	}
 	if c.ss {
 		if queue > hybridGamma*float64(c.mss) {
+			c.cr.retreat(now, c.ackRate)
 			c.resumeFound()
 			c.decrease(now, float64(min(c.cwnd, c.target(now, in, rtt))))
 			c.ss, c.resumed, c.quiet = false, false, 0
@@ -447,6 +505,7 @@ func (c *Hybrid) OnCongestionEvent(now time.Time, ev LossEvent) {
 	if ev.Persistent {
 		// The path may have changed: start over, slow start up to half
 		// the old window.
+		c.cr.retreat(now, 0)
 		c.ssthresh = max(c.cwnd/2, minWindowPackets*c.mss)
 		c.cwnd, c.ss, c.resumed, c.lastDecrease = minWindowPackets*c.mss, true, false, now
 		c.rates, c.ackRate, c.peakRate = [rateRounds]float64{}, 0, 0 // pace the new slow start from scratch
@@ -463,6 +522,7 @@ func (c *Hybrid) OnCongestionEvent(now time.Time, ev LossEvent) {
 		w = min(w, float64(c.target(now, ev.PriorInFlight, rtt)))
 	}
 	c.decrease(now, w)
+	c.cr.retreat(now, c.ackRate)
 	if c.ss {
 		c.resumeFound()
 	}
@@ -486,10 +546,23 @@ func (c *Hybrid) PacingRate() float64 {
 		if m := c.r.currentMinRTT(); m > 0 && m < c.p.RTT.Smoothed() {
 			r = 1.25 * float64(c.cwnd) / m.Seconds()
 		}
+		if c.cr.retreatRate > 0 {
+			r = max(r, 1.25*c.cr.retreatRate)
+		}
 		return r
 	}
 	if c.p.SendRate > 0 && !c.resumed {
 		return r
+	}
+	switch c.cr.phase {
+	case ResumeUnvalidated:
+		// Half the saved rate, paced over the round trip.
+		return c.cr.rate
+	case ResumeValidating:
+		// Half the saved rate arrives without a queue: this round runs
+		// at the saved rate, which the delay signal checks as it checks
+		// any slow start round.
+		return c.cr.saved.Rate
 	}
 	if c.p.RTT.Samples() == 0 {
 		return 0

@@ -50,6 +50,7 @@ type Config struct {
 	Congestion    string        // the congestion controller's name (cc.New)
 	Loss          LossMode
 	RTTNoise      time.Duration // the RTT variation the path shows without a queue
+	Resume        *cc.Resume    // a path saved by an earlier association (careful resume); nil = none
 }
 
 // SentPacketHandler is the sending side of reliability of one
@@ -109,6 +110,7 @@ func (h *SentPacketHandler) Init(cfg Config, epoch time.Time, now time.Duration,
 		RTT:             h.rtt,
 		SendRate:        cfg.SendRate,
 		RTTNoise:        cfg.RTTNoise,
+		Resume:          cfg.Resume,
 	})
 	if err != nil {
 		return err

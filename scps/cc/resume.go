@@ -1,0 +1,203 @@
+package cc
+
+// This file owns careful resume (draft-ietf-tsvwg-careful-resume): an
+// association to a peer whose path an earlier association measured starts
+// from what that one learned instead of from slow start's initial window.
+// The phases, as the draft names them:
+//
+//   - observe: the association reports its path (PathState: the best
+//     delivery rate of the last rounds, the minimum RTT, the loss) for
+//     the caller to keep, per peer, in memory and on disk;
+//   - reconnaissance: the new association confirms the path with an RTT
+//     sample (the handshake's, or the first ACK's): saved state older
+//     than ResumeLifetime, or a saved minimum RTT outside
+//     [current/resumeRTTRange, current*resumeRTTRange], is not used;
+//   - unvalidated: the window jumps to half the saved bandwidth-delay
+//     product, paced over one RTT (half the saved rate);
+//   - validating: the ACKs of the jump deliver its rate with no queue and
+//     no loss: the rate is confirmed at half; the window opens to the
+//     saved bandwidth-delay product, paced at the saved rate, for one
+//     round trip, which the delay signal checks as it checks any slow
+//     start round;
+//   - normal: the window goes to what the path delivers (the
+//     controller's target) and its own rules run from then on.
+//
+// Safe retreat: a congestion loss, a queue in the RTT (slow start's exit)
+// or an RTT sample above the saved minimum by resumeRetreatQueue while
+// unvalidated or validating ends the resume at once; the controller's cut
+// sets the window to what the path delivers now (Hybrid.target), which is
+// the safe rate the draft asks for.
+
+import "time"
+
+// ResumeLifetime is how long saved path state is used. The draft leaves
+// the lifetime to the implementation; an hour covers a working session
+// and its idle breaks, while weather and beam load on a satellite path
+// change over hours.
+const ResumeLifetime = time.Hour
+
+const (
+	// resumeRTTRange: the saved minimum RTT and the current RTT must
+	// agree within this factor for a jump. A GEO hop that doubles its RTT
+	// is another route or a terrestrial fallback, whose capacity the
+	// saved rate says nothing of (the draft allows a factor of 10 up; a
+	// satellite path's RTT is its geometry, so two is plenty).
+	resumeRTTRange = 2
+	// resumeJumpShare is the share of the saved rate the unvalidated
+	// phase sends at (the draft's jump_cwnd = saved_cwnd/2).
+	resumeJumpShare = 0.5
+	// resumeRetreatQueue: an RTT sample above the saved minimum by this
+	// share of it (and the RTT noise) while unvalidated or validating says
+	// the path is not the one saved: the queue the jump built. An eighth
+	// is what the loss-cause detector takes for congestion; waiting for
+	// more lets a paced jump at five times a fallen rate queue for
+	// seconds before the first sample shows it.
+	resumeRetreatQueue = 0.125
+	// resumeConfirm: the jump is confirmed once the ACKs deliver this
+	// share of its rate.
+	resumeConfirm = 0.8
+)
+
+// PathState is what an association learned of the path to its peer.
+type PathState struct {
+	Rate   float64       // bytes/s: the best delivery rate of the last rounds
+	MinRTT time.Duration // the smallest RTT seen
+	Loss   float64       // share of packets lost, 0..1
+	At     time.Time     // when it was observed
+	// Retreated: the association that observed it had resumed from saved
+	// state and found the path different (not kept on disk).
+	Retreated bool
+}
+
+// Usable reports whether p may seed a resume at now: it has a rate and an
+// RTT and is younger than ResumeLifetime (and not from the future).
+func (p PathState) Usable(now time.Time) bool {
+	age := now.Sub(p.At)
+	return p.Rate > 0 && p.MinRTT > 0 && age >= -time.Minute && age <= ResumeLifetime
+}
+
+// Resume is what a new association is given to resume at a saved rate.
+type Resume struct {
+	Saved PathState
+	// RTT is a current RTT sample taken before the association's first
+	// packet (the handshake's round trip); 0: the first ACK's sample
+	// confirms the path instead, a round trip later.
+	RTT time.Duration
+}
+
+// Resumer is a controller that reports its path for careful resume.
+type Resumer interface {
+	// PathRate is the best delivery rate of the last rounds in bytes/s
+	// (0: none measured).
+	PathRate() float64
+	// ResumePhase names the careful resume phase (ResumeOff when none).
+	ResumePhase() ResumePhase
+}
+
+// ResumePhase is a careful resume phase.
+type ResumePhase uint8
+
+const (
+	ResumeOff         ResumePhase = iota // no saved state used: normal
+	ResumeRecon                          // waiting for an RTT sample
+	ResumeUnvalidated                    // jumped, no ACK of the jump yet
+	ResumeValidating                     // the jump's ACKs confirm it
+	ResumeRetreated                      // the path proved different
+	resumeNormalAfter                    // validated, now normal
+)
+
+func (p ResumePhase) String() string {
+	return [...]string{"off", "reconnaissance", "unvalidated", "validating", "retreated", "validated"}[p]
+}
+
+// careful is the careful resume state of a controller.
+type careful struct {
+	phase ResumePhase
+	saved PathState
+	rtt   time.Duration // a current RTT given up front
+	noise time.Duration // the RTT noise of the path (Params.RTTNoise)
+	rate  float64       // bytes/s paced while unvalidated
+	jump  time.Time     // when the jump began
+	check time.Time     // validating ends with the ACK of a packet sent after it
+	// retreatRate is the delivery rate at the retreat (bytes/s): the
+	// controller paces at no less than it until the queue the jump built
+	// has drained (the smoothed RTT still holds that queue, and pacing by
+	// it would leave the link idle once the queue is gone); 0 after.
+	retreatRate float64
+	retreatAt   time.Time
+}
+
+func newCareful(p Params) careful {
+	if p.Resume == nil || p.SendRate > 0 || p.Resume.Saved.Rate <= 0 || p.Resume.Saved.MinRTT <= 0 {
+		// Told a rate, the controller starts at its bandwidth-delay
+		// product already.
+		return careful{}
+	}
+	return careful{phase: ResumeRecon, saved: p.Resume.Saved, rtt: p.Resume.RTT, noise: max(p.RTTNoise, HostNoise)}
+}
+
+// confirm runs reconnaissance at now with a current RTT sample and
+// returns the window to jump to (0: no jump).
+func (r *careful) confirm(now time.Time, rtt time.Duration) float64 {
+	s := r.saved
+	if !s.Usable(now) || rtt*resumeRTTRange < s.MinRTT || rtt > s.MinRTT*resumeRTTRange {
+		r.phase = ResumeOff
+		return 0
+	}
+	r.phase, r.jump = ResumeUnvalidated, now
+	r.rate = resumeJumpShare * s.Rate
+	return r.rate * max(rtt, s.MinRTT).Seconds()
+}
+
+// active reports whether a jump is unconfirmed or being validated.
+func (r *careful) active() bool {
+	return r.phase == ResumeUnvalidated || r.phase == ResumeValidating
+}
+
+// retreat ends the resume at now: the path proved different; it
+// delivers rate (bytes/s, 0 if not measured).
+func (r *careful) retreat(now time.Time, rate float64) {
+	if r.active() {
+		r.phase, r.retreatRate, r.retreatAt = ResumeRetreated, rate, now
+	}
+}
+
+// drained ends the retreat's pacing floor once a packet sent after the
+// retreat comes back with the jump's queue gone.
+func (r *careful) drained(ev AckEvent) {
+	if r.retreatRate > 0 && ev.RTT > 0 && ev.LargestSentAt.After(r.retreatAt) && ev.RTT <= r.queueLimit() {
+		r.retreatRate = 0
+	}
+}
+
+// queueLimit is the RTT above which the path is not the one saved.
+func (r *careful) queueLimit() time.Duration {
+	return r.saved.MinRTT + time.Duration(float64(r.saved.MinRTT)*resumeRetreatQueue) + r.noise
+}
+
+// onAck moves unvalidated -> validating -> normal as the jump's ACKs
+// return, given the delivery rate they show (bytes/s), and retreats on an
+// RTT above the saved one by more than an eighth (plus the path's noise):
+// a jump paced at half a rate the path still has builds no queue. It
+// reports whether the controller must retreat.
+func (r *careful) onAck(now time.Time, ev AckEvent, rate float64) bool {
+	if !r.active() || ev.LargestSentAt.Before(r.jump) {
+		return false
+	}
+	if ev.RTT > 0 && ev.RTT > r.queueLimit() {
+		r.retreat(now, rate)
+		return true
+	}
+	switch {
+	case r.phase == ResumeUnvalidated:
+		if rate >= resumeConfirm*r.rate {
+			r.phase, r.check = ResumeValidating, now
+		}
+	case !ev.LargestSentAt.Before(r.check):
+		r.phase = resumeNormalAfter
+	}
+	return false
+}
+
+// validated reports whether the ACK just taken (onAck) ended validating.
+func (r *careful) validated() bool { return r.phase == resumeNormalAfter }
