@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,6 +42,7 @@ type Interface struct {
 	MaxFlows       int      `toml:"max_flows,omitempty"`
 	Memory         string   `toml:"memory,omitempty"`
 	Metrics        string   `toml:"metrics,omitempty"`
+	StateDir       string   `toml:"state_dir,omitempty"`
 }
 
 // Peer is one [[peer]] table: a remote site.
@@ -75,6 +77,9 @@ const (
 	DefaultLogLevel = "info"
 	DefaultMaxFlows = 16384
 	DefaultRTT      = 600 * time.Millisecond
+	// DefaultStateDir keeps what the endpoint learned of its peers' paths
+	// across restarts (the unit's StateDirectory=).
+	DefaultStateDir = "/var/lib/scpsvpn"
 	// DefaultPathMTU is the underlay path's MTU unless [peer.link] mtu
 	// says otherwise: Ethernet's, which most modems carry.
 	DefaultPathMTU = 1500
@@ -120,6 +125,7 @@ type Config struct {
 	MaxFlows       int
 	Memory         int64          // bytes: the endpoint's memory budget (DefaultMemory when not set)
 	Metrics        netip.AddrPort // Prometheus endpoint; invalid = off
+	StateDir       string         // directory for path state kept across restarts (absolute)
 	Peers          []PeerConfig
 }
 
@@ -261,6 +267,14 @@ func (f *File) Validate() (*Config, error) {
 		}
 		c.Metrics = ap
 	}
+	c.StateDir = in.StateDir
+	if c.StateDir == "" {
+		c.StateDir = DefaultStateDir
+	}
+	if !filepath.IsAbs(c.StateDir) {
+		return nil, fmt.Errorf("interface.state_dir: %q is not an absolute path: use e.g. %q", in.StateDir, DefaultStateDir)
+	}
+	c.StateDir = filepath.Clean(c.StateDir)
 	if len(f.Peers) == 0 {
 		return nil, errors.New("peer: no [[peer]] table: add at least one peer with name, public_key and subnets")
 	}
@@ -527,6 +541,7 @@ func (c *Config) File() File {
 		LogLevel:       c.LogLevel,
 		MaxFlows:       c.MaxFlows,
 		Memory:         strconv.FormatInt(c.Memory, 10),
+		StateDir:       c.StateDir,
 	}}
 	if c.Metrics.IsValid() {
 		f.Interface.Metrics = c.Metrics.String()

@@ -112,6 +112,8 @@ subnets = [`, `peer[0] (site-b).quic_ports[1]: 443 is listed twice`},
 subnets = [`, `peer[0] (site-b).quic_ports: empty`},
 		{"quic port not a number", `subnets = [`, `quic_ports = ["443"]
 subnets = [`, `peer.quic_ports`},
+		{"relative state_dir", `name = "scps0"`, `name = "scps0"
+state_dir = "var/lib/scpsvpn"`, `interface.state_dir: "var/lib/scpsvpn" is not an absolute path`},
 		{"no key file", `private_key_file = "/etc/scpsvpn/private.key"`, ``, `interface.private_key_file: missing`},
 	}
 	for _, tc := range cases {

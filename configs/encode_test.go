@@ -24,6 +24,7 @@ func everyKey(dir string) File {
 			MaxFlows:       1000,
 			Memory:         "256MiB",
 			Metrics:        "127.0.0.1:9477",
+			StateDir:       filepath.Join(dir, "state"),
 		},
 		Peers: []Peer{{
 			Name:      "site-b",

@@ -257,6 +257,10 @@ func (a *assoc) begin(id uint64, theirs assocParams) {
 	if p, ok := a.e.dev.Peer(a.cfg.Name); ok && p.Endpoint().IsValid() {
 		scfg = a.sessionConfig(p.Endpoint().Addr())
 	}
+	scfg.Resume = a.resumeFrom(0)
+	if r := scfg.Resume.Saved; r.Rate > 0 {
+		a.log.Info("resuming at the path saved", "rate_bps", int64(r.Rate*8), "min_rtt", r.MinRTT, "age", time.Since(r.At).Round(time.Second))
+	}
 	sess, err := scps.NewSession(scps.SessionConfig{
 		Config:     scfg,
 		Transmit:   a.transmitter(as, scfg.MaxPacketSize+peers.Overhead),
@@ -341,6 +345,7 @@ func (a *assoc) setMemory(m peerMemory) {
 // reach the peer, whose side of it is gone (a close would end the peer's
 // new association), so it goes silently; its streams are reset locally.
 func (a *assoc) end(as *association) {
+	a.observePath(as)
 	as.dead.Store(true)
 	as.cancel()
 	as.sess.Close()
@@ -371,6 +376,7 @@ func (a *assoc) watch(ctx context.Context, as *association) {
 		return
 	case <-as.sess.Done():
 	}
+	a.observePath(as)
 	if !a.detach(as) || a.e.ctx.Err() != nil {
 		return
 	}

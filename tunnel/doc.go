@@ -44,6 +44,9 @@ package tunnel
 //	params.go             assocParams: the association parameters in the
 //	                      handshake payload
 //	packetsize.go         how big the association's packets are (path MTU)
+//	pathstate.go          pathStore: what each association learned of its
+//	                      peer's path, in memory and in state_dir, for the
+//	                      next association's careful resume
 //	flow.go               flows: a TCP connection carried as a stream, both
 //	                      ends, the hub's relay of streams
 //	meta.go               flowMeta: stream metadata (the flow's addresses)

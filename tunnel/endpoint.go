@@ -18,6 +18,7 @@ import (
 
 	"scpsvpn/configs"
 	"scpsvpn/peers"
+	"scpsvpn/scps/cc"
 	"scpsvpn/stack"
 )
 
@@ -55,6 +56,7 @@ type Endpoint struct {
 	unreach rateLimiter         // ICMP errors for packets no peer owns
 	spoofed rateLimiter         // warnings about TUN packets with a peer's source
 	replies chan peers.Datagram // handshake answers from the UDP reader to sendReplies
+	paths   *pathStore          // what associations learned of each peer's path (pathstate.go)
 }
 
 // Stats counts what the endpoint did with packets and flows.
@@ -110,6 +112,7 @@ func New(cfg *configs.Config, log *slog.Logger, opts Options) (*Endpoint, error)
 		unreach:  rateLimiter{perSecond: unreachPerSecond},
 		spoofed:  rateLimiter{perSecond: 1},
 		replies:  make(chan peers.Datagram, maxQueuedReplies),
+		paths:    &pathStore{log: log, m: map[[32]byte]cc.PathState{}},
 	}, nil
 }
 
@@ -142,6 +145,9 @@ func (e *Endpoint) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("interface.private_key_file: %w", err)
 	}
+
+	// Read once at start: a reload keeps the directory it began with.
+	e.paths = openPathStore(e.cfg.StateDir, e.log.With("part", "paths"))
 
 	e.sock = e.opts.Conn
 	if e.sock == nil {
@@ -245,6 +251,8 @@ func (e *Endpoint) Run(ctx context.Context) (err error) {
 	// Associations close before the stack: peers learn at once that our
 	// streams are gone, while the UDP socket is still open to tell them.
 	cleanup = append(cleanup, e.closeAssocs)
+	// Before they close (cleanups run in reverse): their paths are saved.
+	cleanup = append(cleanup, e.savePaths)
 
 	e.started = time.Now() // before the control socket can report it
 	cleanup = append(cleanup, e.serveControl())
@@ -448,6 +456,9 @@ func (e *Endpoint) timers() {
 		}
 		if i%10 == 0 {
 			e.measureUplinks()
+		}
+		if i%int(pathSaveEvery/(100*time.Millisecond)) == 0 {
+			e.savePaths()
 		}
 	}
 }

@@ -193,6 +193,7 @@ type site struct {
 	realUDP  bool           // a real UDP socket on loopback, not the wire
 	lan      []netip.Prefix
 	iface    string // more [interface] lines, if any
+	stateDir string // the site's state_dir (a temporary directory)
 
 	host      *stack.Stack
 	tun       atomic.Pointer[tunneltest.TUN] // the running endpoint's, nil between runs
@@ -226,6 +227,7 @@ func (h *harness) addSite(name, wire string, lan ...string) *site {
 		name:      name,
 		priv:      priv,
 		keyFile:   filepath.Join(t.TempDir(), name+".key"),
+		stateDir:  t.TempDir(),
 		wireAddr:  netip.MustParseAddrPort(wire),
 		datagrams: make(chan []byte, 1024),
 	}
@@ -379,6 +381,9 @@ func (s *site) config(ps ...peerSpec) *configs.Config {
 		addrs = append(addrs, fmt.Sprintf("%q", netip.PrefixFrom(p.Addr().Next(), p.Addr().BitLen())))
 	}
 	fmt.Fprintf(&b, "address = [%s]\n%s", strings.Join(addrs, ", "), s.iface)
+	if !strings.Contains(s.iface, "state_dir") {
+		fmt.Fprintf(&b, "\nstate_dir = %q\n", s.stateDir)
+	}
 	for _, p := range ps {
 		subnets := p.subnets
 		if len(subnets) == 0 {

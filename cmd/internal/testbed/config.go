@@ -88,8 +88,16 @@ func writeKey(path, private string) error {
 	if err := os.WriteFile(path, []byte(private+"\n"), 0o600); err != nil {
 		return fmt.Errorf("writing key %s: %w", path, err)
 	}
+	if err := os.MkdirAll(stateDirOf(path), 0o700); err != nil {
+		return fmt.Errorf("site state_dir: %w", err)
+	}
 	return os.Chmod(path, 0o600) // WriteFile's mode is filtered by the umask
 }
+
+// stateDirOf is the state_dir of the site whose key is in keyFile: its
+// own, beside the key, never the host's /var/lib/scpsvpn, which the sites
+// on one machine would share.
+func stateDirOf(keyFile string) string { return strings.TrimSuffix(keyFile, ".key") + "-state" }
 
 // nodeConfig is what one endpoint's configuration says, in either
 // topology.
@@ -125,6 +133,9 @@ func (e *Endpoints) file(n nodeConfig) (configs.File, error) {
 		Address:        []string{netip.PrefixFrom(n.TUN4, 32).String(), netip.PrefixFrom(n.TUN6, 128).String()},
 		LogLevel:       e.LogLevel,
 	}}
+	if n.KeyFile != "" {
+		f.Interface.StateDir = stateDirOf(n.KeyFile)
+	}
 	if err := decodeRaw(n.Interface, &f.Interface); err != nil {
 		return f, fmt.Errorf("%s: the extra [interface] lines: %w", n.Node, err)
 	}
