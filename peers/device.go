@@ -177,6 +177,12 @@ type Result struct {
 	Established   bool
 	RemotePayload []byte
 	LocalPayload  []byte
+	// HandshakeRTT is, with Established, the round trip the handshake
+	// took: the initiator's from its initiation to the response, the
+	// responder's from its response to the first packet on the session
+	// (longer if that packet came late). A new association confirms a
+	// path it saved with it (careful resume).
+	HandshakeRTT time.Duration
 	// EndpointChanged: Peer's endpoint moved to the datagram's source.
 	EndpointChanged bool
 }
@@ -528,6 +534,7 @@ func (d *Device) receiveTransport(src netip.AddrPort, pkt, dst []byte) (Result, 
 	res := Result{Peer: p, Session: s.id, Counter: h.counter}
 	if !s.confirmed.Load() && p.confirm(s) {
 		res.Established, res.RemotePayload, res.LocalPayload = true, s.remotePayload, s.localPayload
+		res.HandshakeRTT = d.now().Sub(s.created)
 	}
 	// Roam only on the newest packet of the current session: a late,
 	// reordered packet from an old address must not pull the endpoint back.

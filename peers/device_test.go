@@ -841,3 +841,22 @@ func TestOptionsValidation(t *testing.T) {
 		t.Errorf("failed initiation left %d index entries", st.Sessions)
 	}
 }
+
+// TestHandshakeRTT: both ends learn the handshake's round trip, the
+// initiator from the response, the responder from the first packet on
+// the session (the keepalive that confirms it).
+func TestHandshakeRTT(t *testing.T) {
+	s := newSim(t, 300*time.Millisecond)
+	a := s.addNode("a", "192.0.2.1:4000", Options{}, cfgFor("b", "198.51.100.2:4000", "10.2.0.0/16"))
+	b := s.addNode("b", "198.51.100.2:4000", Options{}, cfgFor("a", "192.0.2.1:4000", "10.1.0.0/16"))
+	s.initiate(a, b)
+	s.run(2*time.Second, 10*time.Millisecond)
+	if len(a.est) != 1 || len(b.est) != 1 {
+		t.Fatalf("established %d at a, %d at b", len(a.est), len(b.est))
+	}
+	for _, r := range []Result{a.est[0], b.est[0]} {
+		if r.HandshakeRTT < 600*time.Millisecond || r.HandshakeRTT > 620*time.Millisecond {
+			t.Errorf("%s: handshake RTT %v, want 600 ms", r.Peer.Name(), r.HandshakeRTT)
+		}
+	}
+}

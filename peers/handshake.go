@@ -272,7 +272,8 @@ func (d *Device) receiveResponse(src netip.AddrPort, pkt []byte) (Result, error)
 	p.installLocked(s, now)
 	d.log.Debug("session established", "peer", p.name, "role", "initiator", "rtt", now.Sub(ini.created))
 
-	res := Result{Peer: p, Session: s.id, Established: true, RemotePayload: slices.Clone(rp.blob), LocalPayload: ini.blob}
+	res := Result{Peer: p, Session: s.id, Established: true, RemotePayload: slices.Clone(rp.blob), LocalPayload: ini.blob,
+		HandshakeRTT: now.Sub(ini.created)}
 	res.EndpointChanged = p.roam(src)
 	// Confirm the session to the responder at once, so it can send on it
 	// even if we have nothing to send.

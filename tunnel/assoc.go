@@ -219,7 +219,7 @@ func (a *assoc) connect(fresh bool) error {
 // and the peer's payloads in it. Both ends see the same two payloads and
 // so decide alike: a handshake whose payloads both name one association
 // carries it on (a rekey); any other begins a new association.
-func (a *assoc) established(id uint64, local, remote []byte) {
+func (a *assoc) established(id uint64, local, remote []byte, rtt time.Duration) {
 	theirs, err := parseParams(remote)
 	if err != nil {
 		a.log.Warn("handshake payload rejected", "err", err)
@@ -231,7 +231,7 @@ func (a *assoc) established(id uint64, local, remote []byte) {
 		return
 	}
 	if ours.assoc == 0 || ours.assoc != theirs.assoc {
-		a.begin(id, theirs)
+		a.begin(id, theirs, rtt)
 		return
 	}
 	if as := a.cur.Load(); as != nil && as.id == ours.assoc {
@@ -246,7 +246,7 @@ func (a *assoc) established(id uint64, local, remote []byte) {
 
 // begin starts the association that handshake id began, ending the one
 // before (its flows are reset: the peer's side of it is gone).
-func (a *assoc) begin(id uint64, theirs assocParams) {
+func (a *assoc) begin(id uint64, theirs assocParams, rtt time.Duration) {
 	as := &association{id: id}
 	as.addSession(id)
 	ctx, cancel := context.WithCancel(a.e.ctx)
@@ -257,7 +257,7 @@ func (a *assoc) begin(id uint64, theirs assocParams) {
 	if p, ok := a.e.dev.Peer(a.cfg.Name); ok && p.Endpoint().IsValid() {
 		scfg = a.sessionConfig(p.Endpoint().Addr())
 	}
-	scfg.Resume = a.resumeFrom(0)
+	scfg.Resume = a.resumeFrom(rtt)
 	if r := scfg.Resume.Saved; r.Rate > 0 {
 		a.log.Info("resuming at the path saved", "rate_bps", int64(r.Rate*8), "min_rtt", r.MinRTT, "age", time.Since(r.At).Round(time.Second))
 	}
@@ -495,7 +495,7 @@ func (a *assoc) speaksFor(src netip.Addr) bool {
 // handleRx runs on the peer's receive routine, in arrival order.
 func (a *assoc) handleRx(it rxItem) {
 	if it.established {
-		a.established(it.session, it.local, it.remote)
+		a.established(it.session, it.local, it.remote, it.rtt)
 		return
 	}
 	a.input(it.session, it.pn, (*it.buf)[:it.n])

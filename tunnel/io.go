@@ -217,7 +217,7 @@ func (e *Endpoint) handleUDP(src netip.AddrPort, pkt []byte, plain *[]byte) *[]b
 	}
 	// The peer's own routine does the rest (peerrx.go).
 	if res.Established {
-		a.rx.pushEstablished(res.Session, res.LocalPayload, res.RemotePayload)
+		a.rx.pushEstablished(res.Session, res.LocalPayload, res.RemotePayload, res.HandshakeRTT)
 	}
 	if res.Data != nil {
 		a.rx.push(res.Session, res.Counter, plain, len(res.Data))

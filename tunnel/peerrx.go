@@ -12,6 +12,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"scpsvpn/configs"
 )
@@ -35,7 +36,8 @@ type rxItem struct {
 	buf           *[]byte // pooled; the packet is (*buf)[:n]
 	n             int
 	established   bool
-	local, remote []byte // the handshake's payloads, if established
+	local, remote []byte        // the handshake's payloads, if established
+	rtt           time.Duration // the handshake's round trip, if established
 }
 
 // rxBufs hold packets of a 1500-byte path; rxBuf replaces one that is too
@@ -103,8 +105,8 @@ func (r *peerRx) release(it rxItem) {
 // items make room: packets that came before the new session, or an older
 // handshake, whose news the newer one carries too (its instance is the
 // peer's latest).
-func (r *peerRx) pushEstablished(session uint64, local, remote []byte) {
-	it := rxItem{session: session, established: true, local: local, remote: remote}
+func (r *peerRx) pushEstablished(session uint64, local, remote []byte, rtt time.Duration) {
+	it := rxItem{session: session, established: true, local: local, remote: remote, rtt: rtt}
 	for {
 		select {
 		case r.q <- it:

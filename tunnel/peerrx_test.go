@@ -47,7 +47,7 @@ func TestPeerRxIsolation(t *testing.T) {
 		for i := 0; i < 3*rxQueueLen; i++ {
 			slow.push(1, uint64(i), rxBuf(1+i%1400), 1+i%1400)
 		}
-		slow.pushEstablished(2, nil, []byte("params"))
+		slow.pushEstablished(2, nil, []byte("params"), 0)
 		close(pushed)
 	}()
 	select {
