@@ -160,6 +160,8 @@ func TestReloadDuringHandshakes(t *testing.T) {
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	var reloads atomic.Int64
+	// The routines stop before the sites do, also when the test fails.
+	t.Cleanup(func() { stop.Store(true); wg.Wait() })
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
@@ -187,16 +189,20 @@ func TestReloadDuringHandshakes(t *testing.T) {
 	for i := range changes {
 		// b's link to a changes: b's new association handshakes with a,
 		// which begins one too.
+		// b's new association either begins one with a or, when a's own
+		// handshake crossed b's reload, joins the one a has just begun:
+		// either way both end up in one association that b began anew.
 		link := fmt.Sprintf("rtt = \"%dms\"", 20+i+1)
-		old := a.assoc(b).cur.Load()
+		oldB := b.assoc(a).cur.Load()
 		if err := b.ep.Reload(b.config(peerSpec{s: a, link: link})); err != nil {
 			t.Fatalf("reload at b: %v", err)
 		}
 		if !waitFor(waitTime, func() bool {
-			cur := a.assoc(b).cur.Load()
-			return cur != nil && cur != old && a.assoc(b).up.Load()
+			curA, curB := a.assoc(b).cur.Load(), b.assoc(a).cur.Load()
+			return curA != nil && curB != nil && curB != oldB && curA.id == curB.id &&
+				a.assoc(b).up.Load() && b.assoc(a).up.Load()
 		}) {
-			t.Fatalf("change %d: a began no new association with b", i)
+			t.Fatalf("change %d: a and b share no new association", i)
 		}
 	}
 	stop.Store(true)
