@@ -56,8 +56,7 @@ func (a *Association) appendControl(b []byte, limit int) ([]byte, bool) {
 	for a.streams.CtrlQ.Len() > 0 {
 		s := a.streams.CtrlQ.Peek()
 		if s.Gone {
-			a.streams.CtrlQ.Pop()
-			s.Queued &^= streams.InCtrlQ
+			a.streams.PopCtrl()
 			continue
 		}
 		if s.ResetQueued {
@@ -81,8 +80,7 @@ func (a *Association) appendControl(b []byte, limit int) ([]byte, bool) {
 			eliciting = true
 		}
 		s.MaxDataQueued = false
-		a.streams.CtrlQ.Pop()
-		s.Queued &^= streams.InCtrlQ
+		a.streams.PopCtrl()
 	}
 	return b, eliciting
 }
@@ -143,8 +141,7 @@ func (a *Association) appendStreams(b []byte, limit int) ([]byte, bool) {
 	for a.streams.RetxQ.Len() > 0 && limit-len(b) > 8 {
 		s := a.streams.RetxQ.Peek()
 		if s.Gone || s.Aborted() || !s.HasRetx() {
-			a.streams.RetxQ.Pop()
-			s.Queued &^= streams.InRetxQ
+			a.streams.PopRetx()
 			continue
 		}
 		var done, fits bool
@@ -153,8 +150,7 @@ func (a *Association) appendStreams(b []byte, limit int) ([]byte, bool) {
 			eliciting = true
 		}
 		if !s.HasRetx() {
-			a.streams.RetxQ.Pop()
-			s.Queued &^= streams.InRetxQ
+			a.streams.PopRetx()
 		}
 		if done || !fits {
 			return b, eliciting
@@ -170,8 +166,7 @@ func (a *Association) appendStreams(b []byte, limit int) ([]byte, bool) {
 		}
 		s := q.Peek()
 		if s.Gone || s.Aborted() || !s.CanSendNew() {
-			q.Pop()
-			s.Queued &^= streams.InNewQ
+			a.streams.PopNew(q)
 			if !s.Gone && !s.Aborted() && s.SentOff < s.WriteOff && s.SentOff >= s.PeerMax {
 				s.CreditWait = true
 			}
@@ -188,8 +183,7 @@ func (a *Association) appendStreams(b []byte, limit int) ([]byte, bool) {
 			break
 		}
 		eliciting = true
-		q.Pop()
-		s.Queued &^= streams.InNewQ
+		a.streams.PopNew(q)
 		a.streams.ScheduleNew(s) // back of the line: round robin
 		if done {
 			break

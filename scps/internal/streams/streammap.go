@@ -107,7 +107,7 @@ func (m *Map) HasWork() bool {
 
 // ScheduleNew puts s in a new-data queue if it can send new data now.
 func (m *Map) ScheduleNew(s *State) {
-	if s.Gone || s.Aborted() || s.Queued&InNewQ != 0 || !m.OnWire(s) {
+	if s.Gone || s.Aborted() || s.queued&inNewQ != 0 || !m.OnWire(s) {
 		return
 	}
 	if !s.CanSendNew() {
@@ -116,7 +116,7 @@ func (m *Map) ScheduleNew(s *State) {
 		}
 		return
 	}
-	s.Queued |= InNewQ
+	s.queued |= inNewQ
 	if s.Unsent() <= LightThreshold && !s.WriteWait {
 		m.LightQ.Push(s)
 	} else {
@@ -125,18 +125,18 @@ func (m *Map) ScheduleNew(s *State) {
 }
 
 func (m *Map) ScheduleRetx(s *State) {
-	if s.Gone || s.Aborted() || s.Queued&InRetxQ != 0 || !s.HasRetx() {
+	if s.Gone || s.Aborted() || s.queued&inRetxQ != 0 || !s.HasRetx() {
 		return
 	}
-	s.Queued |= InRetxQ
+	s.queued |= inRetxQ
 	m.RetxQ.Push(s)
 }
 
 func (m *Map) ScheduleCtrl(s *State) {
-	if s.Gone || s.Queued&InCtrlQ != 0 || !m.OnWire(s) {
+	if s.Gone || s.queued&inCtrlQ != 0 || !m.OnWire(s) {
 		return
 	}
-	s.Queued |= InCtrlQ
+	s.queued |= inCtrlQ
 	m.CtrlQ.Push(s)
 }
 
@@ -146,6 +146,15 @@ func (m *Map) SetMaxStreams(n int) {
 	m.maxStreams = n
 	m.MaybeMaxStreams()
 }
+
+// PopCtrl takes the stream at the head of CtrlQ off it.
+func (m *Map) PopCtrl() { m.CtrlQ.Pop().queued &^= inCtrlQ }
+
+// PopRetx takes the stream at the head of RetxQ off it.
+func (m *Map) PopRetx() { m.RetxQ.Pop().queued &^= inRetxQ }
+
+// PopNew takes the stream at the head of q, LightQ or BulkQ, off it.
+func (m *Map) PopNew(q *Queue) { q.Pop().queued &^= inNewQ }
 
 // MaybeMaxStreams raises the peer's stream limit as its streams close.
 func (m *Map) MaybeMaxStreams() {

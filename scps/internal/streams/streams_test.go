@@ -81,11 +81,16 @@ func TestScheduleLightBeforeBulk(t *testing.T) {
 	if m.LightQ.Len() != 1 || m.LightQ.Peek() != light || m.BulkQ.Len() != 2 {
 		t.Fatalf("light %d, bulk %d", m.LightQ.Len(), m.BulkQ.Len())
 	}
-	if noCredit.Queued != 0 || !noCredit.CreditWait {
+	if noCredit.queued != 0 || !noCredit.CreditWait {
 		t.Fatal("a stream without credit was queued")
 	}
 	m.ScheduleNew(light) // already queued: no second entry
 	if m.LightQ.Len() != 1 || !m.HasWork() {
 		t.Fatal("queued twice")
+	}
+	m.PopNew(&m.LightQ) // sent its turn: it may queue again
+	m.ScheduleNew(light)
+	if m.LightQ.Len() != 1 || m.LightQ.Peek() != light {
+		t.Fatal("a stream taken off its queue could not queue again")
 	}
 }

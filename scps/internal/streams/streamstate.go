@@ -76,15 +76,15 @@ type State struct {
 	PeerCode      uint64
 
 	EventQueued bool // an EventStream is pending for the application
-	Queued      uint8
+	queued      uint8
 }
 
-// Queue membership bits (State.Queued): which of Map's queues hold the
+// Queue membership bits (State.queued): which of Map's queues hold the
 // stream.
 const (
-	InRetxQ uint8 = 1 << iota
-	InNewQ
-	InCtrlQ
+	inRetxQ uint8 = 1 << iota
+	inNewQ
+	inCtrlQ
 )
 
 func (s *State) Contiguous() uint64 {
