@@ -34,14 +34,6 @@ func (a *Association) sendSpace(s *streams.State) (space int, budget bool) {
 	return space, false
 }
 
-// waitForBudget records that s's writer waits for the budget to free up.
-func (a *Association) waitForBudget(s *streams.State) {
-	if !s.BudgetWait {
-		s.BudgetWait = true
-		a.mem.Waiters = append(a.mem.Waiters, s)
-	}
-}
-
 // budgetReleased wakes writers waiting for the budget once some of it is
 // free (acknowledged data, reads or resets released memory): the longest
 // waiting first, as many as a share each can serve, so thousands of
@@ -93,24 +85,6 @@ func (a *Association) recvWindowLimit(s *streams.State) uint64 {
 		l = max(min(l, InitialStreamCredit+min(share, left)), InitialStreamCredit)
 	}
 	return l
-}
-
-// recvAccount updates s's part of the streams' receive credit: what it
-// was granted beyond the initial credit and has not read, none once it was
-// aborted or closed.
-func (a *Association) recvAccount(s *streams.State) {
-	var c uint64
-	if !s.Aborted() && !s.ReadClosed && !s.Gone {
-		end := s.RecvMax
-		if s.FinKnown {
-			end = min(end, s.FinalSize)
-		}
-		if end > s.ReadOff+InitialStreamCredit {
-			c = end - s.ReadOff - InitialStreamCredit
-		}
-	}
-	a.mem.RecvGranted += c - s.Credited
-	s.Credited = c
 }
 
 // connHold is how far the association's credit may reach beyond what the

@@ -187,7 +187,7 @@ func (a *Association) onStreamFrame(f *wire.Frame) error {
 			}
 			a.flow.Consumed += d
 			s.ReadOff = s.HighestRecv
-			a.settle(s, s.HighestRecv)
+			a.flow.Settle(s, s.HighestRecv)
 			a.maybeConnCredit()
 		}
 		if f.Fin && !s.FinKnown {
@@ -210,7 +210,7 @@ func (a *Association) onStreamFrame(f *wire.Frame) error {
 	}
 	if f.Fin && !s.FinKnown {
 		s.FinKnown, s.FinalSize = true, end
-		a.recvAccount(s)
+		a.mem.Account(s)
 	}
 	if f.HasMeta && !s.Local && !s.MetaKnown {
 		s.Meta = append([]byte(nil), f.Meta...)
@@ -236,7 +236,7 @@ func (a *Association) onStreamFrame(f *wire.Frame) error {
 			s.Recvd.Add(start, end)
 			a.recvdChanged(s, n)
 			if c := s.Contiguous(); c > s.SettledOff {
-				a.settle(s, c)
+				a.flow.Settle(s, c)
 				a.maybeConnCredit()
 			}
 		}

@@ -27,7 +27,7 @@ func (a *Association) newStream(id uint64, local bool) *streams.State {
 	a.streams.ByID[id] = s
 	w := min(a.cfg.initialStreamWindow(), a.recvWindowLimit(s))
 	s.RecvMax = w
-	a.recvAccount(s)
+	a.mem.Account(s)
 	s.RecvWin.Init(w, a.now, 0)
 	s.SendWin.Init(a.cfg.initialSendBuffer(), a.now, 0)
 	if w > InitialStreamCredit {
@@ -146,7 +146,7 @@ func (a *Association) writableStream(id uint64) (*streams.State, error) {
 func (a *Association) awaitRoom(s *streams.State, budget bool) {
 	s.WriteWait = true
 	if budget {
-		a.waitForBudget(s)
+		a.mem.Wait(s)
 	} else {
 		s.SendLimited = true
 	}
@@ -201,7 +201,7 @@ func (a *Association) StreamRead(id uint64, p []byte) (int, error) {
 	a.recvdChanged(s, before)
 	a.flow.Consumed += uint64(n)
 	a.stats.StreamBytesReceived += uint64(n)
-	a.recvAccount(s)
+	a.mem.Account(s)
 	a.maybeStreamCredit(s)
 	a.maybeConnCredit()
 	a.budgetReleased()
@@ -269,7 +269,7 @@ func (a *Association) StreamClose(id uint64) error {
 	s.LocalErr = ErrStreamClosed
 	s.ReadClosed = true
 	s.RecvBuf.Free()
-	a.recvAccount(s)
+	a.mem.Account(s)
 	a.maybeFinish(s)
 	return nil
 }
@@ -316,13 +316,13 @@ func (a *Association) abortStream(s *streams.State) {
 		a.flow.Consumed += s.HighestRecv - s.ReadOff
 		s.ReadOff = s.HighestRecv
 	}
-	a.settle(s, s.HighestRecv) // bytes behind holes are discarded too
+	a.flow.Settle(s, s.HighestRecv) // bytes behind holes are discarded too
 	s.RecvBuf.Free()
 	before := s.Recvd.Len()
 	s.Recvd.Clear()
 	a.recvdChanged(s, before)
 	s.MaxDataQueued = false
-	a.recvAccount(s)
+	a.mem.Account(s)
 	a.maybeConnCredit()
 }
 
@@ -345,7 +345,7 @@ func (a *Association) maybeStreamCredit(s *streams.State) {
 		s.RecvMax = m
 		s.MaxDataQueued = true
 		a.streams.ScheduleCtrl(s)
-		a.recvAccount(s)
+		a.mem.Account(s)
 	}
 }
 
@@ -373,16 +373,6 @@ func (a *Association) maybeConnCredit() {
 	a.flow.MaybeCredit(a.now, a.sent.RTT().Smoothed(), a.cfg.connWindowLimit(), a.connHold())
 }
 
-// settle returns the connection credit of s's bytes below off: they
-// arrived in order (or were discarded) and need only the stream's credit
-// from now on (internal/streams/connflow.go).
-func (a *Association) settle(s *streams.State, off uint64) {
-	if off > s.SettledOff {
-		a.flow.Settled += off - s.SettledOff
-		s.SettledOff = off
-	}
-}
-
 // maybeFinish removes s when both sides are done with it.
 func (a *Association) maybeFinish(s *streams.State) {
 	if s.Gone {
@@ -405,7 +395,7 @@ func (a *Association) maybeFinish(s *streams.State) {
 
 func (a *Association) removeStream(s *streams.State) {
 	s.Gone = true
-	a.recvAccount(s)
+	a.mem.Account(s)
 	s.SendBuf.Free()
 	s.RecvBuf.Free()
 	a.streams.Remove(s)

@@ -52,3 +52,13 @@ func (f *ConnFlow) MaybeCredit(now, srtt time.Duration, limit, hold uint64) {
 		f.MaxDataQueued = true
 	}
 }
+
+// Settle returns the connection credit of s's bytes below off: they
+// arrived in order (or were discarded) and need only the stream's credit
+// from now on.
+func (f *ConnFlow) Settle(s *State, off uint64) {
+	if off > s.SettledOff {
+		f.Settled += off - s.SettledOff
+		s.SettledOff = off
+	}
+}

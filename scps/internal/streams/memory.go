@@ -26,6 +26,8 @@ package streams
 // gets out however full the budget is: the bound is Memory plus
 // SendFloor per stream.
 
+import "scpsvpn/scps/settings"
+
 // SendFloor is what any stream may buffer for sending whatever the budget
 // says: a request, a reply header.
 const SendFloor = LightThreshold
@@ -61,4 +63,30 @@ func (m *MemBudget) SendFree(recvHeld uint64) uint64 {
 // eighths of it.
 func (m *MemBudget) RecvHold() uint64 {
 	return m.Limit - min(m.SendHeld, m.Limit/8)
+}
+
+// Wait records that s's writer waits for the budget to free up.
+func (m *MemBudget) Wait(s *State) {
+	if !s.BudgetWait {
+		s.BudgetWait = true
+		m.Waiters = append(m.Waiters, s)
+	}
+}
+
+// Account updates s's part of the streams' receive credit: what it was
+// granted beyond the initial credit and has not read, none once it was
+// aborted or closed.
+func (m *MemBudget) Account(s *State) {
+	var c uint64
+	if !s.Aborted() && !s.ReadClosed && !s.Gone {
+		end := s.RecvMax
+		if s.FinKnown {
+			end = min(end, s.FinalSize)
+		}
+		if end > s.ReadOff+settings.InitialStreamCredit {
+			c = end - s.ReadOff - settings.InitialStreamCredit
+		}
+	}
+	m.RecvGranted += c - s.Credited
+	s.Credited = c
 }

@@ -6,6 +6,8 @@ package streams
 import (
 	"testing"
 	"time"
+
+	"scpsvpn/scps/settings"
 )
 
 // TestQueueKeepsOrder pushes and pops past the queue's compaction: the
@@ -92,5 +94,33 @@ func TestScheduleLightBeforeBulk(t *testing.T) {
 	m.ScheduleNew(light)
 	if m.LightQ.Len() != 1 || m.LightQ.Peek() != light {
 		t.Fatal("a stream taken off its queue could not queue again")
+	}
+}
+
+// TestBudgetAccountsGrantedCredit: a stream's receive credit beyond the
+// initial credit and not yet read counts against the budget, never below
+// what was read, and none of it once the stream is aborted.
+func TestBudgetAccountsGrantedCredit(t *testing.T) {
+	var m MemBudget
+	s := &State{RecvMax: settings.InitialStreamCredit + 5000}
+	m.Account(s)
+	if m.RecvGranted != 5000 {
+		t.Fatalf("granted %d, want 5000", m.RecvGranted)
+	}
+	s.ReadOff = 3000 // read: the credit beyond the initial shrinks
+	m.Account(s)
+	if m.RecvGranted != 2000 {
+		t.Fatalf("after reading: %d, want 2000", m.RecvGranted)
+	}
+	s.PeerReset = true
+	m.Account(s)
+	if m.RecvGranted != 0 || s.Credited != 0 {
+		t.Fatalf("after a reset: %d", m.RecvGranted)
+	}
+	var f ConnFlow
+	f.Settle(s, 100)
+	f.Settle(s, 50) // never back
+	if f.Settled != 100 || s.SettledOff != 100 {
+		t.Fatalf("settled %d (stream %d), want 100", f.Settled, s.SettledOff)
 	}
 }
