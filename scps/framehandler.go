@@ -78,7 +78,7 @@ func (a *Association) streamDataAcked(f *ackhandler.SentFrame) {
 				s.AckedPrefix = first.End
 				s.Acked.RemoveBelow(s.AckedPrefix)
 				s.SendBuf.Release(s.AckedPrefix)
-				a.maybeGrowSendBuffer(s)
+				s.MaybeGrowSendBuffer(a.cfg.sendBufferLimit(), a.now, a.sent.RTT().Smoothed())
 				if s.WriteWait {
 					s.WriteWait = false
 					a.notify(s)

@@ -11,29 +11,6 @@ import (
 	"scpsvpn/scps/internal/streams"
 )
 
-// sendSpace is how many more bytes s's send buffer accepts: its own
-// window, its share of the budget, and what the budget has free beyond
-// its floor. budget reports that the budget, not s's own window, was the
-// limit (growing s's own window would not help).
-func (a *Association) sendSpace(s *streams.State) (space int, budget bool) {
-	space = s.SendSpace()
-	m := &a.mem
-	if m.Limit == 0 {
-		return space, false
-	}
-	held := s.WriteOff - s.AckedPrefix
-	limit := int(m.SendShare(len(a.streams.ByID))) - int(held)
-	if held >= streams.SendFloor {
-		limit = min(limit, int(m.SendFree(a.flow.RecvMax-a.flow.Consumed)))
-	} else {
-		limit = max(limit, int(streams.SendFloor-held))
-	}
-	if limit < space {
-		return limit, true
-	}
-	return space, false
-}
-
 // budgetReleased wakes writers waiting for the budget once some of it is
 // free (acknowledged data, reads or resets released memory): the longest
 // waiting first, as many as a share each can serve, so thousands of

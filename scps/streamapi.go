@@ -93,7 +93,7 @@ func (a *Association) StreamWrite(id uint64, p []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	space, budget := a.sendSpace(s)
+	space, budget := a.mem.SendSpace(s, len(a.streams.ByID), a.flow.RecvMax-a.flow.Consumed)
 	n := min(len(p), space)
 	if n < len(p) {
 		a.awaitRoom(s, budget)
@@ -116,7 +116,7 @@ func (a *Association) StreamWriteRoom(id uint64) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	space, budget := a.sendSpace(s)
+	space, budget := a.mem.SendSpace(s, len(a.streams.ByID), a.flow.RecvMax-a.flow.Consumed)
 	if space <= 0 {
 		a.awaitRoom(s, budget)
 		return 0, nil
@@ -158,7 +158,7 @@ func (a *Association) StreamWritable(id uint64) int {
 	if !ok || s.Aborted() || s.FinQueued || s.LocalErr != nil {
 		return 0
 	}
-	space, _ := a.sendSpace(s)
+	space, _ := a.mem.SendSpace(s, len(a.streams.ByID), a.flow.RecvMax-a.flow.Consumed)
 	return max(space, 0)
 }
 
@@ -347,24 +347,6 @@ func (a *Association) maybeStreamCredit(s *streams.State) {
 		a.streams.ScheduleCtrl(s)
 		a.mem.Account(s)
 	}
-}
-
-// maybeGrowSendBuffer ends a send-buffer epoch once a quarter of the
-// buffer was acknowledged since it began: the buffer doubles if the
-// application found it full meanwhile and the acknowledged drain filled
-// half of it per smoothed RTT (window.update), so it keeps up with a link
-// faster than the configured (or unknown) rate. The caller wakes a waiting
-// writer.
-func (a *Association) maybeGrowSendBuffer(s *streams.State) {
-	if s.AckedPrefix-s.SendWin.EpochOff < s.SendWin.Size/4 {
-		return
-	}
-	limit := s.SendWin.Size // measure only: no growth unless the writer waited
-	if s.SendLimited {
-		limit = a.cfg.sendBufferLimit()
-	}
-	s.SendWin.Update(s.AckedPrefix, limit, a.now, a.sent.RTT().Smoothed())
-	s.SendLimited = false
 }
 
 // maybeConnCredit grants more connection credit as data arrives in order

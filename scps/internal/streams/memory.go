@@ -65,6 +65,29 @@ func (m *MemBudget) RecvHold() uint64 {
 	return m.Limit - min(m.SendHeld, m.Limit/8)
 }
 
+// SendSpace is how many more bytes s's send buffer accepts: its own
+// window, its share of the budget split among n streams, and what the
+// budget has free beyond its floor (with recvHeld bytes of receive credit
+// outstanding). budget reports that the budget, not s's own window, was
+// the limit (growing s's own window would not help).
+func (m *MemBudget) SendSpace(s *State, n int, recvHeld uint64) (space int, budget bool) {
+	space = s.SendSpace()
+	if m.Limit == 0 {
+		return space, false
+	}
+	held := s.WriteOff - s.AckedPrefix
+	limit := int(m.SendShare(n)) - int(held)
+	if held >= SendFloor {
+		limit = min(limit, int(m.SendFree(recvHeld)))
+	} else {
+		limit = max(limit, int(SendFloor-held))
+	}
+	if limit < space {
+		return limit, true
+	}
+	return space, false
+}
+
 // Wait records that s's writer waits for the budget to free up.
 func (m *MemBudget) Wait(s *State) {
 	if !s.BudgetWait {

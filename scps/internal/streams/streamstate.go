@@ -7,6 +7,8 @@ package streams
 // auto-tuning), each with its window (window.go).
 
 import (
+	"time"
+
 	"scpsvpn/scps/internal/bufq"
 	"scpsvpn/scps/internal/ranges"
 )
@@ -137,3 +139,20 @@ func (s *State) RecvDone() bool {
 }
 
 func (s *State) Aborted() bool { return s.ResetSent || s.PeerReset }
+
+// MaybeGrowSendBuffer ends a send-buffer epoch once a quarter of the
+// buffer was acknowledged since it began: the buffer doubles, up to
+// limit, if the application found it full meanwhile and the acknowledged
+// drain filled half of it per smoothed RTT (Window.Update), so it keeps up
+// with a link faster than the configured (or unknown) rate. The caller
+// wakes a waiting writer.
+func (s *State) MaybeGrowSendBuffer(limit uint64, now, srtt time.Duration) {
+	if s.AckedPrefix-s.SendWin.EpochOff < s.SendWin.Size/4 {
+		return
+	}
+	if !s.SendLimited {
+		limit = s.SendWin.Size // measure only: no growth unless the writer waited
+	}
+	s.SendWin.Update(s.AckedPrefix, limit, now, srtt)
+	s.SendLimited = false
+}
