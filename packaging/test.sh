@@ -342,21 +342,33 @@ for _ in $(seq 50); do in_site 1 bash -c 'exec 3<>/dev/tcp/10.2.0.1/8080' 2>/dev
 check "services: TCP download of 20 MB across the tunnel, every byte equal" download
 check "services: ping across the tunnel" pings
 check "systemctl reload $unit: same process, still active" reload_keeps
+# What the endpoint learned of its peer's path outlives it, in the unit's
+# state directory, in a file of the interface's own.
+state_kept() {
+	local f="$tmp/root-$1/var/lib/scpsvpn/scps0.paths"
+	[ -f "$f" ] && [ "$(stat -c %U "$f")" = scpsvpn ] && head -n 1 "$f" | grep -q '^scpsvpn-paths '
+}
 for i in 0 1; do
 	check "site $i: systemctl stop: the endpoint exits cleanly" stops_cleanly "$i"
 	check "site $i: no errors in the unit's journal" no_errors "$i"
 done
+check "site A: the peer's path is kept in StateDirectory across the stop" state_kept site-a
 stop_containers
 for r in "$tmp"/root-*; do umount "$r/usr"; done
 
 # --- remove and purge ------------------------------------------------------
+# The state directory as the unit makes it (StateDirectory=): kept by a
+# remove, gone with a purge.
+install -d -o scpsvpn -g scpsvpn -m 700 /var/lib/scpsvpn
 dpkg -r scpsvpn >/dev/null
 check "dpkg -r: no unit left" test ! -e /usr/lib/systemd/system/scpsvpn@.service
 check "dpkg -r: no enablement link left" test ! -e /etc/systemd/system/multi-user.target.wants/scpsvpn@scps0.service
 check "dpkg -r: no binary left" test ! -e /usr/bin/scpsvpn
 check "dpkg -r: configs and key kept" test -f /etc/scpsvpn/private.key
+check "dpkg -r: state directory kept" test -d /var/lib/scpsvpn
 dpkg --purge scpsvpn >/dev/null
 check "dpkg --purge: /etc/scpsvpn removed" test ! -e /etc/scpsvpn
+check "dpkg --purge: /var/lib/scpsvpn removed" test ! -e /var/lib/scpsvpn
 
 echo "packaging: $passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -147,7 +147,7 @@ func (e *Endpoint) Run(ctx context.Context) (err error) {
 	}
 
 	// Read once at start: a reload keeps the directory it began with.
-	e.paths = openPathStore(e.cfg.StateDir, e.log.With("part", "paths"))
+	e.paths = openPathStore(e.cfg.StateDir, e.cfg.Name, e.log.With("part", "paths"))
 
 	e.sock = e.opts.Conn
 	if e.sock == nil {

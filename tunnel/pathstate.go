@@ -32,8 +32,10 @@ import (
 )
 
 const (
-	// pathFileName is the state file in state_dir.
-	pathFileName = "paths"
+	// pathFileSuffix ends the state file's name in state_dir, after the
+	// interface's name: endpoints of one host (scpsvpn@NAME units) share
+	// the directory, each with a file of its own.
+	pathFileSuffix = ".paths"
 	// pathFileHeader is its first line: the format and its version.
 	pathFileHeader = "scpsvpn-paths 1"
 	// maxPathEntries bounds the file and the map: more peers than a
@@ -56,9 +58,9 @@ type pathStore struct {
 	dirty bool
 }
 
-// openPathStore loads dir's state file. A missing or unusable dir is
-// logged once and leaves the store in memory only.
-func openPathStore(dir string, log *slog.Logger) *pathStore {
+// openPathStore loads the state file of interface name in dir. A missing
+// or unusable dir is logged once and leaves the store in memory only.
+func openPathStore(dir, name string, log *slog.Logger) *pathStore {
 	s := &pathStore{log: log, m: map[[32]byte]cc.PathState{}}
 	if dir == "" {
 		return s
@@ -67,7 +69,7 @@ func openPathStore(dir string, log *slog.Logger) *pathStore {
 		log.Warn("path state is not kept across restarts: interface.state_dir is not a writable directory", "state_dir", dir, "err", err)
 		return s
 	}
-	s.file = filepath.Join(dir, pathFileName)
+	s.file = filepath.Join(dir, filepath.Base(name)+pathFileSuffix)
 	b, err := readBounded(s.file, maxPathFile)
 	switch {
 	case errors.Is(err, os.ErrNotExist):

@@ -22,8 +22,11 @@ func TestPathStateSavedAndLoaded(t *testing.T) {
 	if err := echoCheck(c, 1<<20); err != nil {
 		t.Fatal(err)
 	}
+	file := filepath.Join(b.stateDir, b.ep.cfg.Name+pathFileSuffix)
+	if b.ep.paths.file != file {
+		t.Fatalf("state file %q, want %q (state_dir, then the interface's name)", b.ep.paths.file, file)
+	}
 	b.stop()
-	file := filepath.Join(b.stateDir, pathFileName)
 	raw, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatalf("no state file after the stop: %v", err)
@@ -51,7 +54,7 @@ func TestPathStateSavedAndLoaded(t *testing.T) {
 func TestPathStateNoDir(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "missing")
 	var logs bytes.Buffer
-	s := openPathStore(dir, slog.New(slog.NewTextHandler(&logs, nil)))
+	s := openPathStore(dir, "scps0", slog.New(slog.NewTextHandler(&logs, nil)))
 	if s.file != "" || !bytes.Contains(logs.Bytes(), []byte("not kept across restarts")) {
 		t.Fatalf("file %q, logs %q", s.file, logs.String())
 	}
@@ -70,7 +73,7 @@ func TestPathStateNoDir(t *testing.T) {
 // not replace a fresh, higher saved rate on the same path; one that
 // retreated from it does.
 func TestPathStateKeepsBetterRate(t *testing.T) {
-	s := openPathStore("", slog.New(slog.DiscardHandler))
+	s := openPathStore("", "scps0", slog.New(slog.DiscardHandler))
 	var k [32]byte
 	now := time.Now()
 	s.put(k, cc.PathState{Rate: 1e6, MinRTT: 600 * time.Millisecond, At: now})
