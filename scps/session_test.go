@@ -428,13 +428,18 @@ func TestSessionDatagrams(t *testing.T) {
 	}
 }
 
+// TestSessionOutageState: a dead link is reported once as an outage and
+// once as a resume, and a write across it delivers every byte. It runs in
+// real time: the silence that makes an outage is a second, well beyond the
+// scheduling stalls of a loaded machine under the race detector (300 ms
+// made a second, spurious outage now and then).
 func TestSessionOutageState(t *testing.T) {
 	defer checkGoroutines(t)()
 	pab, pba := newPipe(0, 1), newPipe(0, 2)
 	cfg := DefaultConfig()
 	cfg.InitialRTT = 10 * time.Millisecond
 	cfg.MinRTO = 20 * time.Millisecond
-	cfg.OutageAfter = 300 * time.Millisecond
+	cfg.OutageAfter = time.Second
 	cfg.ProbeInterval = 50 * time.Millisecond
 	states := make(chan bool, 16)
 	ca, cb := cfg, cfg
