@@ -53,9 +53,7 @@ type Association struct {
 	ack      ackhandler.ReceivedPacketHandler
 	ackDelay time.Duration
 
-	streams streams.Map
-	flow    streams.ConnFlow
-	mem     streams.MemBudget
+	streams streams.Manager // the streams, their flow control and the memory budget
 
 	rangeStrikes int // packets dropped in a row for the received-range bounds (recvranges.go)
 
@@ -87,9 +85,16 @@ func NewAssociation(cfg Config, now time.Time) (*Association, error) {
 	// A datagram must fit whatever packet number carries it.
 	a.maxDatagram = a.packetRoom(varint.Max) - wire.DatagramLen(0) - 1
 	a.outage.init(cfg, a.now, &a.stats)
-	a.mem.Limit = cfg.Memory
-	a.flow.Init(InitialConnCredit, cfg.initialConnWindow(), a.now)
+	a.streams.Mem.Limit = cfg.Memory
+	a.streams.Flow.Init(InitialConnCredit, cfg.initialConnWindow(), a.now)
 	a.streams.Init(cfg.EvenStreams, cfg.streamLimit(), InitialMaxStreams)
+	a.streams.Limits = streams.Limits{
+		StreamWindow:        cfg.streamWindowLimit(),
+		ConnWindow:          cfg.connWindowLimit(),
+		InitialStreamWindow: cfg.initialStreamWindow(),
+		InitialSendBuffer:   cfg.initialSendBuffer(),
+	}
+	a.streams.Events = assocEvents{a}
 	hc := a.ackhandlerConfig()
 	if err := a.sent.Init(hc, a.epoch, a.now, assocFrames{a}); err != nil {
 		return nil, fmt.Errorf("scps: %w", err)

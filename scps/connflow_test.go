@@ -25,12 +25,12 @@ func TestStalledReadersIsolated(t *testing.T) {
 	// Until the stalled streams have taken all they can.
 	last, since := uint64(0), time.Duration(0)
 	s.runUntil(120*time.Second, func() bool {
-		if got := s.a[1].flow.Recvd; got != last {
+		if got := s.a[1].streams.Flow.Recvd; got != last {
 			last, since = got, s.now
 		}
 		return s.now-since > 5*time.Second
 	})
-	held := s.a[1].flow.Recvd
+	held := s.a[1].streams.Flow.Recvd
 	stall = false
 	s.apps[0].open("stream-20", 1<<40, 0)
 	start := s.now
@@ -98,7 +98,7 @@ func TestAbortReturnsHeldCredit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	f := &b.flow
+	f := &b.streams.Flow
 	check := func(when string) {
 		if f.Settled != f.Recvd || f.Consumed != f.Recvd {
 			t.Errorf("%s: received %d, settled %d, consumed %d; want all equal", when, f.Recvd, f.Settled, f.Consumed)

@@ -36,12 +36,12 @@ func floodShare(t *testing.T, flood float64, dur time.Duration) (stream, dgram f
 			}
 		}
 		if s.now < warm && s.now+time.Millisecond >= warm {
-			s0, d0 = s.a[1].flow.Recvd, dgBytes
+			s0, d0 = s.a[1].streams.Flow.Recvd, dgBytes
 		}
 		s.runUntil(s.now+time.Millisecond, func() bool { return false })
 	}
 	secs := (dur - warm).Seconds()
-	return float64(s.a[1].flow.Recvd-s0) * 8 / secs, float64(dgBytes-d0) * 8 / secs
+	return float64(s.a[1].streams.Flow.Recvd-s0) * 8 / secs, float64(dgBytes-d0) * 8 / secs
 }
 
 // TestDatagramFloodLeavesStreamsTheirShare: datagrams offered at twice the
@@ -163,7 +163,7 @@ func TestManySmallDownloads(t *testing.T) {
 	}
 	first := time.Duration(-1)
 	s.runUntil(120*time.Second, func() bool {
-		if first < 0 && s.a[0].flow.Recvd > 0 {
+		if first < 0 && s.a[0].streams.Flow.Recvd > 0 {
 			first = s.now
 		}
 		for _, st := range sts {

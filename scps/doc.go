@@ -35,7 +35,7 @@ package scps
 //	datagramqueue.go      datagramQueue: outgoing datagrams
 //	datagramshare.go      shareBalance: datagrams' and streams' shares of the link
 //	streamapi.go          the Association's stream operations
-//	memory.go             how the Association applies its memory budget
+//	memory.go             SetMemory: a running association's memory budget
 //	config.go             Config, defaults and validation
 //	stats.go              Stats
 //	errors.go             errors and the package's own error codes
@@ -52,7 +52,8 @@ package scps
 // (ACK and loss handling: the sent-packet history, ACK processing, loss
 // detection, probe timeout, RTT, loss cause, congestion controller and
 // pacer; received packets, the ACK policy and the ACK budget),
-// internal/streams (stream state: one stream's state, the stream table
+// internal/streams (the streams: one stream's state, the stream table
 // and send queues, connection-level flow control, the memory budget's
-// account, the auto-tuned windows), internal/ranges (sets of half-open
+// account and rules, the auto-tuned windows, and Manager, which holds
+// them and creates streams and grants credit), internal/ranges (sets of half-open
 // ranges), internal/bufq (stream buffers).

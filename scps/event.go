@@ -62,3 +62,9 @@ func (a *Association) notify(s *streams.State) {
 	s.EventQueued = true
 	a.emit(Event{Kind: EventStream, StreamID: s.ID, s: s})
 }
+
+// assocEvents is the association's event queue as the streams' event sink
+// (streams.Events).
+type assocEvents struct{ a *Association }
+
+func (e assocEvents) Notify(s *streams.State) { e.a.notify(s) }

@@ -48,8 +48,8 @@ func (a *Association) frameLost(f *ackhandler.SentFrame) {
 			a.streams.ScheduleCtrl(s)
 		}
 	case ackhandler.KindMaxData:
-		if f.Off == a.flow.RecvMax {
-			a.flow.MaxDataQueued = true
+		if f.Off == a.streams.Flow.RecvMax {
+			a.streams.Flow.MaxDataQueued = true
 		}
 	case ackhandler.KindMaxStreams:
 		if f.Off == a.streams.LocalMax {
@@ -74,7 +74,7 @@ func (a *Association) streamDataAcked(f *ackhandler.SentFrame) {
 		if end > s.AckedPrefix {
 			s.Acked.Add(max(f.Off, s.AckedPrefix), end)
 			if first := s.Acked.First(); first.Start <= s.AckedPrefix {
-				a.sendReleased(first.End - s.AckedPrefix)
+				a.streams.SendReleased(first.End - s.AckedPrefix)
 				s.AckedPrefix = first.End
 				s.Acked.RemoveBelow(s.AckedPrefix)
 				s.SendBuf.Release(s.AckedPrefix)

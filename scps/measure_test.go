@@ -202,7 +202,7 @@ func measure(t testing.TB, c condition, mode, loss string, seed uint64) result {
 		}
 		// Stream bytes that arrived (first copies; in-order delivery lags
 		// this by the repair time of a hole, one RTT at most).
-		got := s.a[1].flow.Recvd
+		got := s.a[1].streams.Flow.Recvd
 		res.series = append(res.series, sample{at: s.now, bytes: got})
 		if tr := os.Getenv("SCPS_TRACE"); tr != "" && strings.Contains(c.name+" "+mode, tr) && (len(res.series)%8 == 0 || s.now < 4*rtt) {
 			n := len(res.series)

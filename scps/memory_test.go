@@ -40,10 +40,10 @@ func TestMemoryBudgetStalledUploads(t *testing.T) {
 	check := func() {
 		for i := range 2 {
 			peak[i] = max(peak[i], s.a[i].Stats().BufferedBytes)
-			if r := s.a[i].flow.RecvMax - s.a[i].flow.Consumed; r > budget {
+			if r := s.a[i].streams.Flow.RecvMax - s.a[i].streams.Flow.Consumed; r > budget {
 				t.Fatalf("side %d: %d bytes of receive credit outstanding, budget %d", i, r, budget)
 			}
-			if h := s.a[i].mem.SendHeld; h > bound {
+			if h := s.a[i].streams.Mem.SendHeld; h > bound {
 				t.Fatalf("side %d: %d bytes in send buffers, bound %d", i, h, bound)
 			}
 		}
@@ -72,7 +72,7 @@ func TestMemoryBudgetStalledUploads(t *testing.T) {
 	last, since := uint64(0), s.now
 	s.runUntil(150*time.Second, func() bool {
 		check()
-		if got := s.a[1].flow.Recvd; got != last {
+		if got := s.a[1].streams.Flow.Recvd; got != last {
 			last, since = got, s.now
 		}
 		return s.now-since > 10*time.Second
@@ -137,8 +137,8 @@ func TestSetMemoryShrinks(t *testing.T) {
 	// credit granted beyond the initial and not read.
 	var sendPeak, recvPeak uint64
 	watch := func() bool {
-		sendPeak = max(sendPeak, s.a[0].mem.SendHeld)
-		recvPeak = max(recvPeak, s.a[1].mem.RecvGranted)
+		sendPeak = max(sendPeak, s.a[0].streams.Mem.SendHeld)
+		recvPeak = max(recvPeak, s.a[1].streams.Mem.RecvGranted)
 		return false
 	}
 	s.runUntil(30*time.Second, watch)

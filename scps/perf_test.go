@@ -175,9 +175,9 @@ func TestGEOWindowAutotune(t *testing.T) {
 	steady := float64(total-r1) * 8 / (s.apps[1].streams[0].eofAt - t1).Seconds()
 	overall := float64(total) * 8 / s.apps[1].streams[0].eofAt.Seconds()
 	t.Logf("goodput %.1f Mbit/s after the ramp (%.1f overall, ramp %v); stream window grew to %d, connection window to %d",
-		steady/1e6, overall/1e6, t1, window, s.a[1].flow.Window.Size)
-	if window < 1500_000 || s.a[1].flow.Window.Size < 1500_000 {
-		t.Errorf("windows %d / %d stayed below the BDP", window, s.a[1].flow.Window.Size)
+		steady/1e6, overall/1e6, t1, window, s.a[1].streams.Flow.Window.Size)
+	if window < 1500_000 || s.a[1].streams.Flow.Window.Size < 1500_000 {
+		t.Errorf("windows %d / %d stayed below the BDP", window, s.a[1].streams.Flow.Window.Size)
 	}
 	if steady < 0.85*20e6*1350/1410 {
 		t.Errorf("steady goodput %.1f Mbit/s on a 20 Mbit/s GEO link", steady/1e6)
@@ -203,9 +203,9 @@ func lanJitterGoodput(t *testing.T, mode string, dur time.Duration) (float64, St
 	s.apps[0].open("stream-0", 1<<40, 0)
 	warm := dur / 3
 	s.runUntil(warm, func() bool { return false })
-	b0 := s.a[1].flow.Recvd
+	b0 := s.a[1].streams.Flow.Recvd
 	s.runUntil(dur, func() bool { return false })
-	return float64(s.a[1].flow.Recvd-b0) * 8 / (dur - warm).Seconds(), s.a[0].Stats()
+	return float64(s.a[1].streams.Flow.Recvd-b0) * 8 / (dur - warm).Seconds(), s.a[0].Stats()
 }
 
 // TestHostJitterLAN: on a path whose base RTT is 100 us, the host's own

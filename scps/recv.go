@@ -111,7 +111,7 @@ func (a *Association) streamFor(id uint64) *streams.State {
 	if a.streams.IsLocal(id) || a.streams.PeerClosed.Contains(id>>1) {
 		return nil
 	}
-	return a.newStream(id, false)
+	return a.streams.NewStream(id, false, a.now)
 }
 
 func (a *Association) apply(f *wire.Frame) error {
@@ -126,8 +126,8 @@ func (a *Association) apply(f *wire.Frame) error {
 	case wire.FrameResetStream:
 		return a.onResetStream(f)
 	case wire.FrameMaxData:
-		if f.Max > a.flow.PeerMax {
-			a.flow.PeerMax = f.Max
+		if f.Max > a.streams.Flow.PeerMax {
+			a.streams.Flow.PeerMax = f.Max
 		}
 	case wire.FrameMaxStreamData:
 		s := a.streamFor(f.StreamID)
@@ -160,10 +160,10 @@ func (a *Association) addRecvd(s *streams.State, end uint64) error {
 	if end <= s.HighestRecv {
 		return nil
 	}
-	a.flow.Recvd += end - s.HighestRecv
+	a.streams.Flow.Recvd += end - s.HighestRecv
 	s.HighestRecv = end
-	if a.flow.Recvd > a.flow.RecvMax {
-		return a.protocolError("connection flow control: %d bytes received, credit %d", a.flow.Recvd, a.flow.RecvMax)
+	if a.streams.Flow.Recvd > a.streams.Flow.RecvMax {
+		return a.protocolError("connection flow control: %d bytes received, credit %d", a.streams.Flow.Recvd, a.streams.Flow.RecvMax)
 	}
 	return nil
 }
@@ -185,10 +185,10 @@ func (a *Association) onStreamFrame(f *wire.Frame) error {
 			if err := a.addRecvd(s, end); err != nil {
 				return err
 			}
-			a.flow.Consumed += d
+			a.streams.Flow.Consumed += d
 			s.ReadOff = s.HighestRecv
-			a.flow.Settle(s, s.HighestRecv)
-			a.maybeConnCredit()
+			a.streams.Flow.Settle(s, s.HighestRecv)
+			a.streams.MaybeConnCredit(a.now, a.sent.RTT().Smoothed())
 		}
 		if f.Fin && !s.FinKnown {
 			s.FinKnown, s.FinalSize = true, end
@@ -210,7 +210,7 @@ func (a *Association) onStreamFrame(f *wire.Frame) error {
 	}
 	if f.Fin && !s.FinKnown {
 		s.FinKnown, s.FinalSize = true, end
-		a.mem.Account(s)
+		a.streams.Mem.Account(s)
 	}
 	if f.HasMeta && !s.Local && !s.MetaKnown {
 		s.Meta = append([]byte(nil), f.Meta...)
@@ -236,8 +236,8 @@ func (a *Association) onStreamFrame(f *wire.Frame) error {
 			s.Recvd.Add(start, end)
 			a.recvdChanged(s, n)
 			if c := s.Contiguous(); c > s.SettledOff {
-				a.flow.Settle(s, c)
-				a.maybeConnCredit()
+				a.streams.Flow.Settle(s, c)
+				a.streams.MaybeConnCredit(a.now, a.sent.RTT().Smoothed())
 			}
 		}
 	}

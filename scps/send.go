@@ -23,7 +23,7 @@ func (a *Association) ackPacketCost() int { return 32 + a.cfg.WireOverhead }
 
 // hasWork reports whether ack-eliciting content is waiting.
 func (a *Association) hasWork() bool {
-	return a.streams.HasWork() || a.flow.MaxDataQueued || a.dgrams.count > 0 || a.pingPending
+	return a.streams.HasWork() || a.streams.Flow.MaxDataQueued || a.dgrams.count > 0 || a.pingPending
 }
 
 // sendReady reports whether Send would probably produce a packet now. It

@@ -41,11 +41,11 @@ func (a *Association) appendAck(b []byte, limit int) []byte {
 // appendControl adds queued control frames that fit.
 func (a *Association) appendControl(b []byte, limit int) ([]byte, bool) {
 	eliciting := false
-	if a.flow.MaxDataQueued && len(b)+1+varint.Len(a.flow.RecvMax) <= limit {
-		b = wire.AppendMaxData(b, wire.FrameMaxData, a.flow.RecvMax)
+	if a.streams.Flow.MaxDataQueued && len(b)+1+varint.Len(a.streams.Flow.RecvMax) <= limit {
+		b = wire.AppendMaxData(b, wire.FrameMaxData, a.streams.Flow.RecvMax)
 		f := a.sent.AddFrame()
-		f.Kind, f.Off = ackhandler.KindMaxData, a.flow.RecvMax
-		a.flow.MaxDataQueued, eliciting = false, true
+		f.Kind, f.Off = ackhandler.KindMaxData, a.streams.Flow.RecvMax
+		a.streams.Flow.MaxDataQueued, eliciting = false, true
 	}
 	if a.streams.MaxStreamsQueued && len(b)+1+varint.Len(a.streams.LocalMax) <= limit {
 		b = wire.AppendMaxData(b, wire.FrameMaxStreams, a.streams.LocalMax)
@@ -173,7 +173,7 @@ func (a *Association) appendStreams(b []byte, limit int) ([]byte, bool) {
 			continue
 		}
 		needCredit := s.SentOff < s.WriteOff
-		if needCredit && a.flow.Sent >= a.flow.PeerMax && !(s.OpenPending && s.SentOff == 0) &&
+		if needCredit && a.streams.Flow.Sent >= a.streams.Flow.PeerMax && !(s.OpenPending && s.SentOff == 0) &&
 			!(s.FinQueued && !s.FinSent && s.SentOff == s.WriteOff) {
 			break // connection credit exhausted: wait for MAX_DATA
 		}
@@ -224,15 +224,15 @@ func (a *Association) appendRetxFrame(b []byte, limit int, s *streams.State) (_ 
 func (a *Association) appendNewFrame(b []byte, limit int, s *streams.State) (_ []byte, done, fits bool) {
 	off := s.SentOff
 	var want uint64
-	if s.PeerMax > off && a.flow.PeerMax > a.flow.Sent {
-		want = min(s.WriteOff-off, s.PeerMax-off, a.flow.PeerMax-a.flow.Sent)
+	if s.PeerMax > off && a.streams.Flow.PeerMax > a.streams.Flow.Sent {
+		want = min(s.WriteOff-off, s.PeerMax-off, a.streams.Flow.PeerMax-a.streams.Flow.Sent)
 	}
 	b, n, fin, done, fits := a.appendStreamFrame(b, limit, s, off, want)
 	if !fits {
 		return b, done, false
 	}
 	s.SentOff += uint64(n)
-	a.flow.Sent += uint64(n)
+	a.streams.Flow.Sent += uint64(n)
 	a.stats.StreamBytesSent += uint64(n)
 	if fin {
 		s.FinSent = true

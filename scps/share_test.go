@@ -142,7 +142,7 @@ func (n *netSim) run(dur, interval time.Duration) {
 		for _, f := range n.flows {
 			var got uint64
 			if f.a[1] != nil {
-				got = f.a[1].flow.Recvd
+				got = f.a[1].streams.Flow.Recvd
 			}
 			f.series = append(f.series, sample{at: n.now, bytes: got})
 			if os.Getenv("SCPS_DBG") != "" && f.a[0] != nil && int(n.now/interval)%5 == 0 {

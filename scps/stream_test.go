@@ -159,8 +159,8 @@ func TestFlowControlBoundsMemory(t *testing.T) {
 				t.Fatalf("stream %d buffers %d bytes, window %d", st.ID, st.HighestRecv-st.ReadOff, st.RecvWin.Size)
 			}
 		}
-		if b.flow.Recvd-b.flow.Consumed > cfg.ConnWindow {
-			t.Fatalf("association buffers %d bytes > ConnWindow %d", b.flow.Recvd-b.flow.Consumed, cfg.ConnWindow)
+		if b.streams.Flow.Recvd-b.streams.Flow.Consumed > cfg.ConnWindow {
+			t.Fatalf("association buffers %d bytes > ConnWindow %d", b.streams.Flow.Recvd-b.streams.Flow.Consumed, cfg.ConnWindow)
 		}
 		if held > int(cfg.ConnWindow)+6*8<<10 {
 			t.Fatalf("receiver holds %d bytes of buffers", held)
@@ -179,7 +179,7 @@ func TestFlowControlBoundsMemory(t *testing.T) {
 	if max := 6*s.a[0].Config().initialSendBuffer() + cfg.ConnWindow; written > max {
 		t.Fatalf("writers got %d bytes in while the reader stalled (bound %d)", written, max)
 	}
-	t.Logf("stalled: %d bytes written, receiver holds %d", written, s.a[1].flow.Recvd-s.a[1].flow.Consumed)
+	t.Logf("stalled: %d bytes written, receiver holds %d", written, s.a[1].streams.Flow.Recvd-s.a[1].streams.Flow.Consumed)
 	// Resume reading: everything completes.
 	for _, st := range s.apps[1].streams {
 		st.stallRead = false

@@ -3,39 +3,15 @@ package scps
 // This file owns the Association's stream API: the application-facing
 // stream operations of the core (open, write, read, half-close, close,
 // reset, metadata) and the stream bookkeeping they share with the receive
-// and send paths: creating a stream, granting credit as the application
-// reads, aborting a stream, and removing it once both sides are finished
-// with it. The table and send queues are streams.Map's (internal/streams).
+// and send paths: aborting a stream, and removing it once both sides are
+// finished with it. Creating a stream, granting credit and the memory
+// budget's rules are streams.Manager's (internal/streams).
 
 import (
 	"io"
 
 	"scpsvpn/scps/internal/streams"
 )
-
-// newStream adds a stream to the table. With a known receive rate its
-// receive window starts at twice the bandwidth-delay product and the
-// credit goes out at once (with the stream's first frame for a local
-// stream, with the first ACK for a peer's), so a known link fills from the
-// second round trip on.
-func (a *Association) newStream(id uint64, local bool) *streams.State {
-	s := &streams.State{
-		ID:      id,
-		Local:   local,
-		PeerMax: InitialStreamCredit,
-	}
-	a.streams.ByID[id] = s
-	w := min(a.cfg.initialStreamWindow(), a.recvWindowLimit(s))
-	s.RecvMax = w
-	a.mem.Account(s)
-	s.RecvWin.Init(w, a.now, 0)
-	s.SendWin.Init(a.cfg.initialSendBuffer(), a.now, 0)
-	if w > InitialStreamCredit {
-		s.MaxDataQueued = true
-		a.streams.ScheduleCtrl(s)
-	}
-	return s
-}
 
 // OpenStream opens a stream carrying meta (at most MaxMetaSize bytes). It
 // never waits: the metadata goes out with the stream's first frame, at
@@ -52,7 +28,7 @@ func (a *Association) OpenStream(meta []byte) (uint64, error) {
 	}
 	id := a.streams.NextLocalID
 	a.streams.NextLocalID += 2
-	s := a.newStream(id, true)
+	s := a.streams.NewStream(id, true, a.now)
 	s.Meta = append([]byte(nil), meta...)
 	s.OpenPending = true
 	a.stats.StreamsOpened++
@@ -93,17 +69,17 @@ func (a *Association) StreamWrite(id uint64, p []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	space, budget := a.mem.SendSpace(s, len(a.streams.ByID), a.flow.RecvMax-a.flow.Consumed)
+	space, budget := a.streams.SendSpace(s)
 	n := min(len(p), space)
 	if n < len(p) {
-		a.awaitRoom(s, budget)
+		a.streams.AwaitRoom(s, budget)
 	}
 	if n <= 0 {
 		return 0, nil
 	}
 	s.SendBuf.Write(s.WriteOff, p[:n])
 	s.WriteOff += uint64(n)
-	a.mem.SendHeld += uint64(n)
+	a.streams.Mem.SendHeld += uint64(n)
 	a.streams.ScheduleNew(s)
 	return n, nil
 }
@@ -116,9 +92,9 @@ func (a *Association) StreamWriteRoom(id uint64) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	space, budget := a.mem.SendSpace(s, len(a.streams.ByID), a.flow.RecvMax-a.flow.Consumed)
+	space, budget := a.streams.SendSpace(s)
 	if space <= 0 {
-		a.awaitRoom(s, budget)
+		a.streams.AwaitRoom(s, budget)
 		return 0, nil
 	}
 	return space, nil
@@ -141,24 +117,13 @@ func (a *Association) writableStream(id uint64) (*streams.State, error) {
 	return s, nil
 }
 
-// awaitRoom marks a writer waiting for room in s's send buffer: room the
-// memory budget withholds (budget) or the stream's own.
-func (a *Association) awaitRoom(s *streams.State, budget bool) {
-	s.WriteWait = true
-	if budget {
-		a.mem.Wait(s)
-	} else {
-		s.SendLimited = true
-	}
-}
-
 // StreamWritable is how many bytes StreamWrite would accept now.
 func (a *Association) StreamWritable(id uint64) int {
 	s, ok := a.streams.ByID[id]
 	if !ok || s.Aborted() || s.FinQueued || s.LocalErr != nil {
 		return 0
 	}
-	space, _ := a.mem.SendSpace(s, len(a.streams.ByID), a.flow.RecvMax-a.flow.Consumed)
+	space, _ := a.streams.SendSpace(s)
 	return max(space, 0)
 }
 
@@ -199,12 +164,12 @@ func (a *Association) StreamRead(id uint64, p []byte) (int, error) {
 	before := s.Recvd.Len()
 	s.Recvd.RemoveBelow(s.ReadOff)
 	a.recvdChanged(s, before)
-	a.flow.Consumed += uint64(n)
+	a.streams.Flow.Consumed += uint64(n)
 	a.stats.StreamBytesReceived += uint64(n)
-	a.mem.Account(s)
-	a.maybeStreamCredit(s)
-	a.maybeConnCredit()
-	a.budgetReleased()
+	a.streams.Mem.Account(s)
+	a.streams.MaybeStreamCredit(s, a.now, a.sent.RTT().Smoothed())
+	a.streams.MaybeConnCredit(a.now, a.sent.RTT().Smoothed())
+	a.streams.BudgetReleased()
 	return n, nil
 }
 
@@ -269,7 +234,7 @@ func (a *Association) StreamClose(id uint64) error {
 	s.LocalErr = ErrStreamClosed
 	s.ReadClosed = true
 	s.RecvBuf.Free()
-	a.mem.Account(s)
+	a.streams.Mem.Account(s)
 	a.maybeFinish(s)
 	return nil
 }
@@ -306,53 +271,24 @@ func (a *Association) resetStream(s *streams.State, code uint64) {
 func (a *Association) abortStream(s *streams.State) {
 	if !s.SendFreed {
 		s.SendFreed = true
-		a.sendReleased(s.WriteOff - s.AckedPrefix)
+		a.streams.SendReleased(s.WriteOff - s.AckedPrefix)
 	}
 	s.SendBuf.Free()
 	s.Acked.Clear()
 	s.Retx.Clear()
 	s.FinLost, s.OpenPending = false, false
 	if s.HighestRecv > s.ReadOff {
-		a.flow.Consumed += s.HighestRecv - s.ReadOff
+		a.streams.Flow.Consumed += s.HighestRecv - s.ReadOff
 		s.ReadOff = s.HighestRecv
 	}
-	a.flow.Settle(s, s.HighestRecv) // bytes behind holes are discarded too
+	a.streams.Flow.Settle(s, s.HighestRecv) // bytes behind holes are discarded too
 	s.RecvBuf.Free()
 	before := s.Recvd.Len()
 	s.Recvd.Clear()
 	a.recvdChanged(s, before)
 	s.MaxDataQueued = false
-	a.mem.Account(s)
-	a.maybeConnCredit()
-}
-
-// maybeStreamCredit grants more stream credit once a quarter of the window
-// was consumed.
-func (a *Association) maybeStreamCredit(s *streams.State) {
-	if s.FinKnown || s.Aborted() || s.ReadClosed {
-		return
-	}
-	if s.RecvMax-s.ReadOff > s.RecvWin.Size*3/4 {
-		return
-	}
-	limit := a.recvWindowLimit(s)
-	s.RecvWin.Update(s.ReadOff, limit, a.now, a.sent.RTT().Smoothed())
-	s.RecvWin.Size = min(s.RecvWin.Size, limit) // more streams: a smaller share
-	if want := s.RecvWin.Size * 3 / 2; want > a.flow.Window.Size {
-		a.flow.Window.Size = min(want, a.cfg.connWindowLimit())
-	}
-	if m := s.ReadOff + s.RecvWin.Size; m > s.RecvMax {
-		s.RecvMax = m
-		s.MaxDataQueued = true
-		a.streams.ScheduleCtrl(s)
-		a.mem.Account(s)
-	}
-}
-
-// maybeConnCredit grants more connection credit as data arrives in order
-// and as the application reads (streams.ConnFlow.MaybeCredit).
-func (a *Association) maybeConnCredit() {
-	a.flow.MaybeCredit(a.now, a.sent.RTT().Smoothed(), a.cfg.connWindowLimit(), a.connHold())
+	a.streams.Mem.Account(s)
+	a.streams.MaybeConnCredit(a.now, a.sent.RTT().Smoothed())
 }
 
 // maybeFinish removes s when both sides are done with it.
@@ -377,7 +313,7 @@ func (a *Association) maybeFinish(s *streams.State) {
 
 func (a *Association) removeStream(s *streams.State) {
 	s.Gone = true
-	a.mem.Account(s)
+	a.streams.Mem.Account(s)
 	s.SendBuf.Free()
 	s.RecvBuf.Free()
 	a.streams.Remove(s)

@@ -44,9 +44,9 @@ func TestWindowsFindFastLinkUnconfigured(t *testing.T) {
 			recvWin = max(recvWin, st.RecvWin.Size)
 		}
 	}
-	b0 := s.a[1].flow.Recvd
+	b0 := s.a[1].streams.Flow.Recvd
 	s.runUntil(dur+time.Second, func() bool { return false })
-	gp := float64(s.a[1].flow.Recvd-b0) * 8
+	gp := float64(s.a[1].streams.Flow.Recvd-b0) * 8
 	t.Logf("peak in flight %d, receive window %d, send buffer %d (BDP %.0f); goodput in the second after %v: %.0f Mbit/s (%.1f%% of the payload limit)",
 		inFlight, recvWin, sendBuf, bdp, dur, gp/1e6, 100*gp/payloadLimit(rate, 0))
 	if float64(inFlight) < 0.9*bdp {

@@ -3,14 +3,19 @@
 // the connection: one stream's state (State), the stream table with its
 // limits and the scheduler's queues (Map, Queue), connection-level flow
 // control (ConnFlow), the memory budget's account (MemBudget) and the
-// auto-tuned windows (Window). It does no I/O and reads no clock: times
-// are durations since the association's epoch, handed in by the caller.
-// The operations that tie streams to packets (the stream API, the receive
-// and send paths, the memory budget's rules) are the Association's, in
-// package scps.
+// auto-tuned windows (Window), and Manager, which holds the table, the
+// flow control and the budget together with the rules that join them:
+// creating a stream, granting stream and connection credit, waking
+// writers that wait for the budget. It does no I/O and reads no clock:
+// times are durations since the association's epoch, handed in by the
+// caller, and what the driver must hear goes to an Events sink. The
+// operations that tie streams to packets (the stream API, the receive and
+// send paths) are the Association's, in package scps.
 //
 // Where things are:
 //
+//	manager.go      Manager: the streams, flow control and budget as one
+//	                owner; the budget's and credit's rules
 //	streamstate.go  State: one stream's send and receive halves
 //	streammap.go    Map: stream table, limits, send queues
 //	streamqueue.go  Queue: FIFO of streams for the scheduler

@@ -1,7 +1,8 @@
 package streams
 
 // This file tests the stream state's own rules: the scheduler's queues,
-// the window's auto-tuning and the light/bulk split of new data.
+// the window's auto-tuning, the light/bulk split of new data and the
+// waking of writers waiting for the memory budget.
 
 import (
 	"testing"
@@ -122,5 +123,50 @@ func TestBudgetAccountsGrantedCredit(t *testing.T) {
 	f.Settle(s, 50) // never back
 	if f.Settled != 100 || s.SettledOff != 100 {
 		t.Fatalf("settled %d (stream %d), want 100", f.Settled, s.SettledOff)
+	}
+}
+
+// recordedEvents is an Events sink that records the streams notified.
+type recordedEvents struct{ ids []uint64 }
+
+func (r *recordedEvents) Notify(s *State) { r.ids = append(r.ids, s.ID) }
+
+// TestBudgetReleasedWakesOldestFirst frees room for about one share and a
+// bit: the oldest waiting writers are woken (a gone one is dropped without
+// using room), as many as the room serves, and the rest keep waiting in
+// order.
+func TestBudgetReleasedWakesOldestFirst(t *testing.T) {
+	ev := &recordedEvents{}
+	m := Manager{Events: ev}
+	m.Init(true, 100, 100)
+	m.Mem.Limit = 8 << 20
+	var ws []*State
+	for id := range uint64(4) {
+		s := &State{ID: id}
+		m.ByID[id] = s
+		ws = append(ws, s)
+	}
+	ws[0].Gone = true
+	for _, s := range ws {
+		m.AwaitRoom(s, true)
+	}
+	share := m.Mem.SendShare(len(m.ByID))
+	if share != 256<<10 {
+		t.Fatalf("share %d, want 256 KiB", share)
+	}
+	m.Mem.SendHeld = 1<<20 + share + share/2 // above an eighth: nothing free
+	m.BudgetReleased()
+	if len(ev.ids) != 0 || len(m.Mem.Waiters) != 4 {
+		t.Fatalf("no room: woke %v, %d waiting", ev.ids, len(m.Mem.Waiters))
+	}
+	m.SendReleased(2*share + share/2 + share/4) // frees share + share/4
+	if len(ev.ids) != 2 || ev.ids[0] != 1 || ev.ids[1] != 2 {
+		t.Fatalf("woke %v, want [1 2]", ev.ids)
+	}
+	if len(m.Mem.Waiters) != 1 || m.Mem.Waiters[0] != ws[3] || !ws[3].WriteWait || !ws[3].BudgetWait {
+		t.Fatalf("still waiting %d, want stream 3 alone", len(m.Mem.Waiters))
+	}
+	if ws[1].WriteWait || ws[1].BudgetWait || ws[0].BudgetWait {
+		t.Fatal("a woken or gone writer still marked waiting")
 	}
 }

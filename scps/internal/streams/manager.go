@@ -1,0 +1,175 @@
+package streams
+
+// This file owns Manager, the association's streams as one owner: the
+// stream table and queues (Map), connection-level flow control (ConnFlow)
+// and the memory budget (MemBudget), and the rules that join them:
+// creating a stream with its windows, granting stream and connection
+// credit as the application reads, and waking writers that wait for the
+// budget. What the driver must hear goes to Events; times come from the
+// caller.
+
+import (
+	"time"
+
+	"scpsvpn/scps/settings"
+)
+
+// Events is where the streams report what the association's driver must
+// act on.
+type Events interface {
+	// Notify: s became readable or writable, or was reset: the driver
+	// retries its blocked reads and writes.
+	Notify(s *State)
+}
+
+// Limits are the window sizes the configuration sets for the streams.
+type Limits struct {
+	StreamWindow        uint64 // how far a stream's receive window may grow
+	ConnWindow          uint64 // how far the association's receive window may grow
+	InitialStreamWindow uint64 // a new stream's receive window
+	InitialSendBuffer   uint64 // a new stream's send buffer
+}
+
+// Manager holds the association's streams, their flow control and the
+// memory budget. The stream table's fields and methods are Map's,
+// promoted.
+type Manager struct {
+	Map
+	Flow   ConnFlow
+	Mem    MemBudget
+	Limits Limits
+	Events Events
+}
+
+// NewStream adds a stream to the table. With a known receive rate its
+// receive window starts at twice the bandwidth-delay product and the
+// credit goes out at once (with the stream's first frame for a local
+// stream, with the first ACK for a peer's), so a known link fills from the
+// second round trip on.
+func (m *Manager) NewStream(id uint64, local bool, now time.Duration) *State {
+	s := &State{
+		ID:      id,
+		Local:   local,
+		PeerMax: settings.InitialStreamCredit,
+	}
+	m.ByID[id] = s
+	w := min(m.Limits.InitialStreamWindow, m.RecvWindowLimit(s))
+	s.RecvMax = w
+	m.Mem.Account(s)
+	s.RecvWin.Init(w, now, 0)
+	s.SendWin.Init(m.Limits.InitialSendBuffer, now, 0)
+	if w > settings.InitialStreamCredit {
+		s.MaxDataQueued = true
+		m.ScheduleCtrl(s)
+	}
+	return s
+}
+
+// SendSpace is how many bytes s's send buffer accepts now
+// (MemBudget.SendSpace with the association's streams and credit).
+func (m *Manager) SendSpace(s *State) (space int, budget bool) {
+	return m.Mem.SendSpace(s, len(m.ByID), m.Flow.RecvMax-m.Flow.Consumed)
+}
+
+// AwaitRoom marks a writer waiting for room in s's send buffer: room the
+// memory budget withholds (budget) or the stream's own.
+func (m *Manager) AwaitRoom(s *State, budget bool) {
+	s.WriteWait = true
+	if budget {
+		m.Mem.Wait(s)
+	} else {
+		s.SendLimited = true
+	}
+}
+
+// BudgetReleased wakes writers waiting for the budget once some of it is
+// free (acknowledged data, reads or resets released memory): the longest
+// waiting first, as many as a share each can serve, so thousands of
+// stalled writers are not all woken for every acknowledgement. A writer
+// that still finds no room waits again at the back.
+func (m *Manager) BudgetReleased() {
+	b := &m.Mem
+	if len(b.Waiters) == 0 {
+		return
+	}
+	free := b.SendFree(m.Flow.RecvMax - m.Flow.Consumed)
+	share := b.SendShare(len(m.ByID))
+	i := 0
+	for ; i < len(b.Waiters) && free > 0; i++ {
+		s := b.Waiters[i]
+		s.BudgetWait = false
+		if !s.Gone && s.WriteWait {
+			s.WriteWait = false
+			m.Events.Notify(s)
+			free -= min(free, share)
+		}
+	}
+	n := copy(b.Waiters, b.Waiters[i:])
+	clear(b.Waiters[n:])
+	b.Waiters = b.Waiters[:n]
+}
+
+// SendReleased accounts n bytes of send buffer acknowledged (or dropped
+// by a reset).
+func (m *Manager) SendReleased(n uint64) {
+	m.Mem.SendHeld -= n
+	m.BudgetReleased()
+}
+
+// RecvWindowLimit is how far s's receive window may reach now: the
+// configured limit, and with a budget the initial credit plus s's even
+// share of an eighth of the budget, and what that eighth has left beside
+// the other streams' credit; never below the initial credit.
+func (m *Manager) RecvWindowLimit(s *State) uint64 {
+	l := m.Limits.StreamWindow
+	if b := &m.Mem; b.Limit > 0 {
+		pool := b.Limit / 8
+		share := pool / uint64(max(len(m.ByID), 1))
+		others := b.RecvGranted - s.Credited
+		left := uint64(0)
+		if others < pool {
+			left = pool - others
+		}
+		l = max(min(l, settings.InitialStreamCredit+min(share, left)), settings.InitialStreamCredit)
+	}
+	return l
+}
+
+// ConnHold is how far the association's credit may reach beyond what the
+// application consumed (ConnFlow.MaybeCredit).
+func (m *Manager) ConnHold() uint64 {
+	l := m.Limits.ConnWindow
+	if m.Mem.Limit > 0 {
+		l = min(l, m.Mem.RecvHold())
+	}
+	return l
+}
+
+// MaybeStreamCredit grants more stream credit once a quarter of the
+// window was consumed; srtt is the smoothed round-trip time.
+func (m *Manager) MaybeStreamCredit(s *State, now, srtt time.Duration) {
+	if s.FinKnown || s.Aborted() || s.ReadClosed {
+		return
+	}
+	if s.RecvMax-s.ReadOff > s.RecvWin.Size*3/4 {
+		return
+	}
+	limit := m.RecvWindowLimit(s)
+	s.RecvWin.Update(s.ReadOff, limit, now, srtt)
+	s.RecvWin.Size = min(s.RecvWin.Size, limit) // more streams: a smaller share
+	if want := s.RecvWin.Size * 3 / 2; want > m.Flow.Window.Size {
+		m.Flow.Window.Size = min(want, m.Limits.ConnWindow)
+	}
+	if e := s.ReadOff + s.RecvWin.Size; e > s.RecvMax {
+		s.RecvMax = e
+		s.MaxDataQueued = true
+		m.ScheduleCtrl(s)
+		m.Mem.Account(s)
+	}
+}
+
+// MaybeConnCredit grants more connection credit as data arrives in order
+// and as the application reads (ConnFlow.MaybeCredit).
+func (m *Manager) MaybeConnCredit(now, srtt time.Duration) {
+	m.Flow.MaybeCredit(now, srtt, m.Limits.ConnWindow, m.ConnHold())
+}
