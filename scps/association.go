@@ -55,8 +55,6 @@ type Association struct {
 
 	streams streams.Manager // the streams, their flow control and the memory budget
 
-	rangeStrikes int // packets dropped in a row for the received-range bounds (recvranges.go)
-
 	dgrams      datagramQueue
 	share       shareBalance // datagrams' and streams' shares of the link (datagramshare.go)
 	onDatagram  func([]byte)

@@ -31,7 +31,8 @@ package scps
 //	                      acknowledged and lost packets
 //	outagedetector.go     outageDetector: outage mode, keep-alives, the
 //	                      silence hold
-//	recvranges.go         the bound on received stream ranges
+//	recvranges.go         dropping packets that break the bound on
+//	                      received stream ranges, closing on abuse
 //	datagramqueue.go      datagramQueue: outgoing datagrams
 //	datagramshare.go      shareBalance: datagrams' and streams' shares of the link
 //	streamapi.go          the Association's stream operations
@@ -54,6 +55,7 @@ package scps
 // pacer; received packets, the ACK policy and the ACK budget),
 // internal/streams (the streams: one stream's state, the stream table
 // and send queues, connection-level flow control, the memory budget's
-// account and rules, the auto-tuned windows, and Manager, which holds
-// them and creates streams and grants credit), internal/ranges (sets of half-open
+// account and rules, the auto-tuned windows, the bound on received
+// ranges, and Manager, which holds them, creates, aborts and removes
+// streams and grants credit), internal/ranges (sets of half-open
 // ranges), internal/bufq (stream buffers).

@@ -6,6 +6,8 @@ package scps
 import (
 	"errors"
 	"fmt"
+
+	"scpsvpn/scps/internal/streams"
 )
 
 // ResetError is returned by Stream.Read and Stream.Write after the peer
@@ -56,7 +58,7 @@ var (
 	ErrProtocol = errors.New("scps: protocol violation by peer")
 	// ErrRangesFull: a packet was dropped unacknowledged because its
 	// stream frames would leave too many received ranges (recvranges.go).
-	ErrRangesFull = errors.New("scps: received ranges full")
+	ErrRangesFull = streams.ErrRangesFull
 	// ErrBadPacket wraps the reason a received packet was rejected.
 	ErrBadPacket = errors.New("scps: bad packet")
 	// ErrStreamClosed: the stream was closed or reset locally.

@@ -68,3 +68,16 @@ func (a *Association) notify(s *streams.State) {
 type assocEvents struct{ a *Association }
 
 func (e assocEvents) Notify(s *streams.State) { e.a.notify(s) }
+
+// Closed reports that s left the table, with why: the peer's reset, or
+// our own reason when we reset it.
+func (e assocEvents) Closed(s *streams.State) {
+	var err error
+	switch {
+	case s.LocalErr == nil && s.PeerReset:
+		err = &ResetError{Code: s.PeerCode}
+	case s.ResetSent:
+		err = s.LocalErr
+	}
+	e.a.emit(Event{Kind: EventStreamClosed, StreamID: s.ID, Err: err})
+}

@@ -24,7 +24,7 @@ func (a *Association) frameAcked(f *ackhandler.SentFrame) {
 	case ackhandler.KindReset:
 		if s, ok := a.streams.ByID[f.ID]; ok && s.ResetSent {
 			s.ResetAcked = true
-			a.maybeFinish(s)
+			a.streams.MaybeFinish(s)
 		}
 	case ackhandler.KindAck:
 		a.ack.OnAckAcked(f.Off)
@@ -89,7 +89,7 @@ func (a *Association) streamDataAcked(f *ackhandler.SentFrame) {
 	if f.Fin {
 		s.FinAcked, s.FinLost = true, false
 	}
-	a.maybeFinish(s)
+	a.streams.MaybeFinish(s)
 }
 
 func (a *Association) streamDataLost(f *ackhandler.SentFrame) {

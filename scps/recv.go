@@ -95,7 +95,7 @@ func (a *Association) validate(payload []byte) (eliciting bool, err error) {
 				return false, err
 			}
 			if f.Type == wire.FrameStream && full == nil {
-				full = a.newRange(&f, &fresh)
+				full = a.streams.NewRange(&f, &fresh)
 			}
 		}
 	}
@@ -192,7 +192,7 @@ func (a *Association) onStreamFrame(f *wire.Frame) error {
 		}
 		if f.Fin && !s.FinKnown {
 			s.FinKnown, s.FinalSize = true, end
-			a.maybeFinish(s)
+			a.streams.MaybeFinish(s)
 		}
 		return nil
 	}
@@ -225,7 +225,7 @@ func (a *Association) onStreamFrame(f *wire.Frame) error {
 			a.resetStream(s, CodeStreamClosed)
 			return nil
 		}
-		a.maybeFinish(s)
+		a.streams.MaybeFinish(s)
 		return nil
 	}
 	if end > s.ReadOff && len(f.Data) > 0 {
@@ -234,7 +234,7 @@ func (a *Association) onStreamFrame(f *wire.Frame) error {
 			s.RecvBuf.Write(start, f.Data[start-f.Offset:])
 			n := s.Recvd.Len()
 			s.Recvd.Add(start, end)
-			a.recvdChanged(s, n)
+			a.streams.RecvdChanged(s, n)
 			if c := s.Contiguous(); c > s.SettledOff {
 				a.streams.Flow.Settle(s, c)
 				a.streams.MaybeConnCredit(a.now, a.sent.RTT().Smoothed())
@@ -260,7 +260,7 @@ func (a *Association) onResetStream(f *wire.Frame) error {
 		return err
 	}
 	s.PeerReset, s.PeerCode = true, f.Code
-	a.abortStream(s)
+	a.streams.Abort(s, a.now, a.sent.RTT().Smoothed())
 	if !s.ResetSent {
 		// Answer with our own RESET_STREAM so the peer learns our final
 		// size and both sides can forget the stream.
@@ -268,6 +268,6 @@ func (a *Association) onResetStream(f *wire.Frame) error {
 		a.streams.ScheduleCtrl(s)
 	}
 	a.notify(s)
-	a.maybeFinish(s)
+	a.streams.MaybeFinish(s)
 	return nil
 }

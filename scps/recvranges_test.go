@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"scpsvpn/scps/internal/streams"
 	"scpsvpn/scps/internal/wire"
 )
 
@@ -20,8 +21,8 @@ func sparsePacket(id uint64, offsets ...uint64) []byte {
 }
 
 // TestSparseFramesBounded: a peer that sends 1-byte frames two bytes apart
-// fills a stream with holes. The stream holds at most maxStreamRanges
-// ranges, the association at most maxAssocRanges; a packet that would
+// fills a stream with holes. The stream holds at most streams.MaxStreamRanges
+// ranges, the association at most streams.MaxAssocRanges; a packet that would
 // exceed them is dropped unacknowledged, a packet that repairs holes is
 // taken, and a peer that keeps at it is cut off.
 func TestSparseFramesBounded(t *testing.T) {
@@ -35,7 +36,7 @@ func TestSparseFramesBounded(t *testing.T) {
 	}
 	// Stream 0: holes up to the stream bound, 64 per packet.
 	off := uint64(0)
-	for b.streams.ByID[0] == nil || b.streams.ByID[0].Recvd.Len() < maxStreamRanges {
+	for b.streams.ByID[0] == nil || b.streams.ByID[0].Recvd.Len() < streams.MaxStreamRanges {
 		var offs []uint64
 		for range 64 {
 			offs = append(offs, off)
@@ -46,22 +47,22 @@ func TestSparseFramesBounded(t *testing.T) {
 		}
 	}
 	st := b.streams.ByID[0]
-	if st.Recvd.Len() != maxStreamRanges || b.streams.RecvRanges != maxStreamRanges {
-		t.Fatalf("stream holds %d ranges, association counts %d, want %d", st.Recvd.Len(), b.streams.RecvRanges, maxStreamRanges)
+	if st.Recvd.Len() != streams.MaxStreamRanges || b.streams.RecvRanges != streams.MaxStreamRanges {
+		t.Fatalf("stream holds %d ranges, association counts %d, want %d", st.Recvd.Len(), b.streams.RecvRanges, streams.MaxStreamRanges)
 	}
 	// One more hole: dropped, and not acknowledged.
 	acked := b.ack.ReceivedTotal()
 	if err := recv(sparsePacket(0, off)); !errors.Is(err, ErrRangesFull) {
 		t.Fatalf("a packet past the stream bound: %v", err)
 	}
-	if b.ack.ReceivedTotal() != acked || b.Stats().RecvRangeDrops != 1 || st.Recvd.Len() != maxStreamRanges {
+	if b.ack.ReceivedTotal() != acked || b.Stats().RecvRangeDrops != 1 || st.Recvd.Len() != streams.MaxStreamRanges {
 		t.Fatalf("the refused packet was recorded: acked %d -> %d, drops %d, ranges %d", acked, b.ack.ReceivedTotal(), b.Stats().RecvRangeDrops, st.Recvd.Len())
 	}
 	// Data that fills holes is always taken: [1, 2) merges two ranges.
 	if err := recv(sparsePacket(0, 1)); err != nil {
 		t.Fatalf("a repair: %v", err)
 	}
-	if st.Recvd.Len() != maxStreamRanges-1 || b.streams.RecvRanges != maxStreamRanges-1 {
+	if st.Recvd.Len() != streams.MaxStreamRanges-1 || b.streams.RecvRanges != streams.MaxStreamRanges-1 {
 		t.Fatalf("after a repair: %d ranges (association %d)", st.Recvd.Len(), b.streams.RecvRanges)
 	}
 	// Reading returns the ranges below the read offset.
@@ -69,13 +70,13 @@ func TestSparseFramesBounded(t *testing.T) {
 	if n, err := b.StreamRead(0, buf); n != 3 || err != nil {
 		t.Fatalf("read: %d %v", n, err)
 	}
-	if st.Recvd.Len() != maxStreamRanges-2 || b.streams.RecvRanges != maxStreamRanges-2 {
+	if st.Recvd.Len() != streams.MaxStreamRanges-2 || b.streams.RecvRanges != streams.MaxStreamRanges-2 {
 		t.Fatalf("after reading 3 bytes: %d ranges (association %d)", st.Recvd.Len(), b.streams.RecvRanges)
 	}
 
 	// Other streams up to the association bound, each below its own.
 	id := uint64(4) // more of the peer's streams
-	for b.streams.RecvRanges < maxAssocRanges-64 {
+	for b.streams.RecvRanges < streams.MaxAssocRanges-64 {
 		var offs []uint64
 		for i := range uint64(64) {
 			offs = append(offs, i*2)
@@ -92,12 +93,12 @@ func TestSparseFramesBounded(t *testing.T) {
 	if err := recv(sparsePacket(id, offs...)); !errors.Is(err, ErrRangesFull) {
 		t.Fatalf("a packet past the association bound (%d ranges): %v", b.streams.RecvRanges, err)
 	}
-	if b.streams.RecvRanges > maxAssocRanges {
+	if b.streams.RecvRanges > streams.MaxAssocRanges {
 		t.Fatalf("the association holds %d ranges", b.streams.RecvRanges)
 	}
 	// Keeping at it closes the association.
 	for i := 0; !b.Closed(); i++ {
-		if i > maxRangeStrikes {
+		if i > streams.MaxRangeStrikes {
 			t.Fatalf("still open after %d refused packets", i)
 		}
 		recv(sparsePacket(0, off+uint64(2*i)))

@@ -3,9 +3,9 @@ package scps
 // This file owns the Association's stream API: the application-facing
 // stream operations of the core (open, write, read, half-close, close,
 // reset, metadata) and the stream bookkeeping they share with the receive
-// and send paths: aborting a stream, and removing it once both sides are
-// finished with it. Creating a stream, granting credit and the memory
-// budget's rules are streams.Manager's (internal/streams).
+// and send paths: resetting a stream from our side. Creating, aborting
+// and removing a stream, granting credit and the memory budget's rules
+// are streams.Manager's (internal/streams).
 
 import (
 	"io"
@@ -148,7 +148,7 @@ func (a *Association) StreamRead(id uint64, p []byte) (int, error) {
 	if avail == 0 {
 		if s.FinKnown && s.ReadOff == s.FinalSize {
 			s.EOFRead = true
-			a.maybeFinish(s)
+			a.streams.MaybeFinish(s)
 			return 0, io.EOF
 		}
 		s.ReadWait = true
@@ -163,7 +163,7 @@ func (a *Association) StreamRead(id uint64, p []byte) (int, error) {
 	s.RecvBuf.Release(s.ReadOff)
 	before := s.Recvd.Len()
 	s.Recvd.RemoveBelow(s.ReadOff)
-	a.recvdChanged(s, before)
+	a.streams.RecvdChanged(s, before)
 	a.streams.Flow.Consumed += uint64(n)
 	a.stats.StreamBytesReceived += uint64(n)
 	a.streams.Mem.Account(s)
@@ -216,7 +216,7 @@ func (a *Association) StreamClose(id uint64) error {
 		if s.LocalErr == nil {
 			s.LocalErr = ErrStreamClosed
 		}
-		a.maybeFinish(s)
+		a.streams.MaybeFinish(s)
 		return nil
 	}
 	if s.LocalErr != nil {
@@ -235,7 +235,7 @@ func (a *Association) StreamClose(id uint64) error {
 	s.ReadClosed = true
 	s.RecvBuf.Free()
 	a.streams.Mem.Account(s)
-	a.maybeFinish(s)
+	a.streams.MaybeFinish(s)
 	return nil
 }
 
@@ -250,7 +250,7 @@ func (a *Association) StreamReset(id uint64, code uint64) error {
 		if s.LocalErr == nil {
 			s.LocalErr = ErrStreamClosed
 		}
-		a.maybeFinish(s)
+		a.streams.MaybeFinish(s)
 		return nil
 	}
 	a.resetStream(s, code)
@@ -260,69 +260,8 @@ func (a *Association) StreamReset(id uint64, code uint64) error {
 // resetStream aborts s from our side (the application's reset or close).
 func (a *Association) resetStream(s *streams.State, code uint64) {
 	s.LocalErr = ErrStreamClosed
-	a.abortStream(s)
+	a.streams.Abort(s, a.now, a.sent.RTT().Smoothed())
 	s.ResetSent, s.ResetQueued, s.ResetCode = true, true, code
 	a.streams.ScheduleCtrl(s)
 	a.notify(s)
-}
-
-// abortStream drops both directions' data; bytes the peer sent that will
-// never be read are returned to connection credit.
-func (a *Association) abortStream(s *streams.State) {
-	if !s.SendFreed {
-		s.SendFreed = true
-		a.streams.SendReleased(s.WriteOff - s.AckedPrefix)
-	}
-	s.SendBuf.Free()
-	s.Acked.Clear()
-	s.Retx.Clear()
-	s.FinLost, s.OpenPending = false, false
-	if s.HighestRecv > s.ReadOff {
-		a.streams.Flow.Consumed += s.HighestRecv - s.ReadOff
-		s.ReadOff = s.HighestRecv
-	}
-	a.streams.Flow.Settle(s, s.HighestRecv) // bytes behind holes are discarded too
-	s.RecvBuf.Free()
-	before := s.Recvd.Len()
-	s.Recvd.Clear()
-	a.recvdChanged(s, before)
-	s.MaxDataQueued = false
-	a.streams.Mem.Account(s)
-	a.streams.MaybeConnCredit(a.now, a.sent.RTT().Smoothed())
-}
-
-// maybeFinish removes s when both sides are done with it.
-func (a *Association) maybeFinish(s *streams.State) {
-	if s.Gone {
-		return
-	}
-	var done bool
-	if s.Aborted() {
-		// Our RESET_STREAM must be acknowledged, and we must know how
-		// much the peer sent: from its own RESET_STREAM, or from its FIN
-		// when it had finished (it may have forgotten the stream then, and
-		// will not answer our reset).
-		done = s.ResetAcked && (s.PeerReset || s.FinKnown && s.HighestRecv == s.FinalSize)
-	} else {
-		done = s.SendDone() && s.RecvDone() && (s.EOFRead || s.ReadClosed)
-	}
-	if done {
-		a.removeStream(s)
-	}
-}
-
-func (a *Association) removeStream(s *streams.State) {
-	s.Gone = true
-	a.streams.Mem.Account(s)
-	s.SendBuf.Free()
-	s.RecvBuf.Free()
-	a.streams.Remove(s)
-	var err error
-	switch {
-	case s.LocalErr == nil && s.PeerReset:
-		err = &ResetError{Code: s.PeerCode}
-	case s.ResetSent:
-		err = s.LocalErr
-	}
-	a.emit(Event{Kind: EventStreamClosed, StreamID: s.ID, Err: err})
 }

@@ -5,8 +5,9 @@
 // control (ConnFlow), the memory budget's account (MemBudget) and the
 // auto-tuned windows (Window), and Manager, which holds the table, the
 // flow control and the budget together with the rules that join them:
-// creating a stream, granting stream and connection credit, waking
-// writers that wait for the budget. It does no I/O and reads no clock:
+// creating, aborting and removing a stream, granting stream and
+// connection credit, waking writers that wait for the budget, bounding
+// the received ranges. It does no I/O and reads no clock:
 // times are durations since the association's epoch, handed in by the
 // caller, and what the driver must hear goes to an Events sink. The
 // operations that tie streams to packets (the stream API, the receive and
@@ -15,7 +16,8 @@
 // Where things are:
 //
 //	manager.go      Manager: the streams, flow control and budget as one
-//	                owner; the budget's and credit's rules
+//	                owner; a stream's life, the budget's and credit's rules
+//	recvranges.go   the bound on received stream ranges
 //	streamstate.go  State: one stream's send and receive halves
 //	streammap.go    Map: stream table, limits, send queues
 //	streamqueue.go  Queue: FIFO of streams for the scheduler

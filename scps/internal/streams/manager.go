@@ -3,9 +3,9 @@ package streams
 // This file owns Manager, the association's streams as one owner: the
 // stream table and queues (Map), connection-level flow control (ConnFlow)
 // and the memory budget (MemBudget), and the rules that join them:
-// creating a stream with its windows, granting stream and connection
-// credit as the application reads, and waking writers that wait for the
-// budget. What the driver must hear goes to Events; times come from the
+// creating a stream with its windows, aborting it and removing it once
+// both sides are done, granting stream and connection credit as the
+// application reads, and waking writers that wait for the budget. What the driver must hear goes to Events; times come from the
 // caller.
 
 import (
@@ -20,6 +20,8 @@ type Events interface {
 	// Notify: s became readable or writable, or was reset: the driver
 	// retries its blocked reads and writes.
 	Notify(s *State)
+	// Closed: s left the stream table.
+	Closed(s *State)
 }
 
 // Limits are the window sizes the configuration sets for the streams.
@@ -39,6 +41,8 @@ type Manager struct {
 	Mem    MemBudget
 	Limits Limits
 	Events Events
+
+	RangeStrikes int // packets dropped in a row for the received-range bounds (recvranges.go)
 }
 
 // NewStream adds a stream to the table. With a known receive rate its
@@ -172,4 +176,59 @@ func (m *Manager) MaybeStreamCredit(s *State, now, srtt time.Duration) {
 // and as the application reads (ConnFlow.MaybeCredit).
 func (m *Manager) MaybeConnCredit(now, srtt time.Duration) {
 	m.Flow.MaybeCredit(now, srtt, m.Limits.ConnWindow, m.ConnHold())
+}
+
+// Abort drops both directions' data of s; bytes the peer sent that will
+// never be read are returned to connection credit.
+func (m *Manager) Abort(s *State, now, srtt time.Duration) {
+	if !s.SendFreed {
+		s.SendFreed = true
+		m.SendReleased(s.WriteOff - s.AckedPrefix)
+	}
+	s.SendBuf.Free()
+	s.Acked.Clear()
+	s.Retx.Clear()
+	s.FinLost, s.OpenPending = false, false
+	if s.HighestRecv > s.ReadOff {
+		m.Flow.Consumed += s.HighestRecv - s.ReadOff
+		s.ReadOff = s.HighestRecv
+	}
+	m.Flow.Settle(s, s.HighestRecv) // bytes behind holes are discarded too
+	s.RecvBuf.Free()
+	before := s.Recvd.Len()
+	s.Recvd.Clear()
+	m.RecvdChanged(s, before)
+	s.MaxDataQueued = false
+	m.Mem.Account(s)
+	m.MaybeConnCredit(now, srtt)
+}
+
+// MaybeFinish removes s when both sides are done with it.
+func (m *Manager) MaybeFinish(s *State) {
+	if s.Gone {
+		return
+	}
+	var done bool
+	if s.Aborted() {
+		// Our RESET_STREAM must be acknowledged, and we must know how
+		// much the peer sent: from its own RESET_STREAM, or from its FIN
+		// when it had finished (it may have forgotten the stream then, and
+		// will not answer our reset).
+		done = s.ResetAcked && (s.PeerReset || s.FinKnown && s.HighestRecv == s.FinalSize)
+	} else {
+		done = s.SendDone() && s.RecvDone() && (s.EOFRead || s.ReadClosed)
+	}
+	if done {
+		m.finish(s)
+	}
+}
+
+// finish takes s out of the table and frees its buffers.
+func (m *Manager) finish(s *State) {
+	s.Gone = true
+	m.Mem.Account(s)
+	s.SendBuf.Free()
+	s.RecvBuf.Free()
+	m.Remove(s)
+	m.Events.Closed(s)
 }

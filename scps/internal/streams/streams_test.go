@@ -126,10 +126,12 @@ func TestBudgetAccountsGrantedCredit(t *testing.T) {
 	}
 }
 
-// recordedEvents is an Events sink that records the streams notified.
-type recordedEvents struct{ ids []uint64 }
+// recordedEvents is an Events sink that records the streams notified and
+// closed.
+type recordedEvents struct{ ids, closed []uint64 }
 
 func (r *recordedEvents) Notify(s *State) { r.ids = append(r.ids, s.ID) }
+func (r *recordedEvents) Closed(s *State) { r.closed = append(r.closed, s.ID) }
 
 // TestBudgetReleasedWakesOldestFirst frees room for about one share and a
 // bit: the oldest waiting writers are woken (a gone one is dropped without
@@ -168,5 +170,40 @@ func TestBudgetReleasedWakesOldestFirst(t *testing.T) {
 	}
 	if ws[1].WriteWait || ws[1].BudgetWait || ws[0].BudgetWait {
 		t.Fatal("a woken or gone writer still marked waiting")
+	}
+}
+
+// TestAbortFinishesOnceBothSidesKnow aborts a stream holding send data
+// and unread received data: its send buffer goes back to the budget, the
+// unread bytes to connection credit, and it leaves the table only once
+// our reset is acknowledged and the peer's final size is known.
+func TestAbortFinishesOnceBothSidesKnow(t *testing.T) {
+	ev := &recordedEvents{}
+	m := Manager{Events: ev, Limits: Limits{StreamWindow: 1 << 20, ConnWindow: 2 << 20, InitialStreamWindow: 1 << 20, InitialSendBuffer: 1 << 20}}
+	m.Init(true, 100, 100)
+	m.Flow.Init(settings.InitialConnCredit, 2<<20, time.Second)
+	s := m.NewStream(0, true, time.Second)
+	s.WriteOff, s.AckedPrefix = 5000, 1000
+	m.Mem.SendHeld = 4000
+	s.HighestRecv, s.ReadOff = 3000, 1000
+	s.ResetSent = true
+	m.Abort(s, time.Second, 100*time.Millisecond)
+	if m.Mem.SendHeld != 0 || m.Flow.Consumed != 2000 || s.ReadOff != 3000 {
+		t.Fatalf("after abort: send held %d, consumed %d, read to %d", m.Mem.SendHeld, m.Flow.Consumed, s.ReadOff)
+	}
+	m.MaybeFinish(s)
+	if len(ev.closed) != 0 || m.ByID[0] == nil {
+		t.Fatal("finished before our reset was acknowledged")
+	}
+	s.ResetAcked = true
+	m.MaybeFinish(s)
+	if len(ev.closed) != 0 {
+		t.Fatal("finished before the peer's final size was known")
+	}
+	s.PeerReset = true
+	m.MaybeFinish(s)
+	m.MaybeFinish(s)
+	if len(ev.closed) != 1 || ev.closed[0] != 0 || m.ByID[0] != nil || !s.Gone {
+		t.Fatalf("closed %v, in table %v: want closed once", ev.closed, m.ByID[0] != nil)
 	}
 }
