@@ -213,14 +213,17 @@ func TestMeasureInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(300*time.Millisecond, cancel)
 	start := time.Now()
-	tr := Measure(ctx, TransferConfig{Dial: dial, Duration: 10 * time.Second, RequestEvery: 50 * time.Millisecond})
-	if el := time.Since(start); el > 2*time.Second {
+	const dur = 10 * time.Second
+	tr := Measure(ctx, TransferConfig{Dial: dial, Duration: dur, RequestEvery: 50 * time.Millisecond})
+	// Stopped by the cancel, not at the end of its 10 s: half of them is
+	// a hang guard a loaded machine's late timers stay far inside.
+	if el := time.Since(start); el > dur/2 {
 		t.Errorf("took %v to stop after the cancel", el)
 	}
 	if tr.Err == nil || !errors.Is(tr.Err, context.Canceled) {
 		t.Errorf("err %v", tr.Err)
 	}
-	if tr.Window < 250*time.Millisecond || tr.Window > 2*time.Second {
+	if tr.Window < 250*time.Millisecond || tr.Window > dur/2 {
 		t.Errorf("window %v", tr.Window)
 	}
 }
