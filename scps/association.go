@@ -91,6 +91,7 @@ func NewAssociation(cfg Config, now time.Time) (*Association, error) {
 		ConnWindow:          cfg.connWindowLimit(),
 		InitialStreamWindow: cfg.initialStreamWindow(),
 		InitialSendBuffer:   cfg.initialSendBuffer(),
+		SendBuffer:          cfg.sendBufferLimit(),
 	}
 	a.streams.Events = assocEvents{a}
 	hc := a.ackhandlerConfig()

@@ -27,8 +27,8 @@ package scps
 //	send.go               Send: plan, assemble, onSent (and sendClose,
 //	                      sendProbe, SendDatagram)
 //	sendframes.go         the frame writers packets are assembled from
-//	framehandler.go       what the Association does with the frames of
-//	                      acknowledged and lost packets
+//	framehandler.go       the frames of acknowledged and lost packets:
+//	                      ACKs here, the streams' to streams.Manager
 //	outagedetector.go     outageDetector: outage mode, keep-alives, the
 //	                      silence hold
 //	recvranges.go         dropping packets that break the bound on

@@ -7,7 +7,8 @@
 // flow control and the budget together with the rules that join them:
 // creating, aborting and removing a stream, granting stream and
 // connection credit, waking writers that wait for the budget, bounding
-// the received ranges. It does no I/O and reads no clock:
+// the received ranges, and what happens to the streams' frames of
+// acknowledged and lost packets. It does no I/O and reads no clock:
 // times are durations since the association's epoch, handed in by the
 // caller, and what the driver must hear goes to an Events sink. The
 // operations that tie streams to packets (the stream API, the receive and
@@ -18,6 +19,7 @@
 //	manager.go      Manager: the streams, flow control and budget as one
 //	                owner; a stream's life, the budget's and credit's rules
 //	recvranges.go   the bound on received stream ranges
+//	sentframes.go   the streams' frames of acknowledged and lost packets
 //	streamstate.go  State: one stream's send and receive halves
 //	streammap.go    Map: stream table, limits, send queues
 //	streamqueue.go  Queue: FIFO of streams for the scheduler

@@ -30,6 +30,7 @@ type Limits struct {
 	ConnWindow          uint64 // how far the association's receive window may grow
 	InitialStreamWindow uint64 // a new stream's receive window
 	InitialSendBuffer   uint64 // a new stream's send buffer
+	SendBuffer          uint64 // how far a stream's send buffer may grow
 }
 
 // Manager holds the association's streams, their flow control and the

@@ -2,12 +2,15 @@ package streams
 
 // This file tests the stream state's own rules: the scheduler's queues,
 // the window's auto-tuning, the light/bulk split of new data and the
-// waking of writers waiting for the memory budget.
+// waking of writers waiting for the memory budget, a stream's abort and
+// removal, and its frames of acknowledged and lost packets.
 
 import (
 	"testing"
 	"time"
 
+	"scpsvpn/scps/internal/ackhandler"
+	"scpsvpn/scps/internal/ranges"
 	"scpsvpn/scps/settings"
 )
 
@@ -205,5 +208,28 @@ func TestAbortFinishesOnceBothSidesKnow(t *testing.T) {
 	m.MaybeFinish(s)
 	if len(ev.closed) != 1 || ev.closed[0] != 0 || m.ByID[0] != nil || !s.Gone {
 		t.Fatalf("closed %v, in table %v: want closed once", ev.closed, m.ByID[0] != nil)
+	}
+}
+
+// TestLostDataSkipsWhatWasAcked loses a frame part of which a later
+// packet's copy delivered: only the rest is queued for repair, and once
+// the prefix is acknowledged the send buffer is released and the
+// waiting writer woken.
+func TestLostDataSkipsWhatWasAcked(t *testing.T) {
+	ev := &recordedEvents{}
+	m := Manager{Events: ev, Limits: Limits{StreamWindow: 1 << 20, ConnWindow: 2 << 20, InitialStreamWindow: 1 << 20, InitialSendBuffer: 1 << 20, SendBuffer: 1 << 20}}
+	m.Init(true, 100, 100)
+	s := m.NewStream(0, true, time.Second)
+	s.WriteOff, s.OpenPending = 3000, false
+	m.Mem.SendHeld = 3000
+	m.FrameAcked(&ackhandler.SentFrame{Kind: ackhandler.KindStream, ID: 0, Off: 1000, N: 1000}, time.Second, 0)
+	m.FrameLost(&ackhandler.SentFrame{Kind: ackhandler.KindStream, ID: 0, Off: 0, N: 3000})
+	if s.Retx.Len() != 2 || s.Retx.At(0) != (ranges.Range{Start: 0, End: 1000}) || s.Retx.At(1) != (ranges.Range{Start: 2000, End: 3000}) {
+		t.Fatalf("repair queued %d ranges, want [0,1000) and [2000,3000)", s.Retx.Len())
+	}
+	s.WriteWait = true
+	m.FrameAcked(&ackhandler.SentFrame{Kind: ackhandler.KindStream, ID: 0, Off: 0, N: 1000}, time.Second, 0)
+	if s.AckedPrefix != 2000 || m.Mem.SendHeld != 1000 || s.Retx.Len() != 1 || len(ev.ids) != 1 {
+		t.Fatalf("acked to %d, held %d, repairs %d, woken %v", s.AckedPrefix, m.Mem.SendHeld, s.Retx.Len(), ev.ids)
 	}
 }
