@@ -23,7 +23,8 @@ package scps
 //	association.go        Association: state, construction, Deadline, Tick,
 //	                      Close, Stats
 //	event.go              Event and the event queue (PollEvent)
-//	recv.go               Receive: decode, validate, apply frames
+//	recv.go               Receive: decode, validate, apply frames (the
+//	                      streams' through streams.Manager)
 //	send.go               Send: plan, assemble, onSent (and sendClose,
 //	                      sendProbe, SendDatagram)
 //	sendframes.go         the frame writers packets are assembled from
@@ -56,6 +57,7 @@ package scps
 // internal/streams (the streams: one stream's state, the stream table
 // and send queues, connection-level flow control, the memory budget's
 // account and rules, the auto-tuned windows, the bound on received
-// ranges, and Manager, which holds them, creates, aborts and removes
-// streams and grants credit), internal/ranges (sets of half-open
+// ranges, and Manager, which holds them, creates, resets, aborts and
+// removes streams, grants credit and applies the streams' frames of
+// received, acknowledged and lost packets), internal/ranges (sets of half-open
 // ranges), internal/bufq (stream buffers).

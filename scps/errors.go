@@ -34,7 +34,7 @@ const (
 	CodeNoError = 0
 	// CodeStreamClosed resets a stream the application closed with unread
 	// data, or that received data after the application closed it.
-	CodeStreamClosed = 0x1
+	CodeStreamClosed = streams.CodeStreamClosed
 	// CodeProtocolViolation closes an association whose peer broke the
 	// protocol (flow control, final size).
 	CodeProtocolViolation = 0xa
@@ -62,7 +62,7 @@ var (
 	// ErrBadPacket wraps the reason a received packet was rejected.
 	ErrBadPacket = errors.New("scps: bad packet")
 	// ErrStreamClosed: the stream was closed or reset locally.
-	ErrStreamClosed = errors.New("scps: stream closed")
+	ErrStreamClosed = streams.ErrStreamClosed
 	// ErrWriteClosed: Write after CloseWrite.
 	ErrWriteClosed = errors.New("scps: write after CloseWrite")
 	// ErrUnknownStream: no such stream (never opened, or already gone).

@@ -69,6 +69,12 @@ type assocEvents struct{ a *Association }
 
 func (e assocEvents) Notify(s *streams.State) { e.a.notify(s) }
 
+// Accepted counts and reports a stream the peer opened.
+func (e assocEvents) Accepted(s *streams.State) {
+	e.a.stats.StreamsAccepted++
+	e.a.emit(Event{Kind: EventAccept, StreamID: s.ID})
+}
+
 // Closed reports that s left the table, with why: the peer's reset, or
 // our own reason when we reset it.
 func (e assocEvents) Closed(s *streams.State) {

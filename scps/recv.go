@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"time"
 
-	"scpsvpn/scps/internal/streams"
 	"scpsvpn/scps/internal/wire"
 	"scpsvpn/scps/varint"
 )
@@ -102,18 +101,6 @@ func (a *Association) validate(payload []byte) (eliciting bool, err error) {
 	return eliciting, full
 }
 
-// streamFor returns the stream a frame refers to, creating a peer stream
-// on first sight; nil means the stream is already gone (late frame).
-func (a *Association) streamFor(id uint64) *streams.State {
-	if s, ok := a.streams.ByID[id]; ok {
-		return s
-	}
-	if a.streams.IsLocal(id) || a.streams.PeerClosed.Contains(id>>1) {
-		return nil
-	}
-	return a.streams.NewStream(id, false, a.now)
-}
-
 func (a *Association) apply(f *wire.Frame) error {
 	switch f.Type {
 	case wire.FramePadding, wire.FramePing:
@@ -122,15 +109,19 @@ func (a *Association) apply(f *wire.Frame) error {
 			a.outage.onNewlyAcked(a.now)
 		}
 	case wire.FrameStream:
-		return a.onStreamFrame(f)
+		if err := a.streams.OnStreamFrame(f, a.now, a.sent.RTT().Smoothed()); err != nil {
+			return a.protocolError("%v", err)
+		}
 	case wire.FrameResetStream:
-		return a.onResetStream(f)
+		if err := a.streams.OnResetStream(f, a.now, a.sent.RTT().Smoothed()); err != nil {
+			return a.protocolError("%v", err)
+		}
 	case wire.FrameMaxData:
 		if f.Max > a.streams.Flow.PeerMax {
 			a.streams.Flow.PeerMax = f.Max
 		}
 	case wire.FrameMaxStreamData:
-		s := a.streamFor(f.StreamID)
+		s := a.streams.StreamFor(f.StreamID, a.now)
 		if s != nil && f.Max > s.PeerMax {
 			s.PeerMax = f.Max
 			if s.CreditWait {
@@ -151,123 +142,5 @@ func (a *Association) apply(f *wire.Frame) error {
 	case wire.FrameClose:
 		a.closeByPeer(f.Code, string(f.Data))
 	}
-	return nil
-}
-
-// addRecvd accounts bytes up to end as received on s for connection flow
-// control.
-func (a *Association) addRecvd(s *streams.State, end uint64) error {
-	if end <= s.HighestRecv {
-		return nil
-	}
-	a.streams.Flow.Recvd += end - s.HighestRecv
-	s.HighestRecv = end
-	if a.streams.Flow.Recvd > a.streams.Flow.RecvMax {
-		return a.protocolError("connection flow control: %d bytes received, credit %d", a.streams.Flow.Recvd, a.streams.Flow.RecvMax)
-	}
-	return nil
-}
-
-func (a *Association) onStreamFrame(f *wire.Frame) error {
-	s := a.streamFor(f.StreamID)
-	if s == nil {
-		return nil
-	}
-	end := f.Offset + uint64(len(f.Data))
-	if s.Aborted() {
-		// Data in flight when the stream was reset: count it for
-		// connection credit and drop it.
-		if s.PeerReset {
-			return nil
-		}
-		if end > s.HighestRecv {
-			d := end - s.HighestRecv
-			if err := a.addRecvd(s, end); err != nil {
-				return err
-			}
-			a.streams.Flow.Consumed += d
-			s.ReadOff = s.HighestRecv
-			a.streams.Flow.Settle(s, s.HighestRecv)
-			a.streams.MaybeConnCredit(a.now, a.sent.RTT().Smoothed())
-		}
-		if f.Fin && !s.FinKnown {
-			s.FinKnown, s.FinalSize = true, end
-			a.streams.MaybeFinish(s)
-		}
-		return nil
-	}
-	if end > s.RecvMax {
-		return a.protocolError("stream %d flow control: data to %d, credit %d", s.ID, end, s.RecvMax)
-	}
-	if s.FinKnown && (end > s.FinalSize || f.Fin && end != s.FinalSize) {
-		return a.protocolError("stream %d final size %d changed (frame ends at %d)", s.ID, s.FinalSize, end)
-	}
-	if f.Fin && end < s.HighestRecv {
-		return a.protocolError("stream %d final size %d below data received (%d)", s.ID, end, s.HighestRecv)
-	}
-	if err := a.addRecvd(s, end); err != nil {
-		return err
-	}
-	if f.Fin && !s.FinKnown {
-		s.FinKnown, s.FinalSize = true, end
-		a.streams.Mem.Account(s)
-	}
-	if f.HasMeta && !s.Local && !s.MetaKnown {
-		s.Meta = append([]byte(nil), f.Meta...)
-		s.MetaKnown = true
-		a.stats.StreamsAccepted++
-		a.emit(Event{Kind: EventAccept, StreamID: s.ID})
-	}
-	if s.ReadClosed {
-		if end > s.ReadOff {
-			// The application closed its end; new data cannot be
-			// delivered: reset, as TCP does.
-			a.resetStream(s, CodeStreamClosed)
-			return nil
-		}
-		a.streams.MaybeFinish(s)
-		return nil
-	}
-	if end > s.ReadOff && len(f.Data) > 0 {
-		start := max(f.Offset, s.ReadOff)
-		if !s.Recvd.Covers(start, end) {
-			s.RecvBuf.Write(start, f.Data[start-f.Offset:])
-			n := s.Recvd.Len()
-			s.Recvd.Add(start, end)
-			a.streams.RecvdChanged(s, n)
-			if c := s.Contiguous(); c > s.SettledOff {
-				a.streams.Flow.Settle(s, c)
-				a.streams.MaybeConnCredit(a.now, a.sent.RTT().Smoothed())
-			}
-		}
-	}
-	if s.ReadWait && s.Readable() {
-		s.ReadWait = false
-		a.notify(s)
-	}
-	return nil
-}
-
-func (a *Association) onResetStream(f *wire.Frame) error {
-	s := a.streamFor(f.StreamID)
-	if s == nil || s.PeerReset {
-		return nil
-	}
-	if f.FinalSize < s.HighestRecv || s.FinKnown && f.FinalSize != s.FinalSize {
-		return a.protocolError("stream %d reset with final size %d (received %d)", s.ID, f.FinalSize, s.HighestRecv)
-	}
-	if err := a.addRecvd(s, f.FinalSize); err != nil {
-		return err
-	}
-	s.PeerReset, s.PeerCode = true, f.Code
-	a.streams.Abort(s, a.now, a.sent.RTT().Smoothed())
-	if !s.ResetSent {
-		// Answer with our own RESET_STREAM so the peer learns our final
-		// size and both sides can forget the stream.
-		s.ResetSent, s.ResetQueued, s.ResetCode = true, true, f.Code
-		a.streams.ScheduleCtrl(s)
-	}
-	a.notify(s)
-	a.streams.MaybeFinish(s)
 	return nil
 }

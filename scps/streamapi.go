@@ -2,10 +2,9 @@ package scps
 
 // This file owns the Association's stream API: the application-facing
 // stream operations of the core (open, write, read, half-close, close,
-// reset, metadata) and the stream bookkeeping they share with the receive
-// and send paths: resetting a stream from our side. Creating, aborting
-// and removing a stream, granting credit and the memory budget's rules
-// are streams.Manager's (internal/streams).
+// reset, metadata). Creating, resetting, aborting and removing a stream,
+// granting credit and the memory budget's rules are streams.Manager's
+// (internal/streams).
 
 import (
 	"io"
@@ -223,7 +222,7 @@ func (a *Association) StreamClose(id uint64) error {
 		return nil
 	}
 	if s.Contiguous() > s.ReadOff || s.Recvd.Len() > 0 && s.Recvd.Last().End > s.ReadOff {
-		a.resetStream(s, CodeStreamClosed)
+		a.streams.Reset(s, CodeStreamClosed, a.now, a.sent.RTT().Smoothed())
 		return nil
 	}
 	if !s.FinQueued {
@@ -253,15 +252,6 @@ func (a *Association) StreamReset(id uint64, code uint64) error {
 		a.streams.MaybeFinish(s)
 		return nil
 	}
-	a.resetStream(s, code)
+	a.streams.Reset(s, code, a.now, a.sent.RTT().Smoothed())
 	return nil
-}
-
-// resetStream aborts s from our side (the application's reset or close).
-func (a *Association) resetStream(s *streams.State, code uint64) {
-	s.LocalErr = ErrStreamClosed
-	a.streams.Abort(s, a.now, a.sent.RTT().Smoothed())
-	s.ResetSent, s.ResetQueued, s.ResetCode = true, true, code
-	a.streams.ScheduleCtrl(s)
-	a.notify(s)
 }

@@ -5,19 +5,22 @@
 // control (ConnFlow), the memory budget's account (MemBudget) and the
 // auto-tuned windows (Window), and Manager, which holds the table, the
 // flow control and the budget together with the rules that join them:
-// creating, aborting and removing a stream, granting stream and
-// connection credit, waking writers that wait for the budget, bounding
-// the received ranges, and what happens to the streams' frames of
-// acknowledged and lost packets. It does no I/O and reads no clock:
+// creating, resetting, aborting and removing a stream, granting stream
+// and connection credit, waking writers that wait for the budget,
+// bounding the received ranges, applying the streams' frames of received
+// packets, and what happens to their frames of acknowledged and lost
+// packets. It does no I/O and reads no clock:
 // times are durations since the association's epoch, handed in by the
 // caller, and what the driver must hear goes to an Events sink. The
-// operations that tie streams to packets (the stream API, the receive and
-// send paths) are the Association's, in package scps.
+// stream API and the send path (which streams' data goes into a packet)
+// are the Association's, in package scps.
 //
 // Where things are:
 //
 //	manager.go      Manager: the streams, flow control and budget as one
 //	                owner; a stream's life, the budget's and credit's rules
+//	recvframes.go   the streams' frames of received packets (STREAM,
+//	                RESET_STREAM)
 //	recvranges.go   the bound on received stream ranges
 //	sentframes.go   the streams' frames of acknowledged and lost packets
 //	streamstate.go  State: one stream's send and receive halves

@@ -9,6 +9,7 @@ package streams
 // caller.
 
 import (
+	"errors"
 	"time"
 
 	"scpsvpn/scps/settings"
@@ -22,7 +23,18 @@ type Events interface {
 	Notify(s *State)
 	// Closed: s left the stream table.
 	Closed(s *State)
+	// Accepted: the peer opened s and its metadata arrived.
+	Accepted(s *State)
 }
+
+// CodeStreamClosed resets a stream the application closed with unread
+// data, or that received data after the application closed it
+// (scps.CodeStreamClosed).
+const CodeStreamClosed = 0x1
+
+// ErrStreamClosed: the stream was closed or reset locally
+// (scps.ErrStreamClosed).
+var ErrStreamClosed = errors.New("scps: stream closed")
 
 // Limits are the window sizes the configuration sets for the streams.
 type Limits struct {
@@ -232,4 +244,14 @@ func (m *Manager) finish(s *State) {
 	s.RecvBuf.Free()
 	m.Remove(s)
 	m.Events.Closed(s)
+}
+
+// Reset aborts s from our side (the application's reset or close, or data
+// for a stream the application closed) with code.
+func (m *Manager) Reset(s *State, code uint64, now, srtt time.Duration) {
+	s.LocalErr = ErrStreamClosed
+	m.Abort(s, now, srtt)
+	s.ResetSent, s.ResetQueued, s.ResetCode = true, true, code
+	m.ScheduleCtrl(s)
+	m.Events.Notify(s)
 }

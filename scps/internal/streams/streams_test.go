@@ -11,6 +11,7 @@ import (
 
 	"scpsvpn/scps/internal/ackhandler"
 	"scpsvpn/scps/internal/ranges"
+	"scpsvpn/scps/internal/wire"
 	"scpsvpn/scps/settings"
 )
 
@@ -131,10 +132,11 @@ func TestBudgetAccountsGrantedCredit(t *testing.T) {
 
 // recordedEvents is an Events sink that records the streams notified and
 // closed.
-type recordedEvents struct{ ids, closed []uint64 }
+type recordedEvents struct{ ids, closed, accepted []uint64 }
 
-func (r *recordedEvents) Notify(s *State) { r.ids = append(r.ids, s.ID) }
-func (r *recordedEvents) Closed(s *State) { r.closed = append(r.closed, s.ID) }
+func (r *recordedEvents) Notify(s *State)   { r.ids = append(r.ids, s.ID) }
+func (r *recordedEvents) Closed(s *State)   { r.closed = append(r.closed, s.ID) }
+func (r *recordedEvents) Accepted(s *State) { r.accepted = append(r.accepted, s.ID) }
 
 // TestBudgetReleasedWakesOldestFirst frees room for about one share and a
 // bit: the oldest waiting writers are woken (a gone one is dropped without
@@ -231,5 +233,35 @@ func TestLostDataSkipsWhatWasAcked(t *testing.T) {
 	m.FrameAcked(&ackhandler.SentFrame{Kind: ackhandler.KindStream, ID: 0, Off: 0, N: 1000}, time.Second, 0)
 	if s.AckedPrefix != 2000 || m.Mem.SendHeld != 1000 || s.Retx.Len() != 1 || len(ev.ids) != 1 {
 		t.Fatalf("acked to %d, held %d, repairs %d, woken %v", s.AckedPrefix, m.Mem.SendHeld, s.Retx.Len(), ev.ids)
+	}
+}
+
+// TestStreamFrameWithinCredit opens a peer stream with a STREAM frame:
+// it is accepted once, its data counts for connection flow control, and a
+// frame beyond the stream's credit is an error (the association closes)
+// after which nothing was buffered.
+func TestStreamFrameWithinCredit(t *testing.T) {
+	ev := &recordedEvents{}
+	m := Manager{Events: ev, Limits: Limits{StreamWindow: 1 << 20, ConnWindow: 2 << 20, InitialStreamWindow: settings.InitialStreamCredit, InitialSendBuffer: 1 << 20}}
+	m.Init(true, 100, 100)
+	m.Flow.Init(settings.InitialConnCredit, 2<<20, time.Second)
+	f := wire.Frame{Type: wire.FrameStream, StreamID: 1, Data: make([]byte, 100), HasMeta: true, Meta: []byte("m")}
+	if err := m.OnStreamFrame(&f, time.Second, 0); err != nil {
+		t.Fatal(err)
+	}
+	f.Offset, f.HasMeta = 100, false
+	if err := m.OnStreamFrame(&f, time.Second, 0); err != nil {
+		t.Fatal(err)
+	}
+	s := m.ByID[1]
+	if len(ev.accepted) != 1 || s == nil || s.Contiguous() != 200 || m.Flow.Recvd != 200 {
+		t.Fatalf("accepted %v, flow received %d", ev.accepted, m.Flow.Recvd)
+	}
+	f.Offset = s.RecvMax
+	if err := m.OnStreamFrame(&f, time.Second, 0); err == nil {
+		t.Fatal("data beyond the stream's credit was taken")
+	}
+	if s.Contiguous() != 200 {
+		t.Fatalf("%d bytes in order after the refused frame, want 200", s.Contiguous())
 	}
 }
