@@ -94,6 +94,7 @@ func NewAssociation(cfg Config, now time.Time) (*Association, error) {
 		SendBuffer:          cfg.sendBufferLimit(),
 	}
 	a.streams.Events = assocEvents{a}
+	a.streams.Frames = &a.sent
 	hc := a.ackhandlerConfig()
 	if err := a.sent.Init(hc, a.epoch, a.now, assocFrames{a}); err != nil {
 		return nil, fmt.Errorf("scps: %w", err)
@@ -322,6 +323,9 @@ func (a *Association) Stats() Stats {
 		s.BufferedBytes += st.SendBuf.Bytes() + st.RecvBuf.Bytes()
 	}
 	s.addSent(&a.sent)
+	s.Retransmits += a.streams.Sent.Retransmits
+	s.RetransmitBytes += a.streams.Sent.RetransmitBytes
+	s.StreamBytesSent += a.streams.Sent.BytesSent
 	s.Outage = a.outage.active
 	if a.outage.active {
 		s.OutageTime += a.now - a.outage.start

@@ -27,7 +27,8 @@ package scps
 //	                      streams' through streams.Manager)
 //	send.go               Send: plan, assemble, onSent (and sendClose,
 //	                      sendProbe, SendDatagram)
-//	sendframes.go         the frame writers packets are assembled from
+//	sendframes.go         the ACK and datagram frame writers (the streams'
+//	                      are streams.Manager's)
 //	framehandler.go       the frames of acknowledged and lost packets:
 //	                      ACKs here, the streams' to streams.Manager
 //	outagedetector.go     outageDetector: outage mode, keep-alives, the

@@ -139,7 +139,7 @@ func (a *Association) assemble(b []byte, plan sendPlan) (p builtPacket, ok bool)
 	// Control frames are small and keep the peer's windows open, so they
 	// ride along even on a packet that exists only for its ACK.
 	var el bool
-	b, el = a.appendControl(b, limit)
+	b, el = a.streams.AppendControl(b, limit)
 	p.eliciting = el
 	if plan.canSend {
 		// Datagrams and streams share the link (datagramshare.go).
@@ -152,7 +152,7 @@ func (a *Association) assemble(b []byte, plan sendPlan) (p builtPacket, ok bool)
 		}
 		appendS := func() {
 			n := len(b)
-			b, el = a.appendStreams(b, limit)
+			b, el = a.streams.AppendStreams(b, limit)
 			p.carried = p.carried || el
 			sBytes = len(b) - n
 		}

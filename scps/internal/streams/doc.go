@@ -7,13 +7,14 @@
 // flow control and the budget together with the rules that join them:
 // creating, resetting, aborting and removing a stream, granting stream
 // and connection credit, waking writers that wait for the budget,
-// bounding the received ranges, applying the streams' frames of received
-// packets, and what happens to their frames of acknowledged and lost
-// packets. It does no I/O and reads no clock:
+// bounding the received ranges, writing the streams' frames into packets,
+// applying their frames of received packets, and what happens to their
+// frames of acknowledged and lost packets. It does no I/O and reads no clock:
 // times are durations since the association's epoch, handed in by the
-// caller, and what the driver must hear goes to an Events sink. The
-// stream API and the send path (which streams' data goes into a packet)
-// are the Association's, in package scps.
+// caller, what the driver must hear goes to an Events sink, and the
+// frames written are recorded through Frames. The stream API and the
+// packet's plan (when to send, ACKs, datagrams and their share of the
+// link) are the Association's, in package scps.
 //
 // Where things are:
 //
@@ -26,6 +27,8 @@
 //	streamstate.go  State: one stream's send and receive halves
 //	streammap.go    Map: stream table, limits, send queues
 //	streamqueue.go  Queue: FIFO of streams for the scheduler
+//	appendframes.go the streams' frame writers: control frames, repairs and
+//	                new data, drawn from the queues
 //	connflow.go     ConnFlow: connection-level flow control
 //	memory.go       MemBudget: the memory budget's account and shares
 //	window.go       Window: the auto-tuned size of receive windows and

@@ -54,6 +54,8 @@ type Manager struct {
 	Mem    MemBudget
 	Limits Limits
 	Events Events
+	Frames Frames     // records the frames the writers add (appendframes.go)
+	Sent   SendCounts // what the frame writers sent
 
 	RangeStrikes int // packets dropped in a row for the received-range bounds (recvranges.go)
 }

@@ -3,7 +3,8 @@ package streams
 // This file tests the stream state's own rules: the scheduler's queues,
 // the window's auto-tuning, the light/bulk split of new data and the
 // waking of writers waiting for the memory budget, a stream's abort and
-// removal, and its frames of acknowledged and lost packets.
+// removal, its received frames, its frames of acknowledged and lost
+// packets, and the frame writers.
 
 import (
 	"testing"
@@ -263,5 +264,47 @@ func TestStreamFrameWithinCredit(t *testing.T) {
 	}
 	if s.Contiguous() != 200 {
 		t.Fatalf("%d bytes in order after the refused frame, want 200", s.Contiguous())
+	}
+}
+
+// recordedFrames is a Frames recorder keeping the frames written.
+type recordedFrames struct{ fs []ackhandler.SentFrame }
+
+func (r *recordedFrames) AddFrame() *ackhandler.SentFrame {
+	r.fs = append(r.fs, ackhandler.SentFrame{})
+	return &r.fs[len(r.fs)-1]
+}
+
+// TestAppendStreamsRepairsFirst has one stream with a repair and another
+// with new data: the repair goes first, each frame is recorded with what
+// it carried, and the counts split repairs from first transmissions.
+func TestAppendStreamsRepairsFirst(t *testing.T) {
+	rec := &recordedFrames{}
+	m := Manager{Events: &recordedEvents{}, Frames: rec, Limits: Limits{StreamWindow: 1 << 20, ConnWindow: 2 << 20, InitialStreamWindow: settings.InitialStreamCredit, InitialSendBuffer: 1 << 20}}
+	m.Init(true, 100, 100)
+	m.Flow.Init(settings.InitialConnCredit, 2<<20, time.Second)
+	m.Flow.PeerMax = 1 << 20
+	old, fresh := m.NewStream(0, true, time.Second), m.NewStream(2, true, time.Second)
+	data := make([]byte, 1000)
+	for _, s := range []*State{old, fresh} {
+		s.SendBuf.Write(0, data)
+		s.WriteOff, s.OpenAcked = 1000, true
+	}
+	old.SentOff = 1000
+	old.Retx.Add(200, 300)
+	m.ScheduleRetx(old)
+	m.ScheduleNew(fresh)
+	b, eliciting := m.AppendStreams(make([]byte, 0, 1400), 1400) // the packet buffer
+	if !eliciting || len(rec.fs) != 2 {
+		t.Fatalf("%d frames (eliciting %v), want 2", len(rec.fs), eliciting)
+	}
+	if f := rec.fs[0]; f.ID != 0 || f.Off != 200 || f.N != 100 {
+		t.Fatalf("first frame stream %d [%d,+%d), want the repair of stream 0 [200,+100)", f.ID, f.Off, f.N)
+	}
+	if f := rec.fs[1]; f.ID != 2 || f.Off != 0 || f.N != 1000 {
+		t.Fatalf("second frame stream %d [%d,+%d), want stream 2's new data", f.ID, f.Off, f.N)
+	}
+	if m.Sent.Retransmits != 1 || m.Sent.RetransmitBytes != 100 || m.Sent.BytesSent != 1000 || len(b) > 1400 {
+		t.Fatalf("counts %+v, packet %d bytes", m.Sent, len(b))
 	}
 }
