@@ -2,15 +2,12 @@ package scps
 
 // This file owns the Association's stream API: the application-facing
 // stream operations of the core (open, write, read, half-close, close,
-// reset, metadata). Creating, resetting, aborting and removing a stream,
-// granting credit and the memory budget's rules are streams.Manager's
-// (internal/streams).
+// reset, metadata): what the application may do and the errors it gets.
+// Creating, resetting, aborting and removing a stream, moving its data in
+// and out of its buffers, granting credit and the memory budget's rules
+// are streams.Manager's (internal/streams).
 
-import (
-	"io"
-
-	"scpsvpn/scps/internal/streams"
-)
+import "scpsvpn/scps/internal/streams"
 
 // OpenStream opens a stream carrying meta (at most MaxMetaSize bytes). It
 // never waits: the metadata goes out with the stream's first frame, at
@@ -68,19 +65,7 @@ func (a *Association) StreamWrite(id uint64, p []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	space, budget := a.streams.SendSpace(s)
-	n := min(len(p), space)
-	if n < len(p) {
-		a.streams.AwaitRoom(s, budget)
-	}
-	if n <= 0 {
-		return 0, nil
-	}
-	s.SendBuf.Write(s.WriteOff, p[:n])
-	s.WriteOff += uint64(n)
-	a.streams.Mem.SendHeld += uint64(n)
-	a.streams.ScheduleNew(s)
-	return n, nil
+	return a.streams.Write(s, p), nil
 }
 
 // StreamWriteRoom is how many bytes StreamWrite would take now, or the
@@ -143,33 +128,9 @@ func (a *Association) StreamRead(id uint64, p []byte) (int, error) {
 	case s.ReadClosed:
 		return 0, ErrStreamClosed
 	}
-	avail := s.Contiguous() - s.ReadOff
-	if avail == 0 {
-		if s.FinKnown && s.ReadOff == s.FinalSize {
-			s.EOFRead = true
-			a.streams.MaybeFinish(s)
-			return 0, io.EOF
-		}
-		s.ReadWait = true
-		return 0, nil
-	}
-	n := int(min(uint64(len(p)), avail))
-	if n == 0 {
-		return 0, nil
-	}
-	s.RecvBuf.Read(s.ReadOff, p[:n])
-	s.ReadOff += uint64(n)
-	s.RecvBuf.Release(s.ReadOff)
-	before := s.Recvd.Len()
-	s.Recvd.RemoveBelow(s.ReadOff)
-	a.streams.RecvdChanged(s, before)
-	a.streams.Flow.Consumed += uint64(n)
+	n, err := a.streams.Read(s, p, a.now, a.sent.RTT().Smoothed())
 	a.stats.StreamBytesReceived += uint64(n)
-	a.streams.Mem.Account(s)
-	a.streams.MaybeStreamCredit(s, a.now, a.sent.RTT().Smoothed())
-	a.streams.MaybeConnCredit(a.now, a.sent.RTT().Smoothed())
-	a.streams.BudgetReleased()
-	return n, nil
+	return n, err
 }
 
 // StreamReadable is how many in-order bytes StreamRead would return now.

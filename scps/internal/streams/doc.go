@@ -19,7 +19,8 @@
 // Where things are:
 //
 //	manager.go      Manager: the streams, flow control and budget as one
-//	                owner; a stream's life, the budget's and credit's rules
+//	                owner; a stream's life, reads and writes, the budget's
+//	                and credit's rules
 //	recvframes.go   the streams' frames of received packets (STREAM,
 //	                RESET_STREAM)
 //	recvranges.go   the bound on received stream ranges

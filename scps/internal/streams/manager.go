@@ -3,13 +3,16 @@ package streams
 // This file owns Manager, the association's streams as one owner: the
 // stream table and queues (Map), connection-level flow control (ConnFlow)
 // and the memory budget (MemBudget), and the rules that join them:
-// creating a stream with its windows, aborting it and removing it once
-// both sides are done, granting stream and connection credit as the
-// application reads, and waking writers that wait for the budget. What the driver must hear goes to Events; times come from the
+// creating a stream with its windows, the application's writes into its
+// send buffer and reads from its receive buffer, resetting and aborting
+// it and removing it once both sides are done, granting stream and
+// connection credit as the application reads, and waking writers that
+// wait for the budget. What the driver must hear goes to Events; times come from the
 // caller.
 
 import (
 	"errors"
+	"io"
 	"time"
 
 	"scpsvpn/scps/settings"
@@ -256,4 +259,55 @@ func (m *Manager) Reset(s *State, code uint64, now, srtt time.Duration) {
 	s.ResetSent, s.ResetQueued, s.ResetCode = true, true, code
 	m.ScheduleCtrl(s)
 	m.Events.Notify(s)
+}
+
+// Write copies as much of p into s's send buffer as fits and returns how
+// much; short of all of p, the writer waits for room (AwaitRoom).
+func (m *Manager) Write(s *State, p []byte) int {
+	space, budget := m.SendSpace(s)
+	n := min(len(p), space)
+	if n < len(p) {
+		m.AwaitRoom(s, budget)
+	}
+	if n <= 0 {
+		return 0
+	}
+	s.SendBuf.Write(s.WriteOff, p[:n])
+	s.WriteOff += uint64(n)
+	m.Mem.SendHeld += uint64(n)
+	m.ScheduleNew(s)
+	return n
+}
+
+// Read copies received in-order data of s into p and grants credit for
+// what was read; io.EOF after the peer's FIN once everything was read, 0
+// with a nil error when nothing is available yet (the reader waits:
+// ReadWait). srtt is the smoothed round-trip time.
+func (m *Manager) Read(s *State, p []byte, now, srtt time.Duration) (int, error) {
+	avail := s.Contiguous() - s.ReadOff
+	if avail == 0 {
+		if s.FinKnown && s.ReadOff == s.FinalSize {
+			s.EOFRead = true
+			m.MaybeFinish(s)
+			return 0, io.EOF
+		}
+		s.ReadWait = true
+		return 0, nil
+	}
+	n := int(min(uint64(len(p)), avail))
+	if n == 0 {
+		return 0, nil
+	}
+	s.RecvBuf.Read(s.ReadOff, p[:n])
+	s.ReadOff += uint64(n)
+	s.RecvBuf.Release(s.ReadOff)
+	before := s.Recvd.Len()
+	s.Recvd.RemoveBelow(s.ReadOff)
+	m.RecvdChanged(s, before)
+	m.Flow.Consumed += uint64(n)
+	m.Mem.Account(s)
+	m.MaybeStreamCredit(s, now, srtt)
+	m.MaybeConnCredit(now, srtt)
+	m.BudgetReleased()
+	return n, nil
 }

@@ -238,9 +238,9 @@ func TestLostDataSkipsWhatWasAcked(t *testing.T) {
 }
 
 // TestStreamFrameWithinCredit opens a peer stream with a STREAM frame:
-// it is accepted once, its data counts for connection flow control, and a
+// it is accepted once, its data counts for connection flow control, a
 // frame beyond the stream's credit is an error (the association closes)
-// after which nothing was buffered.
+// after which nothing was buffered, and the application reads what came.
 func TestStreamFrameWithinCredit(t *testing.T) {
 	ev := &recordedEvents{}
 	m := Manager{Events: ev, Limits: Limits{StreamWindow: 1 << 20, ConnWindow: 2 << 20, InitialStreamWindow: settings.InitialStreamCredit, InitialSendBuffer: 1 << 20}}
@@ -264,6 +264,13 @@ func TestStreamFrameWithinCredit(t *testing.T) {
 	}
 	if s.Contiguous() != 200 {
 		t.Fatalf("%d bytes in order after the refused frame, want 200", s.Contiguous())
+	}
+	p := make([]byte, 500)
+	if n, err := m.Read(s, p, time.Second, 0); n != 200 || err != nil || m.Flow.Consumed != 200 {
+		t.Fatalf("read %d, %v, consumed %d: want all 200", n, err, m.Flow.Consumed)
+	}
+	if n, err := m.Read(s, p, time.Second, 0); n != 0 || err != nil || !s.ReadWait {
+		t.Fatalf("read %d, %v with nothing left, waiting %v", n, err, s.ReadWait)
 	}
 }
 
