@@ -413,6 +413,18 @@ func (e *Endpoint) closeAssocs() {
 	}
 }
 
+// assocList returns the peers' associations as they are now, for work
+// that must not hold e.mu while it visits them.
+func (e *Endpoint) assocList() []*assoc {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	as := make([]*assoc, 0, len(e.assocs))
+	for _, a := range e.assocs {
+		as = append(as, a)
+	}
+	return as
+}
+
 // assocFor returns the association of the peer owning dst.
 func (e *Endpoint) assocFor(dst netip.Addr) *assoc {
 	p, ok := e.dev.Lookup(dst)

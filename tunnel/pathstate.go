@@ -299,13 +299,7 @@ func parsePathLine(s string) (k [32]byte, p cc.PathState, err error) {
 // savePaths records every current association's path and writes the
 // file if that changed it.
 func (e *Endpoint) savePaths() {
-	e.mu.Lock()
-	as := make([]*assoc, 0, len(e.assocs))
-	for _, a := range e.assocs {
-		as = append(as, a)
-	}
-	e.mu.Unlock()
-	for _, a := range as {
+	for _, a := range e.assocList() {
 		if cur := a.current(); cur != nil {
 			a.observePath(cur)
 		}

@@ -10,13 +10,7 @@ package tunnel
 // on to peers. It runs on the timers routine, which alone writes
 // assoc.measuredUp.
 func (e *Endpoint) measureUplinks() {
-	e.mu.Lock()
-	as := make([]*assoc, 0, len(e.assocs))
-	for _, a := range e.assocs {
-		as = append(as, a)
-	}
-	e.mu.Unlock()
-	for _, a := range as {
+	for _, a := range e.assocList() {
 		cur := a.cur.Load()
 		if a.cfg.Link.Up > 0 || cur == nil {
 			continue
