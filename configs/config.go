@@ -54,6 +54,17 @@ type Peer struct {
 	Quic      string   `toml:"quic,omitempty"`
 	QuicPorts []int    `toml:"quic_ports,omitempty"`
 	Link      Link     `toml:"link,omitempty"`
+	Paths     []Path   `toml:"path,omitempty"`
+}
+
+// Path is one [[peer.path]] table: one of several links to the peer
+// (docs/multipath.md). The association runs over all of them at once.
+type Path struct {
+	Name     string `toml:"name"`
+	Local    string `toml:"local,omitempty"`
+	Endpoint string `toml:"endpoint"`
+	Backup   bool   `toml:"backup,omitempty"`
+	Link     Link   `toml:"link,omitempty"`
 }
 
 // Link is the [peer.link] table: what we know of the path to that peer.
@@ -140,6 +151,28 @@ type PeerConfig struct {
 	Quic      string
 	QuicPorts []uint16
 	Link      LinkConfig
+	// Paths are the links to the peer in the order given; empty for a
+	// peer reached over one path (Endpoint). With paths, Endpoint is the
+	// first primary path's, where handshakes start.
+	Paths []PathConfig
+}
+
+// MaxPaths bounds a peer's [[peer.path]] tables, and the paths an
+// association learns from its peer: each costs a socket and probes.
+const MaxPaths = 8
+
+// PathConfig is one validated [[peer.path]] table.
+type PathConfig struct {
+	Name string
+	// Local is the source address to send from; LocalDevice the
+	// interface to send through instead (SO_BINDTODEVICE). Both empty:
+	// the routing table picks.
+	Local       netip.Addr
+	LocalDevice string
+	Endpoint    netip.AddrPort
+	// Backup paths carry data only while no primary path works.
+	Backup bool
+	Link   LinkConfig
 }
 
 // LinkConfig is a validated [peer.link] table. Zero rates mean unknown.
@@ -379,7 +412,108 @@ func (p *Peer) validate(where string) (PeerConfig, error) {
 		return pc, err
 	}
 	pc.Link = l
+	if err := p.validatePaths(where, &pc); err != nil {
+		return pc, err
+	}
 	return pc, nil
+}
+
+// validatePaths checks the peer's [[peer.path]] tables. A peer with paths
+// names its endpoints there only: a peer-level endpoint beside them would
+// be a path without a name or a local address.
+func (p *Peer) validatePaths(where string, pc *PeerConfig) error {
+	if len(p.Paths) == 0 {
+		return nil
+	}
+	if p.Endpoint != "" {
+		return fmt.Errorf("%s.endpoint: set beside [[peer.path]] tables: with paths, each path names its endpoint; remove the peer's endpoint", where)
+	}
+	if len(p.Paths) > MaxPaths {
+		return fmt.Errorf("%s.path: %d paths: use at most %d", where, len(p.Paths), MaxPaths)
+	}
+	primary := false
+	for i, path := range p.Paths {
+		at := fmt.Sprintf("%s.path[%d]", where, i)
+		pp, err := path.validate(at)
+		if err != nil {
+			return err
+		}
+		for _, q := range pc.Paths {
+			if q.Name == pp.Name {
+				return fmt.Errorf("%s.name: %q is used twice: give each path of a peer its own name", at, pp.Name)
+			}
+			if q.Endpoint == pp.Endpoint && q.Local == pp.Local && q.LocalDevice == pp.LocalDevice {
+				return fmt.Errorf("%s (%s).endpoint: path %q already goes from the same local to %v: two paths need a different local or endpoint", at, pp.Name, q.Name, pp.Endpoint)
+			}
+		}
+		primary = primary || !pp.Backup
+		pc.Paths = append(pc.Paths, pp)
+	}
+	if !primary {
+		return fmt.Errorf("%s.path: every path is a backup: set backup = false (or leave it out) on at least one path", where)
+	}
+	for _, pp := range pc.Paths {
+		if !pp.Backup {
+			pc.Endpoint = pp.Endpoint
+			break
+		}
+	}
+	return nil
+}
+
+func (p *Path) validate(where string) (PathConfig, error) {
+	pp := PathConfig{Name: p.Name, Backup: p.Backup}
+	if !validPathName(p.Name) {
+		return pp, fmt.Errorf("%s.name: %q is not a path name: use 1..32 letters, digits, '-' or '_', e.g. name = \"geo\"", where, p.Name)
+	}
+	where = fmt.Sprintf("%s (%s)", where, p.Name)
+	if p.Endpoint == "" {
+		return pp, fmt.Errorf("%s.endpoint: missing: give the peer's address:port on this link, e.g. \"192.0.2.2:4700\"", where)
+	}
+	ep, err := netip.ParseAddrPort(p.Endpoint)
+	if err != nil || ep.Port() == 0 {
+		return pp, fmt.Errorf("%s.endpoint: %q is not an address:port: use e.g. \"192.0.2.2:4700\"", where, p.Endpoint)
+	}
+	pp.Endpoint = ep
+	if p.Local != "" {
+		if a, err := netip.ParseAddr(p.Local); err == nil {
+			if a.Zone() != "" || a.IsUnspecified() || a.IsMulticast() {
+				return pp, fmt.Errorf("%s.local: %q cannot be a source address: use this site's address on the link, or the interface's name", where, p.Local)
+			}
+			if a.Unmap().Is4() != ep.Addr().Unmap().Is4() {
+				return pp, fmt.Errorf("%s.local: %v and the endpoint %v are of different address families: use a local address of the endpoint's family", where, a, ep.Addr())
+			}
+			pp.Local = a
+		} else if validDevice(p.Local) {
+			pp.LocalDevice = p.Local
+		} else {
+			return pp, fmt.Errorf("%s.local: %q is neither an address nor an interface name: use e.g. \"10.77.0.1\" or \"wwan0\"", where, p.Local)
+		}
+	}
+	l, err := p.Link.validate(where + ".link")
+	if err != nil {
+		return pp, err
+	}
+	pp.Link = l
+	return pp, nil
+}
+
+// validPathName: path names appear in logs, status and metric labels.
+func validPathName(s string) bool {
+	if s == "" || len(s) > 32 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// validDevice is what Linux takes as an interface name.
+func validDevice(s string) bool {
+	return s != "" && len(s) <= 15 && !strings.ContainsAny(s, "/ \t\n:") && s != "." && s != ".."
 }
 
 func (l *Link) validate(where string) (LinkConfig, error) {
@@ -554,15 +688,17 @@ func (c *Config) File() File {
 			Name:      p.Name,
 			PublicKey: base64.StdEncoding.EncodeToString(p.PublicKey[:]),
 			Quic:      p.Quic,
-			Link: Link{
-				RTT:        p.Link.RTT.String(),
-				Congestion: p.Link.Congestion,
-				Loss:       p.Link.Loss,
-				MTU:        p.Link.MTU,
-			},
+			Link:      p.Link.file(),
 		}
-		if p.Endpoint.IsValid() {
+		if p.Endpoint.IsValid() && len(p.Paths) == 0 {
 			fp.Endpoint = p.Endpoint.String()
+		}
+		for _, pp := range p.Paths {
+			fpp := Path{Name: pp.Name, Local: pp.LocalDevice, Endpoint: pp.Endpoint.String(), Backup: pp.Backup, Link: pp.Link.file()}
+			if pp.Local.IsValid() {
+				fpp.Local = pp.Local.String()
+			}
+			fp.Paths = append(fp.Paths, fpp)
 		}
 		for _, s := range p.Subnets {
 			fp.Subnets = append(fp.Subnets, s.String())
@@ -570,25 +706,36 @@ func (c *Config) File() File {
 		for _, port := range p.QuicPorts {
 			fp.QuicPorts = append(fp.QuicPorts, int(port))
 		}
-		if p.Link.Up > 0 {
-			fp.Link.Up = FormatRate(p.Link.Up)
-		}
-		if p.Link.Down > 0 {
-			fp.Link.Down = FormatRate(p.Link.Down)
-		}
-		if p.Link.OutageAfter > 0 {
-			fp.Link.OutageAfter = p.Link.OutageAfter.String()
-		}
-		if p.Link.ProbeInterval > 0 {
-			fp.Link.ProbeInterval = p.Link.ProbeInterval.String()
-		}
-		if p.Link.MaxOutage > 0 {
-			fp.Link.MaxOutage = p.Link.MaxOutage.String()
-		}
-		if p.Link.Window > 0 {
-			fp.Link.Window = strconv.FormatInt(p.Link.Window, 10)
-		}
 		f.Peers = append(f.Peers, fp)
 	}
 	return f
+}
+
+// file is the link table that says l, every default written out.
+func (l LinkConfig) file() Link {
+	fl := Link{
+		RTT:        l.RTT.String(),
+		Congestion: l.Congestion,
+		Loss:       l.Loss,
+		MTU:        l.MTU,
+	}
+	if l.Up > 0 {
+		fl.Up = FormatRate(l.Up)
+	}
+	if l.Down > 0 {
+		fl.Down = FormatRate(l.Down)
+	}
+	if l.OutageAfter > 0 {
+		fl.OutageAfter = l.OutageAfter.String()
+	}
+	if l.ProbeInterval > 0 {
+		fl.ProbeInterval = l.ProbeInterval.String()
+	}
+	if l.MaxOutage > 0 {
+		fl.MaxOutage = l.MaxOutage.String()
+	}
+	if l.Window > 0 {
+		fl.Window = strconv.FormatInt(l.Window, 10)
+	}
+	return fl
 }

@@ -72,9 +72,7 @@ func TestParseGood(t *testing.T) {
 }
 
 func TestParseErrorsNameTheKey(t *testing.T) {
-	cases := []struct {
-		name, from, to, want string
-	}{
+	cases := []parseErrorCase{
 		{"unknown key", `listen =`, `listn =`, `unknown key "interface.listn"`},
 		{"unknown link key", `rtt = "600ms"`, `rt = "600ms"`, `unknown key "peer.link.rt"`},
 		{"bad rate", `"1.5Mbit"`, `"fast"`, `peer[0] (site-b).link.up: "fast" is not a rate`},
@@ -116,10 +114,23 @@ subnets = [`, `peer.quic_ports`},
 state_dir = "var/lib/scpsvpn"`, `interface.state_dir: "var/lib/scpsvpn" is not an absolute path`},
 		{"no key file", `private_key_file = "/etc/scpsvpn/private.key"`, ``, `interface.private_key_file: missing`},
 	}
+	checkParseErrors(t, good, cases)
+}
+
+// parseErrorCase edits a good file (from -> to) and names what the
+// error must say.
+type parseErrorCase struct {
+	name, from, to, want string
+}
+
+// checkParseErrors: each case's file is refused with a one-line error
+// that says want.
+func checkParseErrors(t *testing.T, base string, cases []parseErrorCase) {
+	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			src := strings.Replace(good, tc.from, tc.to, 1)
-			if src == good {
+			src := strings.Replace(base, tc.from, tc.to, 1)
+			if src == base {
 				t.Fatalf("replacement %q not found", tc.from)
 			}
 			_, err := Parse([]byte(src))

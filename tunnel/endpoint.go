@@ -396,7 +396,7 @@ func (e *Endpoint) checkKeyFile(path string) {
 // respect its association depends on.
 func samePeer(a, b configs.PeerConfig) bool {
 	return a.PublicKey == b.PublicKey && samePrefixes(a.Subnets, b.Subnets) && a.Link == b.Link &&
-		a.Quic == b.Quic && slices.Equal(a.QuicPorts, b.QuicPorts)
+		a.Quic == b.Quic && slices.Equal(a.QuicPorts, b.QuicPorts) && slices.Equal(a.Paths, b.Paths)
 }
 
 // Stats returns the endpoint's counters.
