@@ -1,6 +1,7 @@
 package docmap
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -35,5 +36,56 @@ func TestDocMapsEveryFile(t *testing.T) {
 		for _, f := range missing {
 			t.Errorf("%s/doc.go does not say what %s holds: add it to the map", dir, f)
 		}
+	}
+}
+
+func TestUnnamed(t *testing.T) {
+	doc := "| `a` | x |\n| `a/b/...` | y |\n`c/d.go` in prose"
+	got := Unnamed(doc, []string{"a", "a/b/c", "a/bc", "c", "e"})
+	if want := []string{"a/bc", "c", "e"}; !slices.Equal(got, want) {
+		t.Errorf("Unnamed = %v, want %v", got, want)
+	}
+}
+
+// TestArchitectureNamesEveryPackage keeps ARCHITECTURE.md's map true: it
+// names every package of the module, and every path it names exists.
+func TestArchitectureNamesEveryPackage(t *testing.T) {
+	root := filepath.Join("..", "..", "..")
+	doc, err := os.ReadFile(filepath.Join(root, "ARCHITECTURE.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkgs, err := Packages(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"tunnel", "scps/cc", "cmd/scpsvpn"} {
+		if !slices.Contains(pkgs, p) {
+			t.Fatalf("Packages missed %s (found %v)", p, pkgs)
+		}
+	}
+	for _, p := range Unnamed(string(doc), pkgs) {
+		t.Errorf("ARCHITECTURE.md does not name package %s: add it to the packages' table", p)
+	}
+	for _, p := range Dangling(string(doc), root) {
+		t.Errorf("ARCHITECTURE.md names %s, which does not exist: say where it went", p)
+	}
+}
+
+// TestNothingNamedByWorkItem: no file's name or text names a numbered
+// work item; name things by what they are.
+func TestNothingNamedByWorkItem(t *testing.T) {
+	if workItem.FindString("docs/Issue"+"11.md") == "" || workItem.FindString("the (iss"+"ue 10) fix") == "" || workItem.FindString("renderIssue"+"_4") == "" {
+		t.Fatal("workItem misses a work item's number")
+	}
+	if workItem.FindString("a tissue 3 layers") != "" || workItem.FindString("issues/123") != "" {
+		t.Fatal("workItem matches what names no work item")
+	}
+	found, err := WorkItemNames(filepath.Join("..", "..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for f, m := range found {
+		t.Errorf("%s names a work item (%q): name it by what it is", f, m)
 	}
 }
