@@ -296,15 +296,15 @@ func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
 		// The jump is paced: an eighth of a round trip of its ACKs
 		// measures the rate it arrives at.
 		rate := c.r.deliveryRate(now, c.p.RTT.Smoothed()/8)
-		retreat := c.cr.onAck(now, ev, rate)
+		retreat := c.cr.onAck(now, ev, rate, c.mss)
 		switch {
 		case retreat:
 			// The path is not the one saved: the window goes to what
 			// it delivers now over the saved RTT, and the queue the
 			// jump built drains.
 			w := c.target(now, in, rtt)
-			if rate > 0 {
-				w = min(w, int(rate*(c.cr.saved.MinRTT+c.p.RTTNoise).Seconds())+(hybridAlpha+hybridBeta)*c.mss/2)
+			if r := c.cr.retreatRate; r > 0 {
+				w = min(w, int(r*(c.cr.saved.MinRTT+c.p.RTTNoise).Seconds())+(hybridAlpha+hybridBeta)*c.mss/2)
 			}
 			c.decrease(now, float64(min(c.cwnd, w)))
 			c.ss, c.resumed, c.quiet = false, false, 0
@@ -335,7 +335,9 @@ func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
 			c.recoveryStart, c.inRecovery = now, true
 			return
 		}
-		if in*2 >= c.cwnd {
+		if in*2 >= c.cwnd && !c.cr.active() {
+			// A resume's window is its own: the jump, then the saved
+			// product, each for one round trip.
 			grow := (math.Exp2(rhoOf(c.p.RTT)) - 1) * float64(ev.AckedBytes)
 			c.cwnd = c.clamp(float64(c.cwnd) + grow)
 			c.ss = c.ssthresh == maxWindow || c.cwnd < c.ssthresh
@@ -556,10 +558,10 @@ func (c *Hybrid) PacingRate() float64 {
 	}
 	switch c.cr.phase {
 	case ResumeUnvalidated:
-		// Half the saved rate, paced over the round trip.
+		// A share of the saved rate, paced over the round trip.
 		return c.cr.rate
 	case ResumeValidating:
-		// Half the saved rate arrives without a queue: this round runs
+		// The jump arrived at its rate without a queue: this round runs
 		// at the saved rate, which the delay signal checks as it checks
 		// any slow start round.
 		return c.cr.saved.Rate

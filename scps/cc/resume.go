@@ -12,21 +12,26 @@ package cc
 //     sample (the handshake's, or the first ACK's): saved state older
 //     than ResumeLifetime, or a saved minimum RTT outside
 //     [current/resumeRTTRange, current*resumeRTTRange], is not used;
-//   - unvalidated: the window jumps to half the saved bandwidth-delay
-//     product, paced over one RTT (half the saved rate);
+//   - unvalidated: the window jumps to a third of the saved
+//     bandwidth-delay product, paced over one RTT (a third of the saved
+//     rate);
 //   - validating: the ACKs of the jump deliver its rate with no queue and
-//     no loss: the rate is confirmed at half; the window opens to the
+//     no loss: the rate is confirmed at a third; the window opens to the
 //     saved bandwidth-delay product, paced at the saved rate, for one
 //     round trip, which the delay signal checks as it checks any slow
 //     start round;
 //   - normal: the window goes to what the path delivers (the
 //     controller's target) and its own rules run from then on.
 //
-// Safe retreat: a congestion loss, a queue in the RTT (slow start's exit)
-// or an RTT sample above the saved minimum by resumeRetreatQueue while
-// unvalidated or validating ends the resume at once; the controller's cut
-// sets the window to what the path delivers now (Hybrid.target), which is
-// the safe rate the draft asks for.
+// Safe retreat: a congestion loss, a queue in the RTT (slow start's exit),
+// an RTT sample above the saved minimum by resumeRetreatQueue, or the
+// jump's ACKs arriving at less than resumeConfirm of its rate, while
+// unvalidated or validating, ends the resume at once: within an eighth of
+// a round trip of the jump's first ACK on a path whose rate fell. The
+// controller's cut sets the window to what the path delivers now times the
+// saved RTT, the safe rate the draft asks for (its PipeSize, measured
+// rather than halved), and does not grow it until the jump's packets are
+// acknowledged.
 
 import "time"
 
@@ -44,8 +49,16 @@ const (
 	// satellite path's RTT is its geometry, so two is plenty).
 	resumeRTTRange = 2
 	// resumeJumpShare is the share of the saved rate the unvalidated
-	// phase sends at (the draft's jump_cwnd = saved_cwnd/2).
-	resumeJumpShare = 0.5
+	// phase sends at. The draft allows up to half (jump_cwnd =
+	// saved_cwnd/2); nothing can come back before the first ACK, so the
+	// jump's round trip overshoots a path whose rate fell by all of
+	// (share - new rate) x RTT. At a third that is two thirds of the
+	// new bandwidth-delay product when the rate fell to a fifth, which a
+	// modem queue of one product holds; at half it was one and a half
+	// products and 5-8% of the packets were dropped. The validating round
+	// runs at the saved rate, so a path as saved still reaches it after
+	// one round trip.
+	resumeJumpShare = 1.0 / 3
 	// resumeRetreatQueue: an RTT sample above the saved minimum by this
 	// share of it (and the RTT noise) while unvalidated or validating says
 	// the path is not the one saved: the queue the jump built. An eighth
@@ -54,8 +67,18 @@ const (
 	// seconds before the first sample shows it.
 	resumeRetreatQueue = 0.125
 	// resumeConfirm: the jump is confirmed once the ACKs deliver this
-	// share of its rate.
+	// share of its rate; ACKs that deliver less over resumeJudge say the
+	// path is not the one saved, and the sender retreats at once.
 	resumeConfirm = 0.8
+	// resumeJudge is the share of the saved RTT of the jump's ACKs that
+	// is judged: paced, they arrive at the rate the jump was sent at, or
+	// at the bottleneck's rate when that is less. An eighth of a round
+	// trip is what the loss-cause detector and the controller's own
+	// delivery rate measure over too; at least resumeJudgePackets
+	// packets of the jump are judged, so a slow path is not judged on
+	// one ACK.
+	resumeJudge        = 8
+	resumeJudgePackets = 8
 )
 
 // PathState is what an association learned of the path to its peer.
@@ -112,13 +135,20 @@ func (p ResumePhase) String() string {
 
 // careful is the careful resume state of a controller.
 type careful struct {
-	phase ResumePhase
-	saved PathState
-	rtt   time.Duration // a current RTT given up front
-	noise time.Duration // the RTT noise of the path (Params.RTTNoise)
-	rate  float64       // bytes/s paced while unvalidated
-	jump  time.Time     // when the jump began
-	check time.Time     // validating ends with the ACK of a packet sent after it
+	phase  ResumePhase
+	saved  PathState
+	rtt    time.Duration // a current RTT given up front
+	noise  time.Duration // the RTT noise of the path (Params.RTTNoise)
+	rate   float64       // bytes/s paced while unvalidated
+	jump   time.Time     // when the jump began
+	window float64       // the jump's window, bytes
+	// firstAck is when the ACKs of the jump judged began to arrive (zero:
+	// none yet), lastAck when the latest did, and acked the bytes they
+	// acknowledged since firstAck (its own excluded: they arrived before
+	// the interval began).
+	firstAck, lastAck time.Time
+	acked             int
+	check             time.Time // validating ends with the ACK of a packet sent after it
 	// retreatRate is the delivery rate at the retreat (bytes/s): the
 	// controller paces at no less than it until the queue the jump built
 	// has drained (the smoothed RTT still holds that queue, and pacing by
@@ -146,7 +176,8 @@ func (r *careful) confirm(now time.Time, rtt time.Duration) float64 {
 	}
 	r.phase, r.jump = ResumeUnvalidated, now
 	r.rate = resumeJumpShare * s.Rate
-	return r.rate * max(rtt, s.MinRTT).Seconds()
+	r.window = r.rate * max(rtt, s.MinRTT).Seconds()
+	return r.window
 }
 
 // active reports whether a jump is unconfirmed or being validated.
@@ -176,11 +207,14 @@ func (r *careful) queueLimit() time.Duration {
 }
 
 // onAck moves unvalidated -> validating -> normal as the jump's ACKs
-// return, given the delivery rate they show (bytes/s), and retreats on an
-// RTT above the saved one by more than an eighth (plus the path's noise):
-// a jump paced at half a rate the path still has builds no queue. It
-// reports whether the controller must retreat.
-func (r *careful) onAck(now time.Time, ev AckEvent, rate float64) bool {
+// return, given the delivery rate they show (bytes/s), and retreats at
+// the first sign that the path is not the one saved: an RTT above the
+// saved one by more than an eighth (plus the path's noise), or the
+// jump's ACKs arriving at less than resumeConfirm of the rate it was
+// paced at (the bottleneck spaced them: its rate is less). A jump paced
+// at a share of a rate the path still has builds no queue and arrives at
+// its own rate. It reports whether the controller must retreat.
+func (r *careful) onAck(now time.Time, ev AckEvent, rate float64, mss int) bool {
 	if !r.active() || ev.LargestSentAt.Before(r.jump) {
 		return false
 	}
@@ -192,11 +226,39 @@ func (r *careful) onAck(now time.Time, ev AckEvent, rate float64) bool {
 	case r.phase == ResumeUnvalidated:
 		if rate >= resumeConfirm*r.rate {
 			r.phase, r.check = ResumeValidating, now
+			break
+		}
+		if r.judge(now, ev, mss) {
+			r.retreat(now, float64(r.acked)/now.Sub(r.firstAck).Seconds())
+			return true
 		}
 	case !ev.LargestSentAt.Before(r.check):
 		r.phase = resumeNormalAfter
 	}
 	return false
+}
+
+// judge takes an ACK of the jump while unvalidated and reports whether
+// the jump's ACKs, judged over resumeJudge of the saved RTT, arrive at
+// less than resumeConfirm of the jump's rate with the jump in flight: the
+// bottleneck spaced them, its rate is less than the jump's. A gap in the
+// ACKs longer than that restarts the interval (the packets before it were
+// not the paced jump: a request's answer, an idle sender), and ACKs with
+// less than half the jump in flight judge nothing (the sender had less to
+// send than the jump allowed, and its rate says nothing of the path).
+func (r *careful) judge(now time.Time, ev AckEvent, mss int) bool {
+	span := r.saved.MinRTT / resumeJudge
+	if r.firstAck.IsZero() || now.Sub(r.lastAck) > span || float64(ev.PriorInFlight) < r.window/2 {
+		r.firstAck, r.lastAck, r.acked = now, now, 0
+		return false
+	}
+	r.lastAck = now
+	r.acked += ev.AckedBytes
+	d := now.Sub(r.firstAck)
+	if d < span || r.acked < resumeJudgePackets*mss {
+		return false
+	}
+	return float64(r.acked)/d.Seconds() < resumeConfirm*r.rate
 }
 
 // validated reports whether the ACK just taken (onAck) ended validating.

@@ -1,0 +1,163 @@
+package cc
+
+// This file tests careful resume in hybrid on a virtual path: a jump
+// whose path kept its rate is confirmed, one whose path fell to a fifth
+// retreats within an eighth of a round trip of the jump's first ACK, and a
+// sender with less to send than the jump is not taken for a changed path.
+
+import (
+	"testing"
+	"time"
+)
+
+// resumePath is a bottleneck of rate bytes/s with an unbounded queue and
+// a base RTT, driven by a controller: packets of mss bytes leave when the
+// window and the pacer allow (and the application has them), queue at the
+// bottleneck and are acknowledged one by one.
+type resumePath struct {
+	c    *Hybrid
+	rate float64
+	base time.Duration
+	// appRate, if set, is the rate the application offers (bytes/s).
+	appRate float64
+
+	now      time.Time
+	nextSend time.Time
+	linkFree time.Time // when the bottleneck has sent all it holds
+	inFlight int
+	acks     []pendingAck
+	maxQueue time.Duration // the longest queueing delay seen
+	// firstAck is when the first ACK arrived, retreatAt when the
+	// controller retreated (zero: not yet).
+	firstAck, retreatAt time.Time
+}
+
+type pendingAck struct {
+	at, sent time.Time
+	rtt      time.Duration
+}
+
+func newResumePath(saved PathState, rate float64, base time.Duration) *resumePath {
+	c := NewHybrid(Params{MaxDatagramSize: mss, RTT: NewRTTStats(base), Resume: &Resume{Saved: saved, RTT: base}})
+	return &resumePath{c: c, rate: rate, base: base, now: t0, nextSend: t0, linkFree: t0}
+}
+
+// run advances the path to end in steps of at most a millisecond.
+func (p *resumePath) run(end time.Time) {
+	perPacket := time.Duration(float64(mss) / p.rate * float64(time.Second))
+	step := min(perPacket, time.Millisecond)
+	for ; p.now.Before(end); p.now = p.now.Add(step) {
+		for len(p.acks) > 0 && !p.acks[0].at.After(p.now) {
+			a := p.acks[0]
+			p.acks = p.acks[1:]
+			prior := p.inFlight
+			p.inFlight -= mss
+			p.c.p.RTT.Update(a.rtt, 0)
+			if p.firstAck.IsZero() {
+				p.firstAck = p.now
+			}
+			p.c.OnAck(p.now, AckEvent{AckedBytes: mss, PriorInFlight: prior, LargestSentAt: a.sent, RTTUpdated: true, RTT: a.rtt})
+			if p.retreatAt.IsZero() && p.c.ResumePhase() == ResumeRetreated {
+				p.retreatAt = p.now
+			}
+		}
+		for !p.now.Before(p.nextSend) && p.inFlight+mss <= p.c.Window() {
+			p.c.OnPacketSent(p.now, mss, p.inFlight)
+			p.inFlight += mss
+			depart := p.linkFree
+			if p.now.After(depart) {
+				depart = p.now
+			}
+			depart = depart.Add(perPacket)
+			p.linkFree = depart
+			p.maxQueue = max(p.maxQueue, depart.Sub(p.now)-perPacket)
+			rtt := depart.Sub(p.now) + p.base
+			p.acks = append(p.acks, pendingAck{at: p.now.Add(rtt), sent: p.now, rtt: rtt})
+			pace := p.c.PacingRate()
+			if p.appRate > 0 && (pace <= 0 || p.appRate < pace) {
+				pace = p.appRate
+			}
+			if pace > 0 {
+				p.nextSend = p.nextSend.Add(time.Duration(float64(mss) / pace * float64(time.Second)))
+				if p.nextSend.Before(p.now) {
+					p.nextSend = p.now
+				}
+				break
+			}
+		}
+	}
+}
+
+// savedGEO is a path saved at 1.2 MB/s (about 10 Mbit/s), 600 ms.
+func savedGEO() PathState {
+	return PathState{Rate: 1.2e6, MinRTT: 600 * time.Millisecond, At: t0}
+}
+
+func TestCarefulResumeRetreatsOnTheJumpsFirstACKs(t *testing.T) {
+	// The path fell to a fifth since it was saved. The jump's ACKs come
+	// back spaced by the new bottleneck: the retreat comes within an
+	// eighth of the RTT (and a few packets) of the first of them, and the
+	// queue the jump built stays below the new path's bandwidth-delay
+	// product (a modem queue of that size drops nothing).
+	saved := savedGEO()
+	rate := saved.Rate / 5
+	p := newResumePath(saved, rate, saved.MinRTT)
+	p.run(t0.Add(4 * saved.MinRTT))
+	if p.retreatAt.IsZero() {
+		t.Fatalf("no retreat on a path at a fifth of the saved rate (phase %v)", p.c.ResumePhase())
+	}
+	eighth := saved.MinRTT / 8
+	if late := p.retreatAt.Sub(p.firstAck); late > eighth+20*time.Millisecond {
+		t.Errorf("retreat %v after the jump's first ACK, want within %v", late, eighth)
+	}
+	// The new BDP, as queueing delay at the new rate, is the base RTT.
+	if p.maxQueue >= saved.MinRTT {
+		t.Errorf("the jump queued %v at the bottleneck, want less than the new path's BDP (%v)", p.maxQueue, saved.MinRTT)
+	}
+	if w, newBDP := p.c.Window(), rate*saved.MinRTT.Seconds(); float64(w) > 1.5*newBDP {
+		t.Errorf("window %d after the retreat, the new BDP is %.0f", w, newBDP)
+	}
+}
+
+func TestCarefulResumeHoldsTheJumpWindow(t *testing.T) {
+	// Until the jump is judged its window is the resume's: ACKs of the
+	// first packets must not grow it by slow start (at 600 ms hybrid's
+	// slow start grows by many times the bytes acknowledged).
+	saved := savedGEO()
+	p := newResumePath(saved, saved.Rate/5, saved.MinRTT)
+	p.run(t0.Add(saved.MinRTT + 30*time.Millisecond))
+	if p.firstAck.IsZero() {
+		t.Fatal("no ACK within the first round trip")
+	}
+	if jump := resumeJumpShare * saved.Rate * saved.MinRTT.Seconds(); float64(p.c.Window()) > 1.01*jump {
+		t.Errorf("window %d while the jump is judged, the jump's is %.0f", p.c.Window(), jump)
+	}
+}
+
+func TestCarefulResumeConfirmsAnUnchangedPath(t *testing.T) {
+	saved := savedGEO()
+	p := newResumePath(saved, saved.Rate, saved.MinRTT)
+	p.run(t0.Add(4 * saved.MinRTT))
+	if !p.retreatAt.IsZero() {
+		t.Fatalf("retreated %v after the first ACK on the path as saved", p.retreatAt.Sub(p.firstAck))
+	}
+	if ph := p.c.ResumePhase(); ph != resumeNormalAfter {
+		t.Errorf("phase %v after four round trips, want validated", ph)
+	}
+	if w, bdp := p.c.Window(), saved.Rate*saved.MinRTT.Seconds(); float64(w) < 0.9*bdp {
+		t.Errorf("window %d after validating, the path's BDP is %.0f", w, bdp)
+	}
+}
+
+func TestCarefulResumeIgnoresASenderWithLess(t *testing.T) {
+	// The application offers a tenth of the saved rate on the path as
+	// saved: its ACKs arrive slower than the jump's rate, with far less
+	// than the jump in flight, and say nothing of the path.
+	saved := savedGEO()
+	p := newResumePath(saved, saved.Rate, saved.MinRTT)
+	p.appRate = saved.Rate / 10
+	p.run(t0.Add(3 * saved.MinRTT))
+	if !p.retreatAt.IsZero() {
+		t.Errorf("retreated on the ACKs of a sender with less to send than the jump")
+	}
+}
