@@ -34,9 +34,10 @@ type Options struct {
 	KeepLogs   bool
 	Binary     string // endpoint binary; default this executable
 	Verbose    bool
-	Workload   string    // WorkloadDownload, WorkloadPage or WorkloadFlows
-	Page       PageSpec  // the page-load workload's page
-	Flows      FlowsSpec // the many-flows workload's sizes
+	Workload   string      // WorkloadDownload, WorkloadPage, WorkloadFlows or WorkloadStalled
+	Page       PageSpec    // the page-load workload's page
+	Flows      FlowsSpec   // the many-flows workload's sizes
+	Stalled    StalledSpec // the stalled-readers workload's sizes
 }
 
 // Command returns the `bench` command.
@@ -58,13 +59,17 @@ func Command() *cli.Command {
 			&cli.StringFlag{Name: "timeline", Usage: "condition whose goodput over time is plotted (default C2 if selected, else the first)"},
 			&cli.DurationFlag{Name: "probe-every", Value: 500 * time.Millisecond, Usage: "interval of the request/response probe during the download"},
 			&cli.IntFlag{Name: "probe-size", Value: 100, Usage: "bytes of each probe request and response"},
-			&cli.StringFlag{Name: "workload", Value: WorkloadDownload, Usage: "download (a bulk download of --duration with a latency probe), page (a web page over 6 HTTP/1.1 connections and over one HTTP/2 connection, timed to its last byte) or flows (many flows through one association: idle connections' memory, opens per second, concurrent small downloads' fairness, and a 1 KB request on a new connection every --probe-every for --duration beside bulk flows and a UDP stream)"},
+			&cli.StringFlag{Name: "workload", Value: WorkloadDownload, Usage: "download (a bulk download of --duration with a latency probe), page (a web page over 6 HTTP/1.1 connections and over one HTTP/2 connection, timed to its last byte) flows (many flows through one association: idle connections' memory, opens per second, concurrent small downloads' fairness, and a 1 KB request on a new connection every --probe-every for --duration beside bulk flows and a UDP stream) or stalled (a fresh download beside downloads whose clients stopped reading, then a slow reader beside a bulk download for --duration)"},
 			&cli.IntFlag{Name: "page-objects", Value: DefaultPage.Objects, Usage: "objects of the page after its HTML (--workload page)"},
 			&cli.IntFlag{Name: "page-max-kb", Value: DefaultPage.MaxSize / 1000, Usage: "largest object of the page in kB; sizes are drawn from 5 kB up to it with a fixed seed (--workload page)"},
 			&cli.IntFlag{Name: "flows", Value: DefaultFlows.Flows, Usage: "concurrent downloads, and bulk flows beside the request probe (--workload flows)"},
 			&cli.IntFlag{Name: "flow-kb", Value: DefaultFlows.DownloadBytes / 1000, Usage: "size of each concurrent download in kB (--workload flows)"},
 			&cli.IntFlag{Name: "idle-flows", Value: DefaultFlows.Idle, Usage: "idle connections whose memory is measured (--workload flows)"},
 			&cli.IntFlag{Name: "opens", Value: DefaultFlows.Opens, Usage: "new connections opened at once to time the open rate (--workload flows)"},
+			&cli.IntFlag{Name: "stalled", Value: DefaultStalled.Stalled, Usage: "downloads whose clients stop reading (--workload stalled)"},
+			&cli.DurationFlag{Name: "stalled-wait", Value: DefaultStalled.Wait, Usage: "from opening the stalled downloads to the fresh download (--workload stalled)"},
+			&cli.IntFlag{Name: "fresh-mb", Value: DefaultStalled.FreshBytes / 1_000_000, Usage: "size of the fresh download beside the stalled ones in MB (--workload stalled)"},
+			&cli.IntFlag{Name: "slow-kbps", Value: DefaultStalled.SlowRate / 1000, Usage: "rate the slow client reads at in kB/s (--workload stalled)"},
 			&cli.BoolFlag{Name: "keep-logs", Usage: "keep the endpoint logs of every scpsvpn run in OUT/logs"},
 			&cli.StringFlag{Name: "binary", Usage: "endpoint binary for the scpsvpn runs (default: this executable)"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log the testbed's and the emulator's steps"},
@@ -103,9 +108,9 @@ func optionsFromFlags(c *cli.Context) (Options, error) {
 		return o, fmt.Errorf("--probe-size %d: use 1 to %d bytes", o.ProbeSize, maxEchoSize)
 	}
 	switch o.Workload = c.String("workload"); o.Workload {
-	case WorkloadDownload, WorkloadPage, WorkloadFlows:
+	case WorkloadDownload, WorkloadPage, WorkloadFlows, WorkloadStalled:
 	default:
-		return o, fmt.Errorf("--workload %q: use %s, %s or %s", o.Workload, WorkloadDownload, WorkloadPage, WorkloadFlows)
+		return o, fmt.Errorf("--workload %q: use %s, %s, %s or %s", o.Workload, WorkloadDownload, WorkloadPage, WorkloadFlows, WorkloadStalled)
 	}
 	if o.Workload != WorkloadDownload {
 		for _, ct := range o.Contenders {
@@ -116,6 +121,10 @@ func optionsFromFlags(c *cli.Context) (Options, error) {
 	}
 	o.Flows = FlowsSpec{Flows: c.Int("flows"), DownloadBytes: 1000 * c.Int("flow-kb"), Idle: c.Int("idle-flows"), Opens: c.Int("opens")}
 	if err := o.Flows.check(); err != nil {
+		return o, err
+	}
+	o.Stalled = StalledSpec{Stalled: c.Int("stalled"), Wait: c.Duration("stalled-wait"), FreshBytes: 1_000_000 * c.Int("fresh-mb"), SlowRate: 1000 * c.Int("slow-kbps")}
+	if err := o.Stalled.check(); err != nil {
 		return o, err
 	}
 	if n := c.Int("page-objects"); n < 1 || n > 1000 {
@@ -225,6 +234,9 @@ func Bench(ctx context.Context, o Options, d *Display, argv []string) *Report {
 	if o.Workload == WorkloadFlows {
 		rep.Flows, rep.Probe = &o.Flows, ""
 	}
+	if o.Workload == WorkloadStalled {
+		rep.Stalled, rep.Probe = &o.Stalled, ""
+	}
 	for _, c := range o.Conditions {
 		rep.Conditions = append(rep.Conditions, NewConditionInfo(c))
 	}
@@ -240,6 +252,9 @@ func Bench(ctx context.Context, o Options, d *Display, argv []string) *Report {
 		if c.Timed() {
 			per += 10 * time.Second
 		}
+		if o.Workload == WorkloadStalled {
+			per += o.Stalled.Wait + time.Duration(float64(o.Stalled.FreshBytes)/c.PayloadCapacity()*float64(time.Second))
+		}
 		est += time.Duration(len(o.Contenders)) * per
 	}
 	if est > 2*time.Minute {
@@ -253,6 +268,9 @@ func Bench(ctx context.Context, o Options, d *Display, argv []string) *Report {
 	}
 	if o.Workload == WorkloadFlows {
 		what = "the many-flows phases"
+	}
+	if o.Workload == WorkloadStalled {
+		what = "the stalled-readers phases"
 	}
 	d.Line(fmt.Sprintf("bench: %d conditions x %d contenders = %d runs of %s (about %v)", len(o.Conditions), len(o.Contenders), total, what, est))
 	log := NewLogger(o.Verbose)
@@ -273,7 +291,7 @@ func Bench(ctx context.Context, o Options, d *Display, argv []string) *Report {
 				Condition: cond, Contender: ct, Duration: o.Duration, Binary: o.Binary, Seed: o.Seed,
 				Probe: true, ProbeEvery: o.ProbeEvery, ProbeSize: o.ProbeSize,
 				Progress: func(p Progress) { d.Update(label, p) },
-				LogDir:   logDir, Logger: log, Workload: o.Workload, Page: o.Page, Flows: o.Flows,
+				LogDir:   logDir, Logger: log, Workload: o.Workload, Page: o.Page, Flows: o.Flows, Stalled: o.Stalled,
 			})
 			if ctx.Err() != nil {
 				d.Line(label + " interrupted")
@@ -298,6 +316,9 @@ func RunSummary(r *Result) string {
 	}
 	if r.Flows != nil {
 		return flowsSummary(r)
+	}
+	if r.Stalled != nil {
+		return stalledSummary(r)
 	}
 	s := fmt.Sprintf("%.1f kB/s (%.0f%% of the link, %.0f%% of the payload limit", r.GoodputKBps, r.Share*100, r.LimitShare*100)
 	if r.SteadyShare > 0 {
@@ -330,7 +351,7 @@ func WriteReport(rep *Report, dir, timeline string) error {
 		return err
 	}
 	var plotErrs []error
-	if len(rep.Results) > 0 && rep.Workload != WorkloadPage && rep.Workload != WorkloadFlows {
+	if len(rep.Results) > 0 && rep.Workload != WorkloadPage && rep.Workload != WorkloadFlows && rep.Workload != WorkloadStalled {
 		if err := rep.PlotGoodput(filepath.Join(dir, "goodput.svg")); err != nil {
 			plotErrs = append(plotErrs, err)
 		} else {

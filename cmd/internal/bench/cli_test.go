@@ -64,6 +64,18 @@ func TestFlagPage(t *testing.T) {
 	}
 }
 
+func TestFlagStalled(t *testing.T) {
+	o, err := parseFlags(t, "--out", "x", "--workload", "stalled")
+	if err != nil || o.Workload != WorkloadStalled || o.Stalled != DefaultStalled {
+		t.Fatalf("workload %q, stalled %+v, %v", o.Workload, o.Stalled, err)
+	}
+	o, err = parseFlags(t, "--out", "x", "--workload", "stalled", "--stalled", "2", "--stalled-wait", "1s", "--fresh-mb", "3", "--slow-kbps", "50")
+	want := StalledSpec{Stalled: 2, Wait: time.Second, FreshBytes: 3_000_000, SlowRate: 50_000}
+	if err != nil || o.Stalled != want {
+		t.Errorf("resized: %+v, %v", o.Stalled, err)
+	}
+}
+
 func TestFlagErrors(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -82,6 +94,10 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"--out", "x", "--workload", "page", "--contenders", "bbr,share-sites"}, "--contenders share-sites"},
 		{[]string{"--out", "x", "--page-objects", "0"}, "--page-objects"},
 		{[]string{"--out", "x", "--page-max-kb", "0"}, "--page-max-kb"},
+		{[]string{"--out", "x", "--stalled", "0"}, "--stalled"},
+		{[]string{"--out", "x", "--stalled-wait", "-1s"}, "--stalled-wait"},
+		{[]string{"--out", "x", "--fresh-mb", "0"}, "--fresh-mb"},
+		{[]string{"--out", "x", "--slow-kbps", "0"}, "--slow-kbps"},
 	} {
 		_, err := parseFlags(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -44,6 +44,8 @@ func TestConditionTable(t *testing.T) {
 		"LEO-NORATE":            {100_000_000, 20_000_000, 40 * time.Millisecond, 0.005},
 		"BEAM":                  {10_000_000, 2_000_000, 600 * time.Millisecond, 0.01},
 		"BEAM-CLEAN":            {10_000_000, 2_000_000, 600 * time.Millisecond, 0},
+		"GEO-CLEAN":             {10_000_000, 2_000_000, 600 * time.Millisecond, 0},
+		"GEO-CLEAN-NORATE":      {10_000_000, 2_000_000, 600 * time.Millisecond, 0},
 	}
 	if len(Conditions) != len(want) {
 		t.Fatalf("%d conditions, want %d", len(Conditions), len(want))

@@ -936,26 +936,16 @@ func (rep *Report) renderFlows(w io.Writer) {
 		"the request on a new connection within 1.2 RTT beside the bulk flows and the UDP stream. " +
 		"Idle: KiB of RSS per open connection at endpoint A / B (scpsvpn only). Request: p50 / p95 / max in round trips of the condition, and how many. Bulk and UDP: kB/s each carried during the requests (UDP offered).\n\n")
 	p("| condition | contender | idle KiB/flow (A / B) | opens/s | downloads done | together | Jain | download p50 / max s | request RTTs | bulk kB/s | UDP kB/s (offered) |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, c := range rep.Conditions {
-		for _, ct := range rep.Contenders {
-			r := rep.result(c.Name, ct.Name)
-			if r == nil {
-				continue
-			}
-			if !r.OK() || r.Flows == nil {
-				p("| %s | %s | %s | | | | | | | | |\n", c.Name, ct.Name, statusWord(r.Status))
-				continue
-			}
-			f := r.Flows
-			idle := "-"
-			if i := f.Idle; i != nil {
-				idle = fmt.Sprintf("%.1f / %.1f (%d)", i.PerFlowA/1024, i.PerFlowB/1024, i.Open)
-			}
-			d, o, q := f.Downloads, f.Opens, f.Request
-			p("| %s | %s | %s | %.0f | %d/%d | %.0f%% | %.3f | %.1f / %.1f | %.2f / %.2f / %.2f (%d) | %.1f | %.1f (%.1f) |\n",
-				c.Name, ct.Name, idle, o.PerSecond, d.Done, d.Flows, d.Together*100, d.Jain, d.P50Ms/1000, d.MaxMs/1000,
-				q.P50RTTs, q.P95RTTs, q.MaxRTTs, q.Count, q.BulkKBps, q.UDPKBps, q.UDPOfferedKBps)
+	rep.workloadRows(w, 9, func(r *Result) bool { return r.Flows != nil }, func(r *Result) string {
+		f := r.Flows
+		idle := "-"
+		if i := f.Idle; i != nil {
+			idle = fmt.Sprintf("%.1f / %.1f (%d)", i.PerFlowA/1024, i.PerFlowB/1024, i.Open)
 		}
-	}
+		d, o, q := f.Downloads, f.Opens, f.Request
+		return fmt.Sprintf("%s | %.0f | %d/%d | %.0f%% | %.3f | %.1f / %.1f | %.2f / %.2f / %.2f (%d) | %.1f | %.1f (%.1f)",
+			idle, o.PerSecond, d.Done, d.Flows, d.Together*100, d.Jain, d.P50Ms/1000, d.MaxMs/1000,
+			q.P50RTTs, q.P95RTTs, q.MaxRTTs, q.Count, q.BulkKBps, q.UDPKBps, q.UDPOfferedKBps)
+	})
 	p("\n")
 }

@@ -70,6 +70,8 @@ type Result struct {
 	Page *PageResult `json:"page_load,omitempty"`
 	// Flows holds the measures of the many-flows workload (flows.go).
 	Flows *FlowsResult `json:"many_flows,omitempty"`
+	// Stalled holds the measures of the stalled-readers workload (stalled.go).
+	Stalled *StalledResult `json:"stalled_readers,omitempty"`
 }
 
 // OutageResult is what a run under an outage saw.

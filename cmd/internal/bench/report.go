@@ -42,6 +42,8 @@ type Report struct {
 	Workload string     `json:"workload,omitempty"`
 	Page     *PageSpec  `json:"page,omitempty"`
 	Flows    *FlowsSpec `json:"flows,omitempty"` // the many-flows workload's sizes
+	// Stalled is the stalled-readers workload's sizes.
+	Stalled *StalledSpec `json:"stalled,omitempty"`
 }
 
 // Machine describes where the benchmark ran.
@@ -222,6 +224,8 @@ func (rep *Report) RenderMarkdown(w io.Writer) {
 		p("- each run: %s; loss seed %d\n", rep.Page.Describe(), rep.Seed)
 	} else if rep.Flows != nil {
 		p("- each run: %s; loss seed %d\n", rep.Flows.Describe(rep.DurationS), rep.Seed)
+	} else if rep.Stalled != nil {
+		p("- each run: %s; loss seed %d\n", rep.Stalled.Describe(rep.DurationS), rep.Seed)
 	} else {
 		p("- each run: a %s download from site B (server) to site A (client) through the userspace link emulator, on a fresh two-site testbed; loss seed %d (every contender meets the same loss pattern per packet sequence)\n", fmtSeconds(rep.DurationS), rep.Seed)
 	}
@@ -259,6 +263,11 @@ func (rep *Report) RenderMarkdown(w io.Writer) {
 	}
 	if rep.Workload == WorkloadFlows {
 		rep.renderFlows(w)
+		rep.renderTail(w)
+		return
+	}
+	if rep.Workload == WorkloadStalled {
+		rep.renderStalled(w)
 		rep.renderTail(w)
 		return
 	}
@@ -436,6 +445,26 @@ func Ratio(a, b float64) string {
 
 // statusWord shortens a status for a table cell; the reason is listed below
 // the tables.
+// workloadRows writes one row per run of a workload's table, conditions
+// in order, contenders in order: a run that did not measure (or lacks
+// the workload's results, has(r) false) gets its status and cols empty
+// cells; the others row(r).
+func (rep *Report) workloadRows(w io.Writer, cols int, has func(*Result) bool, row func(*Result) string) {
+	for _, c := range rep.Conditions {
+		for _, ct := range rep.Contenders {
+			r := rep.result(c.Name, ct.Name)
+			if r == nil {
+				continue
+			}
+			if !r.OK() || !has(r) {
+				fmt.Fprintf(w, "| %s | %s | %s |%s\n", c.Name, ct.Name, statusWord(r.Status), strings.Repeat(" |", cols-1))
+				continue
+			}
+			fmt.Fprintf(w, "| %s | %s | %s |\n", c.Name, ct.Name, row(r))
+		}
+	}
+}
+
 func statusWord(s string) string {
 	if strings.HasPrefix(s, "failed") {
 		return "failed"

@@ -49,9 +49,12 @@ type RunConfig struct {
 	// Page instead of downloading (DefaultPage when zero).
 	// WorkloadFlows runs the many-flows workload (Flows, DefaultFlows
 	// when zero).
+	// WorkloadStalled runs the stalled-readers workload (Stalled,
+	// DefaultStalled when zero).
 	Workload string
 	Page     PageSpec
 	Flows    FlowsSpec
+	Stalled  StalledSpec
 	// AssociationTimeout bounds the wait for both endpoints to report the
 	// association up; default 10s plus three round trips.
 	AssociationTimeout time.Duration
@@ -84,6 +87,9 @@ func run(ctx context.Context, rc RunConfig, r *Result) (err error) {
 	}
 	if rc.Workload == WorkloadFlows {
 		return runFlows(ctx, rc, r)
+	}
+	if rc.Workload == WorkloadStalled {
+		return runStalled(ctx, rc, r)
 	}
 	if rc.ProbeEvery <= 0 {
 		rc.ProbeEvery = 500 * time.Millisecond
@@ -132,16 +138,8 @@ func run(ctx context.Context, rc RunConfig, r *Result) (err error) {
 	stopSignals := tb.CloseOnSignal(func(os.Signal) { cancel() })
 	defer stopSignals()
 
-	var (
-		srv  *Server
-		dial Dialer
-		cc   ccCheck
-	)
-	if rc.Contender.IsSCPS() {
-		srv, dial, err = scpsPath(ctx, tb, rc)
-	} else {
-		srv, dial, err = kernelPath(tb, rc.Contender.Kernel, &cc, rc.Logger)
-	}
+	var cc ccCheck
+	srv, dial, err := contenderPath(ctx, tb, rc, &cc)
 	if err != nil {
 		return err
 	}
@@ -279,6 +277,16 @@ func countersBetween(ctx context.Context, emu *linkemu.Emulator, from, to time.D
 		return
 	}
 	out <- CountersDelta(a, emu.Counters())
+}
+
+// contenderPath is the run's server and dialer: through both endpoints
+// for an scpsvpn contender, kernel TCP end to end (noting its congestion
+// control in cc) otherwise.
+func contenderPath(ctx context.Context, tb *testbed.Testbed, rc RunConfig, cc *ccCheck) (*Server, Dialer, error) {
+	if rc.Contender.IsSCPS() {
+		return scpsPath(ctx, tb, rc)
+	}
+	return kernelPath(tb, rc.Contender.Kernel, cc, rc.Logger)
 }
 
 // kernelPath sets up kernel TCP end to end over the underlay: the server

@@ -157,6 +157,45 @@ func TestSmokePage(t *testing.T) {
 	}
 }
 
+// TestSmokeStalled: the stalled-readers workload end to end, briefly:
+// both phases through kernel TCP and through both endpoints.
+func TestSmokeStalled(t *testing.T) {
+	bin := testenv.SmokeBinary(t)
+	out := filepath.Join(t.TempDir(), "report")
+	rep := runBench(t, bin, out, "--conditions", "B1", "--contenders", "cubic,scpsvpn", "--workload", "stalled",
+		"--stalled", "2", "--stalled-wait", "1s", "--fresh-mb", "1", "--slow-kbps", "40", "--duration", "3s")
+	if len(rep.Results) != 2 || rep.Workload != WorkloadStalled || rep.Stalled == nil {
+		t.Fatalf("results: %+v", rep.Results)
+	}
+	for _, r := range rep.Results {
+		if !r.OK() || r.Stalled == nil || r.Stalled.Fresh == nil || r.Stalled.Slow == nil {
+			t.Errorf("%s: %s %+v", r.Contender, r.Status, r.Stalled)
+			continue
+		}
+		// Every stalled download delivered its first byte, and the fresh
+		// one all of its bytes, no faster than the link carries them (the
+		// margin is the emulator's rounding).
+		if f := r.Stalled.Fresh; f.Opened != 2 || !f.Done || f.Bytes != 1_000_000 || f.WholeShare <= 0 || f.WholeShare > 1.05 || f.TTFBMs < 45 {
+			t.Errorf("%s fresh download: %+v", r.Contender, f)
+		}
+		// The slow reader reads no faster than it is paced, and the link
+		// carries what the bulk download read at least.
+		if s := r.Stalled.Slow; s.SlowKBps <= 0 || s.SlowKBps > 1.1*s.TargetKBps || s.BulkKBps <= 0 || s.LinkKBps < 0.95*s.BulkKBps {
+			t.Errorf("%s slow reader: %+v", r.Contender, s)
+		}
+	}
+	if r := rep.Results[0]; r.TCPCongestion != "cubic/cubic" {
+		t.Errorf("kernel run's sockets ran %q", r.TCPCongestion)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "## Stalled and slow readers") || !strings.Contains(string(md), "\n| B1 | scpsvpn | ") {
+		t.Errorf("report.md has no stalled-readers table:\n%s", md)
+	}
+}
+
 // TestSmokeFlows: the many-flows workload end to end, with few flows:
 // every phase through kernel TCP and through both endpoints.
 func TestSmokeFlows(t *testing.T) {
