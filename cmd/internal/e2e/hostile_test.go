@@ -351,10 +351,13 @@ func handshakeFlood(t *testing.T, onLink bool) {
 	t.Logf("transfer: %d MiB, longest pause during the flood %v (at +%v), before it %v; restarted spoke 2 carried again after %v (%v without the flood)",
 		r.n>>20, gap.Round(time.Millisecond), at.Sub(floodStart).Round(time.Millisecond), gap0.Round(time.Millisecond),
 		in.Round(time.Millisecond), in0.Round(time.Millisecond))
-	// The flooder shares the machine too: half the rate is still 25 times
-	// the hub's Diffie-Hellman budget (400/s), an overload all the same.
-	if sent < rate/2 {
-		t.Errorf("the flooder managed %.0f initiations a second, want %d", sent, rate)
+	// The flooder shares the machine, and reached 19,970 a second of its
+	// 20,000 at load 20 with two CPU burners. What matters is that the
+	// flood overloads the hub: five times its Diffie-Hellman budget
+	// (peers.Options.HandshakeRateGlobal, 400/s) at least. Below that the
+	// run cannot tell, and says so rather than blame the hub.
+	if budget := 400.0; sent < 5*budget {
+		t.Fatalf("the flooder managed only %.0f initiations a second, under five times the hub's budget of %.0f: no overload to test on this machine now", sent, budget)
 	}
 	// Each flood initiation costs a cookie reply or, past the replies'
 	// share of the uplink (2%: a few hundred a second here), nothing.
