@@ -92,6 +92,7 @@ func NewAssociation(cfg Config, now time.Time) (*Association, error) {
 		InitialStreamWindow: cfg.initialStreamWindow(),
 		InitialSendBuffer:   cfg.initialSendBuffer(),
 		SendBuffer:          cfg.sendBufferLimit(),
+		MaxPending:          cfg.MaxStreams,
 	}
 	a.streams.Events = assocEvents{a}
 	a.streams.Frames = &a.sent

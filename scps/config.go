@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"scpsvpn/scps/cc"
+	"scpsvpn/scps/internal/wire"
 	"scpsvpn/scps/settings"
 )
 
@@ -29,7 +30,7 @@ const (
 	// ack-eliciting packet (and what a sender adds to its probe timeout).
 	MaxAckDelay = 25 * time.Millisecond
 	// MaxMetaSize is the largest stream-open metadata.
-	MaxMetaSize = 512
+	MaxMetaSize = wire.MaxMetaLen
 	// MinMemory is the least memory budget (Config.Memory): the initial
 	// connection credit both ways, and the initial stream credit of the
 	// fewest streams a peer may always open.

@@ -37,7 +37,8 @@ package scps
 //	                      received stream ranges, closing on abuse
 //	datagramqueue.go      datagramQueue: outgoing datagrams
 //	datagramshare.go      shareBalance: datagrams' and streams' shares of the link
-//	streamapi.go          the Association's stream operations
+//	streamapi.go          the Association's stream operations: entry points
+//	                      to streams.Manager's
 //	memory.go             SetMemory: a running association's memory budget
 //	config.go             Config, defaults and validation
 //	stats.go              Stats

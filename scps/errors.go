@@ -11,12 +11,9 @@ import (
 )
 
 // ResetError is returned by Stream.Read and Stream.Write after the peer
-// reset the stream (or closed the association) with Code.
-type ResetError struct{ Code uint64 }
-
-func (e *ResetError) Error() string {
-	return fmt.Sprintf("scps: stream reset by peer (code %d)", e.Code)
-}
+// reset the stream (or closed the association) with Code. The streams
+// return it (internal/streams/streamapi.go).
+type ResetError = streams.ResetError
 
 // PeerClosedError is the association error after the peer sent CLOSE.
 type PeerClosedError struct {
@@ -64,13 +61,13 @@ var (
 	// ErrStreamClosed: the stream was closed or reset locally.
 	ErrStreamClosed = streams.ErrStreamClosed
 	// ErrWriteClosed: Write after CloseWrite.
-	ErrWriteClosed = errors.New("scps: write after CloseWrite")
+	ErrWriteClosed = streams.ErrWriteClosed
 	// ErrUnknownStream: no such stream (never opened, or already gone).
-	ErrUnknownStream = errors.New("scps: unknown stream")
+	ErrUnknownStream = streams.ErrUnknownStream
 	// ErrStreamLimit: too many streams wait for the peer's stream credit.
-	ErrStreamLimit = errors.New("scps: stream limit reached")
+	ErrStreamLimit = streams.ErrStreamLimit
 	// ErrMetaTooLarge: stream metadata over MaxMetaSize.
-	ErrMetaTooLarge = errors.New("scps: stream metadata too large")
+	ErrMetaTooLarge = streams.ErrMetaTooLarge
 	// ErrDatagramTooLarge: datagram over MaxDatagramSize.
 	ErrDatagramTooLarge = errors.New("scps: datagram too large")
 	// ErrDatagramDropped: the datagram queue was full; the datagram was

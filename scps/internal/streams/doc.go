@@ -12,9 +12,11 @@
 // frames of acknowledged and lost packets. It does no I/O and reads no clock:
 // times are durations since the association's epoch, handed in by the
 // caller, what the driver must hear goes to an Events sink, and the
-// frames written are recorded through Frames. The stream API and the
-// packet's plan (when to send, ACKs, datagrams and their share of the
-// link) are the Association's, in package scps.
+// frames written are recorded through Frames. The application's
+// operations on a stream (open, write, read, close, reset) are Manager's
+// too (streamapi.go); the Association's public stream API only hands them
+// in. The packet's plan (when to send, ACKs, datagrams and their share of
+// the link) is the Association's, in package scps.
 //
 // Where things are:
 //
@@ -25,6 +27,8 @@
 //	                RESET_STREAM)
 //	recvranges.go   the bound on received stream ranges
 //	sentframes.go   the streams' frames of acknowledged and lost packets
+//	streamapi.go    the application's operations on a stream, by id, and
+//	                their errors
 //	streamstate.go  State: one stream's send and receive halves
 //	streammap.go    Map: stream table, limits, send queues
 //	streamqueue.go  Queue: FIFO of streams for the scheduler

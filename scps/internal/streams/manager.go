@@ -39,13 +39,15 @@ const CodeStreamClosed = 0x1
 // (scps.ErrStreamClosed).
 var ErrStreamClosed = errors.New("scps: stream closed")
 
-// Limits are the window sizes the configuration sets for the streams.
+// Limits are the window sizes and the stream limit the configuration sets
+// for the streams.
 type Limits struct {
 	StreamWindow        uint64 // how far a stream's receive window may grow
 	ConnWindow          uint64 // how far the association's receive window may grow
 	InitialStreamWindow uint64 // a new stream's receive window
 	InitialSendBuffer   uint64 // a new stream's send buffer
 	SendBuffer          uint64 // how far a stream's send buffer may grow
+	MaxPending          int    // local streams that may wait for the peer's stream credit (Open)
 }
 
 // Manager holds the association's streams, their flow control and the
@@ -251,9 +253,9 @@ func (m *Manager) finish(s *State) {
 	m.Events.Closed(s)
 }
 
-// Reset aborts s from our side (the application's reset or close, or data
+// reset aborts s from our side (the application's reset or close, or data
 // for a stream the application closed) with code.
-func (m *Manager) Reset(s *State, code uint64, now, srtt time.Duration) {
+func (m *Manager) reset(s *State, code uint64, now, srtt time.Duration) {
 	s.LocalErr = ErrStreamClosed
 	m.Abort(s, now, srtt)
 	s.ResetSent, s.ResetQueued, s.ResetCode = true, true, code
@@ -261,9 +263,9 @@ func (m *Manager) Reset(s *State, code uint64, now, srtt time.Duration) {
 	m.Events.Notify(s)
 }
 
-// Write copies as much of p into s's send buffer as fits and returns how
+// write copies as much of p into s's send buffer as fits and returns how
 // much; short of all of p, the writer waits for room (AwaitRoom).
-func (m *Manager) Write(s *State, p []byte) int {
+func (m *Manager) write(s *State, p []byte) int {
 	space, budget := m.SendSpace(s)
 	n := min(len(p), space)
 	if n < len(p) {
@@ -279,11 +281,11 @@ func (m *Manager) Write(s *State, p []byte) int {
 	return n
 }
 
-// Read copies received in-order data of s into p and grants credit for
+// read copies received in-order data of s into p and grants credit for
 // what was read; io.EOF after the peer's FIN once everything was read, 0
 // with a nil error when nothing is available yet (the reader waits:
 // ReadWait). srtt is the smoothed round-trip time.
-func (m *Manager) Read(s *State, p []byte, now, srtt time.Duration) (int, error) {
+func (m *Manager) read(s *State, p []byte, now, srtt time.Duration) (int, error) {
 	avail := s.Contiguous() - s.ReadOff
 	if avail == 0 {
 		if s.FinKnown && s.ReadOff == s.FinalSize {

@@ -94,7 +94,7 @@ func (m *Manager) OnStreamFrame(f *wire.Frame, now, srtt time.Duration) error {
 		if end > s.ReadOff {
 			// The application closed its end; new data cannot be
 			// delivered: reset, as TCP does.
-			m.Reset(s, CodeStreamClosed, now, srtt)
+			m.reset(s, CodeStreamClosed, now, srtt)
 			return nil
 		}
 		m.MaybeFinish(s)

@@ -266,10 +266,10 @@ func TestStreamFrameWithinCredit(t *testing.T) {
 		t.Fatalf("%d bytes in order after the refused frame, want 200", s.Contiguous())
 	}
 	p := make([]byte, 500)
-	if n, err := m.Read(s, p, time.Second, 0); n != 200 || err != nil || m.Flow.Consumed != 200 {
+	if n, err := m.read(s, p, time.Second, 0); n != 200 || err != nil || m.Flow.Consumed != 200 {
 		t.Fatalf("read %d, %v, consumed %d: want all 200", n, err, m.Flow.Consumed)
 	}
-	if n, err := m.Read(s, p, time.Second, 0); n != 0 || err != nil || !s.ReadWait {
+	if n, err := m.read(s, p, time.Second, 0); n != 0 || err != nil || !s.ReadWait {
 		t.Fatalf("read %d, %v with nothing left, waiting %v", n, err, s.ReadWait)
 	}
 }
