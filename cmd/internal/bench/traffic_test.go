@@ -120,10 +120,13 @@ func TestMeasureLoopback(t *testing.T) {
 	if tr.Err != nil {
 		t.Fatalf("download: %v", tr.Err)
 	}
-	if tr.Bytes < 1<<20 {
-		t.Errorf("only %d bytes over loopback", tr.Bytes)
+	// How much loopback carries, how soon the first byte comes and how
+	// late a probe's answer is are the machine's (a loaded one's timers
+	// fire late); what Measure does with them is checked here.
+	if tr.Bytes <= 0 {
+		t.Errorf("%d bytes over loopback", tr.Bytes)
 	}
-	if tr.TTFB <= 0 || tr.TTFB > time.Second {
+	if tr.TTFB <= 0 || tr.TTFB > tr.Window {
 		t.Errorf("TTFB %v", tr.TTFB)
 	}
 	if tr.Window != 1500*time.Millisecond {
@@ -132,19 +135,20 @@ func TestMeasureLoopback(t *testing.T) {
 	if g := tr.Goodput(); g != float64(tr.Bytes)/1.5 {
 		t.Errorf("goodput %v for %d bytes in 1.5s", g, tr.Bytes)
 	}
-	// The probe ran about every 100 ms after the first byte.
-	if n := len(tr.Latencies); n < 8 || n > 16 {
+	// The probe ran again and again after the first byte, never more
+	// often than every 100 ms.
+	if n := len(tr.Latencies); n < 2 || n > 16 {
 		t.Errorf("%d probe samples in 1.5s at 100ms", n)
 	}
 	if tr.ProbeBytes != int64(200*len(tr.Latencies)) {
 		t.Errorf("probe bytes %d for %d samples", tr.ProbeBytes, len(tr.Latencies))
 	}
 	for _, l := range tr.Latencies {
-		if l <= 0 || l > time.Second {
+		if l <= 0 || l > tr.Window {
 			t.Errorf("probe latency %v on loopback", l)
 		}
 	}
-	if n := len(tr.Timeline); n < 4 || n > 7 {
+	if n := len(tr.Timeline); n < 2 || n > 7 {
 		t.Errorf("%d timeline points at 250ms over 1.5s: %+v", n, tr.Timeline)
 	}
 	var sum float64
@@ -161,7 +165,7 @@ func TestMeasureLoopback(t *testing.T) {
 	if sum < float64(tr.Bytes)*0.8 || sum > float64(tr.Bytes)*1.01 {
 		t.Errorf("timeline integrates to %.0f bytes, received %d", sum, tr.Bytes)
 	}
-	if updates.Load() < 3 {
+	if updates.Load() < 2 {
 		t.Errorf("%d progress updates", updates.Load())
 	}
 }
