@@ -26,7 +26,7 @@ package cc
 // Safe retreat: a congestion loss, a queue in the RTT (slow start's exit),
 // an RTT sample above the saved minimum by resumeRetreatQueue, or the
 // jump's ACKs arriving at less than resumeConfirm of its rate, while
-// unvalidated or validating, ends the resume at once: within an eighth of
+// unvalidated or validating, ends the resume at once: within a quarter of
 // a round trip of the jump's first ACK on a path whose rate fell. The
 // controller's cut sets the window to what the path delivers now times the
 // saved RTT, the safe rate the draft asks for (its PipeSize, measured
@@ -70,14 +70,16 @@ const (
 	// share of its rate; ACKs that deliver less over resumeJudge say the
 	// path is not the one saved, and the sender retreats at once.
 	resumeConfirm = 0.8
-	// resumeJudge is the share of the saved RTT of the jump's ACKs that
-	// is judged: paced, they arrive at the rate the jump was sent at, or
-	// at the bottleneck's rate when that is less. An eighth of a round
-	// trip is what the loss-cause detector and the controller's own
-	// delivery rate measure over too; at least resumeJudgePackets
-	// packets of the jump are judged, so a slow path is not judged on
-	// one ACK.
-	resumeJudge        = 8
+	// resumeJudge is the share of the saved RTT of the jump's arrivals
+	// that is judged: paced, its packets arrive at the rate they were
+	// sent at, or at the bottleneck's rate when that is less. A quarter
+	// of a round trip: a host that stalls the receiver for a few
+	// milliseconds spreads a shorter span's arrivals by as much as a
+	// slower bottleneck would (a false retreat costs the start and the
+	// saved rate), and it still comes before the RTT of the packets sent
+	// into the queue shows it. At least resumeJudgePackets packets of
+	// the jump are judged, so a slow path is not judged on one ACK.
+	resumeJudge        = 4
 	resumeJudgePackets = 8
 )
 
@@ -142,13 +144,15 @@ type careful struct {
 	rate   float64       // bytes/s paced while unvalidated
 	jump   time.Time     // when the jump began
 	window float64       // the jump's window, bytes
-	// firstAck is when the ACKs of the jump judged began to arrive (zero:
-	// none yet), lastAck when the latest did, and acked the bytes they
-	// acknowledged since firstAck (its own excluded: they arrived before
-	// the interval began).
-	firstAck, lastAck time.Time
-	acked             int
-	check             time.Time // validating ends with the ACK of a packet sent after it
+	// lastAck is when the latest ACK of the jump judged arrived (zero:
+	// none yet); firstRecv and firstSent are when the packet the first
+	// of them acknowledged arrived at the peer and was sent, and acked
+	// the bytes acknowledged since (the first ACK's own excluded: they
+	// arrived before the interval began).
+	lastAck              time.Time
+	firstRecv, firstSent time.Time
+	acked                int
+	check                time.Time // validating ends with the ACK of a packet sent after it
 	// retreatRate is the delivery rate at the retreat (bytes/s): the
 	// controller paces at no less than it until the queue the jump built
 	// has drained (the smoothed RTT still holds that queue, and pacing by
@@ -229,7 +233,7 @@ func (r *careful) onAck(now time.Time, ev AckEvent, rate float64, mss int) bool 
 			break
 		}
 		if r.judge(now, ev, mss) {
-			r.retreat(now, float64(r.acked)/now.Sub(r.firstAck).Seconds())
+			r.retreat(now, float64(r.acked)/now.Add(-ev.AckDelay).Sub(r.firstRecv).Seconds())
 			return true
 		}
 	case !ev.LargestSentAt.Before(r.check):
@@ -239,26 +243,32 @@ func (r *careful) onAck(now time.Time, ev AckEvent, rate float64, mss int) bool 
 }
 
 // judge takes an ACK of the jump while unvalidated and reports whether
-// the jump's ACKs, judged over resumeJudge of the saved RTT, arrive at
-// less than resumeConfirm of the jump's rate with the jump in flight: the
-// bottleneck spaced them, its rate is less than the jump's. A gap in the
-// ACKs longer than that restarts the interval (the packets before it were
-// not the paced jump: a request's answer, an idle sender), and ACKs with
-// less than half the jump in flight judge nothing (the sender had less to
-// send than the jump allowed, and its rate says nothing of the path).
+// the jump's packets, judged over resumeJudge of the saved RTT of their
+// arrivals at the peer, arrived at less than resumeConfirm of the jump's
+// rate and of the rate they were sent at, with the jump in flight: the
+// bottleneck spaced them, its rate is less than the jump's. Arrivals
+// spread because the sender itself stalled are spread as much when sent,
+// and judge nothing. A gap in the ACKs longer than the span restarts the
+// interval (the packets before it were not the paced jump: a request's
+// answer, an idle sender), and ACKs with less than half the jump in
+// flight judge nothing (the sender had less to send than the jump
+// allowed, and its rate says nothing of the path).
 func (r *careful) judge(now time.Time, ev AckEvent, mss int) bool {
 	span := r.saved.MinRTT / resumeJudge
-	if r.firstAck.IsZero() || now.Sub(r.lastAck) > span || float64(ev.PriorInFlight) < r.window/2 {
-		r.firstAck, r.lastAck, r.acked = now, now, 0
+	recv := now.Add(-ev.AckDelay)
+	if r.lastAck.IsZero() || now.Sub(r.lastAck) > span || float64(ev.PriorInFlight) < r.window/2 {
+		r.lastAck, r.acked = now, 0
+		r.firstRecv, r.firstSent = recv, ev.LargestSentAt
 		return false
 	}
 	r.lastAck = now
 	r.acked += ev.AckedBytes
-	d := now.Sub(r.firstAck)
-	if d < span || r.acked < resumeJudgePackets*mss {
+	arrived, sent := recv.Sub(r.firstRecv), ev.LargestSentAt.Sub(r.firstSent)
+	if arrived < span || r.acked < resumeJudgePackets*mss {
 		return false
 	}
-	return float64(r.acked)/d.Seconds() < resumeConfirm*r.rate
+	got := float64(r.acked) / arrived.Seconds()
+	return got < resumeConfirm*r.rate && float64(sent) < resumeConfirm*float64(arrived)
 }
 
 // validated reports whether the ACK just taken (onAck) ended validating.

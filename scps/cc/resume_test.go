@@ -2,8 +2,9 @@ package cc
 
 // This file tests careful resume in hybrid on a virtual path: a jump
 // whose path kept its rate is confirmed, one whose path fell to a fifth
-// retreats within an eighth of a round trip of the jump's first ACK, and a
-// sender with less to send than the jump is not taken for a changed path.
+// retreats within a quarter of a round trip of the jump's first ACK, a
+// sender with less to send than the jump, or one that stalls, is not
+// taken for a changed path.
 
 import (
 	"testing"
@@ -95,8 +96,8 @@ func savedGEO() PathState {
 
 func TestCarefulResumeRetreatsOnTheJumpsFirstACKs(t *testing.T) {
 	// The path fell to a fifth since it was saved. The jump's ACKs come
-	// back spaced by the new bottleneck: the retreat comes within an
-	// eighth of the RTT (and a few packets) of the first of them, and the
+	// back spaced by the new bottleneck: the retreat comes within a
+	// quarter of the RTT (and a few packets) of the first of them, and the
 	// queue the jump built stays below the new path's bandwidth-delay
 	// product (a modem queue of that size drops nothing).
 	saved := savedGEO()
@@ -106,9 +107,9 @@ func TestCarefulResumeRetreatsOnTheJumpsFirstACKs(t *testing.T) {
 	if p.retreatAt.IsZero() {
 		t.Fatalf("no retreat on a path at a fifth of the saved rate (phase %v)", p.c.ResumePhase())
 	}
-	eighth := saved.MinRTT / 8
-	if late := p.retreatAt.Sub(p.firstAck); late > eighth+20*time.Millisecond {
-		t.Errorf("retreat %v after the jump's first ACK, want within %v", late, eighth)
+	quarter := saved.MinRTT / 4
+	if late := p.retreatAt.Sub(p.firstAck); late > quarter+20*time.Millisecond {
+		t.Errorf("retreat %v after the jump's first ACK, want within %v", late, quarter)
 	}
 	// The new BDP, as queueing delay at the new rate, is the base RTT.
 	if p.maxQueue >= saved.MinRTT {
@@ -159,5 +160,39 @@ func TestCarefulResumeIgnoresASenderWithLess(t *testing.T) {
 	p.run(t0.Add(3 * saved.MinRTT))
 	if !p.retreatAt.IsZero() {
 		t.Errorf("retreated on the ACKs of a sender with less to send than the jump")
+	}
+}
+
+func TestCarefulResumeJudgesArrivalsAgainstSends(t *testing.T) {
+	// The jump's packets arrive at 60% of its rate. Sent evenly at that
+	// rate, the bottleneck spread them: retreat. Sent that way because
+	// the sender stalled 40 ms of every 100 ms (a loaded host), they
+	// arrive as they left: the path is not judged slower for it.
+	saved := savedGEO()
+	for _, tc := range []struct {
+		name    string
+		stalls  bool
+		retreat bool
+	}{{"slower bottleneck", false, true}, {"sender stalls", true, false}} {
+		r := careful{phase: ResumeUnvalidated, saved: saved, rate: resumeJumpShare * saved.Rate, jump: t0}
+		r.window = r.rate * saved.MinRTT.Seconds()
+		gap := time.Duration(float64(2*mss) / r.rate * float64(time.Second)) // two packets an ACK
+		sent, arrived, got := t0, t0.Add(saved.MinRTT/2), false
+		for i := 0; i < 200 && !got; i++ {
+			if tc.stalls {
+				sent = sent.Add(gap)
+				if sent.Sub(t0)%(100*time.Millisecond) < 40*time.Millisecond {
+					sent = sent.Add(40 * time.Millisecond)
+				}
+				arrived = sent.Add(saved.MinRTT / 2)
+			} else {
+				sent, arrived = sent.Add(gap), arrived.Add(gap*10/6)
+			}
+			ack := arrived.Add(saved.MinRTT / 2)
+			got = r.judge(ack, AckEvent{AckedBytes: 2 * mss, PriorInFlight: int(r.window), LargestSentAt: sent, RTTUpdated: true, RTT: ack.Sub(sent)}, mss)
+		}
+		if got != tc.retreat {
+			t.Errorf("%s: judged slower %v, want %v", tc.name, got, tc.retreat)
+		}
 	}
 }
