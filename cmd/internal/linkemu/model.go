@@ -138,21 +138,25 @@ type dirModel struct {
 	useGE   bool
 	geBad   bool
 	limit   float64 // queue limit in bytes
-	reorder Reorder
-	outages *outageSet
-	rng     *rand.Rand
-	lastDep time.Duration // when the last accepted packet's serialization ends
+	// queueTime, if set, makes the limit this much time at the rate in
+	// force (Dir.QueueTime).
+	queueTime time.Duration
+	reorder   Reorder
+	outages   *outageSet
+	rng       *rand.Rand
+	lastDep   time.Duration // when the last accepted packet's serialization ends
 }
 
 func newDirModel(d Dir, limit int64, outages *outageSet, seed uint64, stream uint64) *dirModel {
 	m := &dirModel{
-		curve:   newRateCurve(d.Rate, d.RateSchedule),
-		delay:   d.Delay,
-		loss:    d.Loss,
-		limit:   float64(limit),
-		reorder: d.Reorder,
-		outages: outages,
-		rng:     rand.New(rand.NewPCG(seed, stream)),
+		curve:     newRateCurve(d.Rate, d.RateSchedule),
+		delay:     d.Delay,
+		loss:      d.Loss,
+		limit:     float64(limit),
+		queueTime: d.QueueTime,
+		reorder:   d.Reorder,
+		outages:   outages,
+		rng:       rand.New(rand.NewPCG(seed, stream)),
 	}
 	if d.BER > 0 {
 		m.logKeep = math.Log1p(-d.BER)
@@ -199,6 +203,20 @@ func (m *dirModel) backlog(now time.Duration) float64 {
 	return m.curve.capacityBits(now, m.lastDep) / 8
 }
 
+// limitAt is the drop-tail limit in bytes at now: the fixed one, or
+// queueTime at the rate in force (at least two full packets, so a slow
+// rate still passes one while the next waits).
+func (m *dirModel) limitAt(now time.Duration) float64 {
+	if m.queueTime <= 0 {
+		return m.limit
+	}
+	r := m.curve.steps[m.curve.segment(now)].Rate
+	if r <= 0 {
+		return m.limit
+	}
+	return max(float64(r)/8*m.queueTime.Seconds(), 2*DefaultMTU)
+}
+
 // admit decides the fate of a packet of size bytes arriving at now: either
 // deliver at the returned time, or a drop verdict.
 func (m *dirModel) admit(now time.Duration, size int) (time.Duration, verdict) {
@@ -207,7 +225,7 @@ func (m *dirModel) admit(now time.Duration, size int) (time.Duration, verdict) {
 	if m.outages.active(now) {
 		return 0, dropOutage
 	}
-	if m.backlog(now)+float64(size) > m.limit {
+	if m.backlog(now)+float64(size) > m.limitAt(now) {
 		return 0, dropQueue
 	}
 	dep := m.curve.finish(max(now, m.lastDep), float64(8*size))

@@ -127,6 +127,27 @@ func TestDropTail(t *testing.T) {
 	}
 }
 
+func TestQueueTimeFollowsTheRate(t *testing.T) {
+	// 100 ms of queue: 100 packets of 1000 bytes at 8 Mbit/s, then 20
+	// once the rate fell to 1.6 Mbit/s at 1 s.
+	m := model(t, Dir{Rate: 8_000_000, RateSchedule: []RateStep{{At: time.Second, Rate: 1_600_000}}, QueueTime: 100 * time.Millisecond}, 0, nil, 1)
+	fill := func(at time.Duration) int {
+		n := 0
+		for range 200 {
+			if _, v := m.admit(at, 1000); v == deliver {
+				n++
+			}
+		}
+		return n
+	}
+	if n := fill(0); n != 100 {
+		t.Errorf("at 8 Mbit/s %d packets into 100 ms of queue, want 100", n)
+	}
+	if n := fill(2 * time.Second); n != 20 {
+		t.Errorf("at 1.6 Mbit/s %d packets into 100 ms of queue, want 20", n)
+	}
+}
+
 func TestRateSchedule(t *testing.T) {
 	c := newRateCurve(10_000_000, []RateStep{{At: time.Second, Rate: 1_000_000}, {At: 2 * time.Second, Rate: 0}})
 	// 10000 bits starting 0.5 ms before the change: 5000 at 10 Mbit/s

@@ -24,7 +24,12 @@ type Dir struct {
 	BER          float64         // bit-error rate: a packet of n bytes is lost with 1-(1-BER)^(8n)
 	Burst        *GilbertElliott // burst loss; nil = none
 	Queue        int64           // drop-tail limit in bytes waiting for serialization; 0 = default
-	Reorder      Reorder         // packets held back so later ones overtake them; zero = none
+	// QueueTime, if set, is the drop-tail limit as time at the rate in
+	// force: the limit follows a rate schedule, as a modem's buffer
+	// sized in time does (one round trip at each rate). It overrides
+	// Queue.
+	QueueTime time.Duration
+	Reorder   Reorder // packets held back so later ones overtake them; zero = none
 }
 
 // Reorder holds back a share of the packets: each one chosen is delivered
