@@ -5,6 +5,7 @@ package scps
 import (
 	"time"
 
+	"scpsvpn/scps/cc"
 	"scpsvpn/scps/internal/ackhandler"
 )
 
@@ -52,8 +53,13 @@ type Stats struct {
 	SilenceHolds uint64        // times new data was held because the peer went quiet mid-flight
 	KeepAlives   uint64        // keep-alive PINGs sent while idle
 
-	Congestion    string // controller name
-	Loss          string // loss-cause mode
+	Congestion string // controller name
+	Loss       string // loss-cause mode
+	// Resume is the controller's careful resume phase (cc.ResumePhase:
+	// "off" when it started without saved state or refused it, else
+	// the phase the saved path took it to); empty for a controller
+	// without careful resume.
+	Resume        string
 	InSlowStart   bool
 	Cwnd          int // congestion window, bytes
 	BytesInFlight int
@@ -77,6 +83,9 @@ func (s *Stats) addSent(h *ackhandler.SentPacketHandler) {
 	s.LossEventsOutage = c.LossEventsOutage
 	ctl, rtt := h.Controller(), h.RTT()
 	s.InSlowStart = ctl.InSlowStart()
+	if r, ok := ctl.(cc.Resumer); ok {
+		s.Resume = r.ResumePhase().String()
+	}
 	s.Cwnd = ctl.Window()
 	s.BytesInFlight = h.BytesInFlight()
 	s.PacingRate = h.PacingRate()
