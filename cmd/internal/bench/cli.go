@@ -34,10 +34,11 @@ type Options struct {
 	KeepLogs   bool
 	Binary     string // endpoint binary; default this executable
 	Verbose    bool
-	Workload   string      // WorkloadDownload, WorkloadPage, WorkloadFlows or WorkloadStalled
+	Workload   string      // WorkloadDownload, WorkloadPage, WorkloadFlows, WorkloadStalled or WorkloadResume
 	Page       PageSpec    // the page-load workload's page
 	Flows      FlowsSpec   // the many-flows workload's sizes
 	Stalled    StalledSpec // the stalled-readers workload's sizes
+	Resume     ResumeSpec  // the careful-resume workload's sizes
 }
 
 // Command returns the `bench` command.
@@ -59,7 +60,7 @@ func Command() *cli.Command {
 			&cli.StringFlag{Name: "timeline", Usage: "condition whose goodput over time is plotted (default C2 if selected, else the first)"},
 			&cli.DurationFlag{Name: "probe-every", Value: 500 * time.Millisecond, Usage: "interval of the request/response probe during the download"},
 			&cli.IntFlag{Name: "probe-size", Value: 100, Usage: "bytes of each probe request and response"},
-			&cli.StringFlag{Name: "workload", Value: WorkloadDownload, Usage: "download (a bulk download of --duration with a latency probe), page (a web page over 6 HTTP/1.1 connections and over one HTTP/2 connection, timed to its last byte) flows (many flows through one association: idle connections' memory, opens per second, concurrent small downloads' fairness, and a 1 KB request on a new connection every --probe-every for --duration beside bulk flows and a UDP stream) or stalled (a fresh download beside downloads whose clients stopped reading, then a slow reader beside a bulk download for --duration)"},
+			&cli.StringFlag{Name: "workload", Value: WorkloadDownload, Usage: "download (a bulk download of --duration with a latency probe), page (a web page over 6 HTTP/1.1 connections and over one HTTP/2 connection, timed to its last byte) flows (many flows through one association: idle connections' memory, opens per second, concurrent small downloads' fairness, and a 1 KB request on a new connection every --probe-every for --duration beside bulk flows and a UDP stream), stalled (a fresh download beside downloads whose clients stopped reading, then a slow reader beside a bulk download for --duration) or resume (careful resume: a download of --burst-kb after --idle, after the near endpoint restarted, after the far endpoint restarted with its state_dir, and after the rate fell to a fifth)"},
 			&cli.IntFlag{Name: "page-objects", Value: DefaultPage.Objects, Usage: "objects of the page after its HTML (--workload page)"},
 			&cli.IntFlag{Name: "page-max-kb", Value: DefaultPage.MaxSize / 1000, Usage: "largest object of the page in kB; sizes are drawn from 5 kB up to it with a fixed seed (--workload page)"},
 			&cli.IntFlag{Name: "flows", Value: DefaultFlows.Flows, Usage: "concurrent downloads, and bulk flows beside the request probe (--workload flows)"},
@@ -70,6 +71,9 @@ func Command() *cli.Command {
 			&cli.DurationFlag{Name: "stalled-wait", Value: DefaultStalled.Wait, Usage: "from opening the stalled downloads to the fresh download (--workload stalled)"},
 			&cli.IntFlag{Name: "fresh-mb", Value: DefaultStalled.FreshBytes / 1_000_000, Usage: "size of the fresh download beside the stalled ones in MB (--workload stalled)"},
 			&cli.IntFlag{Name: "slow-kbps", Value: DefaultStalled.SlowRate / 1000, Usage: "rate the slow client reads at in kB/s (--workload stalled)"},
+			&cli.IntFlag{Name: "burst-kb", Value: int(DefaultResume.Bytes / 1000), Usage: "size of each measured download in kB (--workload resume)"},
+			&cli.DurationFlag{Name: "warm", Value: time.Duration(DefaultResume.WarmS * float64(time.Second)), Usage: "warm-up download that teaches the path (--workload resume)"},
+			&cli.DurationFlag{Name: "idle", Value: time.Duration(DefaultResume.IdleS * float64(time.Second)), Usage: "idle time before the idle-then-burst download (--workload resume)"},
 			&cli.BoolFlag{Name: "keep-logs", Usage: "keep the endpoint logs of every scpsvpn run in OUT/logs"},
 			&cli.StringFlag{Name: "binary", Usage: "endpoint binary for the scpsvpn runs (default: this executable)"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log the testbed's and the emulator's steps"},
@@ -108,9 +112,13 @@ func optionsFromFlags(c *cli.Context) (Options, error) {
 		return o, fmt.Errorf("--probe-size %d: use 1 to %d bytes", o.ProbeSize, maxEchoSize)
 	}
 	switch o.Workload = c.String("workload"); o.Workload {
-	case WorkloadDownload, WorkloadPage, WorkloadFlows, WorkloadStalled:
+	case WorkloadDownload, WorkloadPage, WorkloadFlows, WorkloadStalled, WorkloadResume:
 	default:
-		return o, fmt.Errorf("--workload %q: use %s, %s, %s or %s", o.Workload, WorkloadDownload, WorkloadPage, WorkloadFlows, WorkloadStalled)
+		return o, fmt.Errorf("--workload %q: use %s, %s, %s, %s or %s", o.Workload, WorkloadDownload, WorkloadPage, WorkloadFlows, WorkloadStalled, WorkloadResume)
+	}
+	o.Resume = ResumeSpec{Bytes: 1000 * int64(c.Int("burst-kb")), WarmS: c.Duration("warm").Seconds(), IdleS: c.Duration("idle").Seconds()}
+	if err := o.Resume.check(); err != nil {
+		return o, err
 	}
 	if o.Workload != WorkloadDownload {
 		for _, ct := range o.Contenders {
@@ -237,6 +245,9 @@ func Bench(ctx context.Context, o Options, d *Display, argv []string) *Report {
 	if o.Workload == WorkloadStalled {
 		rep.Stalled, rep.Probe = &o.Stalled, ""
 	}
+	if o.Workload == WorkloadResume {
+		rep.Resume, rep.Probe = &o.Resume, ""
+	}
 	for _, c := range o.Conditions {
 		rep.Conditions = append(rep.Conditions, NewConditionInfo(c))
 	}
@@ -255,6 +266,11 @@ func Bench(ctx context.Context, o Options, d *Display, argv []string) *Report {
 		if o.Workload == WorkloadStalled {
 			per += o.Stalled.Wait + time.Duration(float64(o.Stalled.FreshBytes)/c.PayloadCapacity()*float64(time.Second))
 		}
+		if o.Workload == WorkloadResume {
+			// Two testbeds, two warm-ups, the idle time, three restarts
+			// and four downloads.
+			per = time.Duration((2*o.Resume.WarmS+o.Resume.IdleS)*float64(time.Second)) + time.Minute
+		}
 		est += time.Duration(len(o.Contenders)) * per
 	}
 	if est > 2*time.Minute {
@@ -271,6 +287,9 @@ func Bench(ctx context.Context, o Options, d *Display, argv []string) *Report {
 	}
 	if o.Workload == WorkloadStalled {
 		what = "the stalled-readers phases"
+	}
+	if o.Workload == WorkloadResume {
+		what = "the careful-resume downloads"
 	}
 	d.Line(fmt.Sprintf("bench: %d conditions x %d contenders = %d runs of %s (about %v)", len(o.Conditions), len(o.Contenders), total, what, est))
 	log := NewLogger(o.Verbose)
@@ -291,7 +310,7 @@ func Bench(ctx context.Context, o Options, d *Display, argv []string) *Report {
 				Condition: cond, Contender: ct, Duration: o.Duration, Binary: o.Binary, Seed: o.Seed,
 				Probe: true, ProbeEvery: o.ProbeEvery, ProbeSize: o.ProbeSize,
 				Progress: func(p Progress) { d.Update(label, p) },
-				LogDir:   logDir, Logger: log, Workload: o.Workload, Page: o.Page, Flows: o.Flows, Stalled: o.Stalled,
+				LogDir:   logDir, Logger: log, Workload: o.Workload, Page: o.Page, Flows: o.Flows, Stalled: o.Stalled, Resume: o.Resume,
 			})
 			if ctx.Err() != nil {
 				d.Line(label + " interrupted")
@@ -319,6 +338,9 @@ func RunSummary(r *Result) string {
 	}
 	if r.Stalled != nil {
 		return stalledSummary(r)
+	}
+	if r.Resume != nil {
+		return resumeSummary(r)
 	}
 	s := fmt.Sprintf("%.1f kB/s (%.0f%% of the link, %.0f%% of the payload limit", r.GoodputKBps, r.Share*100, r.LimitShare*100)
 	if r.SteadyShare > 0 {
@@ -351,7 +373,7 @@ func WriteReport(rep *Report, dir, timeline string) error {
 		return err
 	}
 	var plotErrs []error
-	if len(rep.Results) > 0 && rep.Workload != WorkloadPage && rep.Workload != WorkloadFlows && rep.Workload != WorkloadStalled {
+	if len(rep.Results) > 0 && rep.Workload != WorkloadPage && rep.Workload != WorkloadFlows && rep.Workload != WorkloadStalled && rep.Workload != WorkloadResume {
 		if err := rep.PlotGoodput(filepath.Join(dir, "goodput.svg")); err != nil {
 			plotErrs = append(plotErrs, err)
 		} else {

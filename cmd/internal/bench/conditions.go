@@ -139,6 +139,10 @@ var Conditions = []Condition{
 		BDPQueue: true, PeerNoRate: true, PeerLossAuto: true},
 	{Name: "BEAM", Desc: "one GEO beam for the shared-link workloads, 1% loss", Down: 10_000_000, Up: 2_000_000, RTT: 600 * time.Millisecond,
 		LossDown: 0.01, LossUp: 0.001, AdaptationTable: true, BDPQueue: true, PeerLossAuto: true, MinDuration: shareMinDuration},
+	// Careful resume's path (the resume workload): GEO 10/2, lossless,
+	// untold, so what the tunnel learned is all it knows.
+	{Name: "GEO-10/2-CLEAN-NORATE", Desc: "GEO 10/2 Mbit/s, 600 ms, lossless, scpsvpn told no rates", Down: 10_000_000, Up: 2_000_000, RTT: 600 * time.Millisecond,
+		AdaptationTable: true, BDPQueue: true, PeerNoRate: true, PeerLossAuto: true},
 	{Name: "BEAM-CLEAN", Desc: "the beam without random loss (kernel TCP can fill it)", Down: 10_000_000, Up: 2_000_000, RTT: 600 * time.Millisecond,
 		AdaptationTable: true, BDPQueue: true, PeerLossAuto: true, MinDuration: shareMinDuration},
 }

@@ -43,6 +43,7 @@ func TestConditionTable(t *testing.T) {
 		"FADE":                  {50_000_000, 5_000_000, 600 * time.Millisecond, 0},
 		"LEO-NORATE":            {100_000_000, 20_000_000, 40 * time.Millisecond, 0.005},
 		"BEAM":                  {10_000_000, 2_000_000, 600 * time.Millisecond, 0.01},
+		"GEO-10/2-CLEAN-NORATE": {10_000_000, 2_000_000, 600 * time.Millisecond, 0},
 		"BEAM-CLEAN":            {10_000_000, 2_000_000, 600 * time.Millisecond, 0},
 		"GEO-CLEAN":             {10_000_000, 2_000_000, 600 * time.Millisecond, 0},
 		"GEO-CLEAN-NORATE":      {10_000_000, 2_000_000, 600 * time.Millisecond, 0},

@@ -72,6 +72,9 @@ type Result struct {
 	Flows *FlowsResult `json:"many_flows,omitempty"`
 	// Stalled holds the measures of the stalled-readers workload (stalled.go).
 	Stalled *StalledResult `json:"stalled_readers,omitempty"`
+	// Resume holds the measures of the careful-resume workload
+	// (resume.go).
+	Resume *ResumeResult `json:"careful_resume,omitempty"`
 }
 
 // OutageResult is what a run under an outage saw.

@@ -44,6 +44,8 @@ type Report struct {
 	Flows    *FlowsSpec `json:"flows,omitempty"` // the many-flows workload's sizes
 	// Stalled is the stalled-readers workload's sizes.
 	Stalled *StalledSpec `json:"stalled,omitempty"`
+	// Resume is the careful-resume workload's sizes.
+	Resume *ResumeSpec `json:"resume,omitempty"`
 }
 
 // Machine describes where the benchmark ran.
@@ -226,6 +228,8 @@ func (rep *Report) RenderMarkdown(w io.Writer) {
 		p("- each run: %s; loss seed %d\n", rep.Flows.Describe(rep.DurationS), rep.Seed)
 	} else if rep.Stalled != nil {
 		p("- each run: %s; loss seed %d\n", rep.Stalled.Describe(rep.DurationS), rep.Seed)
+	} else if rep.Resume != nil {
+		p("- each run: %s; loss seed %d\n", rep.Resume.Describe(), rep.Seed)
 	} else {
 		p("- each run: a %s download from site B (server) to site A (client) through the userspace link emulator, on a fresh two-site testbed; loss seed %d (every contender meets the same loss pattern per packet sequence)\n", fmtSeconds(rep.DurationS), rep.Seed)
 	}
@@ -268,6 +272,11 @@ func (rep *Report) RenderMarkdown(w io.Writer) {
 	}
 	if rep.Workload == WorkloadStalled {
 		rep.renderStalled(w)
+		rep.renderTail(w)
+		return
+	}
+	if rep.Workload == WorkloadResume {
+		rep.renderResume(w)
 		rep.renderTail(w)
 		return
 	}

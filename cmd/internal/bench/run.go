@@ -55,6 +55,7 @@ type RunConfig struct {
 	Page     PageSpec
 	Flows    FlowsSpec
 	Stalled  StalledSpec
+	Resume   ResumeSpec // the careful-resume workload's sizes (DefaultResume when zero)
 	// AssociationTimeout bounds the wait for both endpoints to report the
 	// association up; default 10s plus three round trips.
 	AssociationTimeout time.Duration
@@ -90,6 +91,9 @@ func run(ctx context.Context, rc RunConfig, r *Result) (err error) {
 	}
 	if rc.Workload == WorkloadStalled {
 		return runStalled(ctx, rc, r)
+	}
+	if rc.Workload == WorkloadResume {
+		return runResume(ctx, rc, r)
 	}
 	if rc.ProbeEvery <= 0 {
 		rc.ProbeEvery = 500 * time.Millisecond

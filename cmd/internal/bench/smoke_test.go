@@ -96,7 +96,13 @@ func TestSmokeShare(t *testing.T) {
 // namespace behind, and reads its results.json.
 func runBench(t *testing.T, bin, out string, args ...string) *Report {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	return runBenchWithin(t, 90*time.Second, bin, out, args...)
+}
+
+// runBenchWithin is runBench with a hang guard of limit.
+func runBenchWithin(t *testing.T, limit time.Duration, bin, out string, args ...string) *Report {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, append(append([]string{"bench"}, args...), "--out", out)...)
 	start := time.Now()
@@ -247,5 +253,46 @@ func TestSmokeFlows(t *testing.T) {
 	}
 	if !strings.Contains(string(md), "## Many flows") || !strings.Contains(string(md), "\n| B1 | scpsvpn | ") {
 		t.Errorf("report.md has no many-flows table:\n%s", md)
+	}
+}
+
+// TestSmokeResume: the careful-resume workload end to end, briefly, on
+// careful resume's path (GEO 10/2 untold), through the endpoints only
+// (the kernel's path is the other workloads'): every download completes
+// and the far endpoint
+// resumes from the path it learned: kept in memory for a new association
+// and read from its state_dir after its restart, where the rate it
+// resumes at is the one the warm-up measured (within the link's rate).
+// It checks behaviour, not speed: the figures are docs/careful-resume.md's.
+func TestSmokeResume(t *testing.T) {
+	bin := testenv.SmokeBinary(t)
+	out := filepath.Join(t.TempDir(), "report")
+	rep := runBenchWithin(t, 4*time.Minute, bin, out, "--conditions", "GEO-10/2-CLEAN-NORATE", "--contenders", "scpsvpn",
+		"--workload", "resume", "--burst-kb", "1000", "--warm", "6s", "--idle", "2s")
+	if len(rep.Results) != 1 || rep.Workload != WorkloadResume || rep.Resume == nil {
+		t.Fatalf("results: %+v", rep.Results)
+	}
+	cases := []string{CaseIdleBurst, CaseNewAssoc, CaseRestartBurst, CaseCapacityFell}
+	for _, r := range rep.Results {
+		if !r.OK() || r.Resume == nil || len(r.Resume.Bursts) != len(cases) {
+			t.Errorf("%s: %s %+v", r.Contender, r.Status, r.Resume)
+			continue
+		}
+		for i, b := range r.Resume.Bursts {
+			if b.Case != cases[i] || b.Err != "" || b.Ms <= 0 || b.FloorShare <= 0 || b.FloorShare > 1.1 {
+				t.Errorf("%s %s: %+v", r.Contender, cases[i], b)
+			}
+			resumes := b.Case != CaseIdleBurst
+			if resumes && (b.ResumedKbps <= 0 || b.ResumedKbps > 10_500) || !resumes && b.ResumedKbps != 0 {
+				t.Errorf("%s %s: resumed at %.0f kbit/s", r.Contender, b.Case, b.ResumedKbps)
+			}
+		}
+	}
+	md, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "## Careful resume") || !strings.Contains(string(md), "| scpsvpn | "+CaseRestartBurst+" | ") {
+		t.Errorf("report.md has no careful-resume table:\n%s", md)
 	}
 }
