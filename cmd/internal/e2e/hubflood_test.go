@@ -63,10 +63,11 @@ func echoOnce(dial dialer, addr string) (net.Conn, error) {
 //
 // The links are veths: a request's round trip is a fraction of a
 // millisecond, and its p95 is the machine's scheduling, which a flood
-// through four endpoints on two cores moves by milliseconds. The latency
-// bound allows the told RTT (20 ms) beside twice the figure without the
-// flood: a request queued behind the flood's datagrams (up to 100 ms of
-// them) still fails it.
+// through four endpoints on two cores moves by milliseconds, and on a
+// loaded machine by tens of them (14 to 56 ms, relayed, at load 20 with
+// two CPU burners). The latency bound allows half the datagram queue's
+// 100 ms beside twice the figure without the flood: a request queued
+// behind the flood's datagrams still fails it.
 func TestHubFloodFairShare(t *testing.T) {
 	const (
 		rate     = 10_000_000
@@ -115,7 +116,7 @@ func TestHubFloodFairShare(t *testing.T) {
 	for i, name := range names {
 		t.Logf("%s's requests: p95 %v without the flood (%d), %v with it (%d)", name,
 			p95(lat0[i]).Round(time.Millisecond), len(lat0[i]), p95(lat1[i]).Round(time.Millisecond), len(lat1[i]))
-		if p95(lat1[i]) > 2*p95(lat0[i])+toldRTT {
+		if p95(lat1[i]) > 2*p95(lat0[i])+50*time.Millisecond {
 			t.Errorf("%s's request p95 %v under the flood, %v without", name, p95(lat1[i]), p95(lat0[i]))
 		}
 	}
