@@ -46,6 +46,10 @@ type Association struct {
 	sent        ackhandler.SentPacketHandler
 	ackBudget   ackhandler.AckBudget
 	pingPending bool
+	// Tail copies (internal/ackhandler/tailcopy.go): the frames of the
+	// packet being copied, and a switch for tests that compare.
+	copyFrames   []ackhandler.SentFrame
+	noTailCopies bool
 
 	outage outageDetector
 
@@ -227,7 +231,7 @@ func (a *Association) Deadline() time.Time {
 		a.ackBudget.Refill(a.now)
 		consider(max(t, a.ackBudget.ReadyAt(a.now, a.ackPacketCost())))
 	}
-	if a.hasWork() && a.sent.WindowOpen() {
+	if a.sent.WindowOpen() && (a.hasWork() || !a.silenceHold() && a.copyReady()) {
 		consider(a.sent.PacedAt(a.now))
 	}
 	if d == 0 {
@@ -327,6 +331,7 @@ func (a *Association) Stats() Stats {
 	s.Retransmits += a.streams.Sent.Retransmits
 	s.RetransmitBytes += a.streams.Sent.RetransmitBytes
 	s.StreamBytesSent += a.streams.Sent.BytesSent
+	s.TailCopyBytes += a.streams.Sent.CopyBytes
 	s.Outage = a.outage.active
 	if a.outage.active {
 		s.OutageTime += a.now - a.outage.start

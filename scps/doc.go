@@ -54,7 +54,7 @@ package scps
 // variable-length integer, also of the tunnel's formats), internal/wire
 // (the byte layout of packets and frames, spec.md), internal/ackhandler
 // (ACK and loss handling: the sent-packet history, ACK processing, loss
-// detection, probe timeout, RTT, loss cause, congestion controller and
+// detection, probe timeout, tail copies, RTT, loss cause, congestion controller and
 // pacer; received packets, the ACK policy and the ACK budget),
 // internal/streams (the streams: one stream's state, the stream table
 // and send queues, connection-level flow control, the memory budget's

@@ -42,7 +42,7 @@ func (a *Association) sendReady() bool {
 	if a.sent.Probes() > 0 || a.pingPending || a.ack.Due(a.now) {
 		return true
 	}
-	if !a.hasWork() || !a.sent.WindowOpen() || a.silenceHold() {
+	if !a.sent.WindowOpen() || a.silenceHold() || !a.hasWork() && !a.copyReady() {
 		return false
 	}
 	a.sent.UpdatePacer(a.now)
@@ -95,6 +95,7 @@ type sendPlan struct {
 	canSend bool // it may carry stream data and datagrams
 	ackDue  bool // an ACK is due and within the ACK budget
 	work    bool // canSend, and ack-eliciting content waits
+	copy    bool // canSend, nothing waits: a tail copy's frames are in a.copyFrames
 }
 
 // plan decides what the next packet may carry; ok is false when nothing
@@ -113,7 +114,19 @@ func (a *Association) plan() (p sendPlan, ok bool) {
 		}
 	}
 	p.work = p.canSend && a.hasWork()
-	return p, p.ackDue || p.work || p.probe
+	if p.canSend && !p.work && !p.probe && a.copyReady() {
+		p.copy = true
+		a.copyFrames = a.sent.TakeCopy(a.sent.NextCopy(a.now), a.copyFrames[:0])
+	}
+	return p, p.ackDue || p.work || p.probe || p.copy
+}
+
+// copyReady reports whether a tail copy may go out once the pacer allows:
+// tail copies are on, nothing else waits (not even data held back by flow
+// control: that is no burst's end), and a packet qualifies
+// (internal/ackhandler/tailcopy.go).
+func (a *Association) copyReady() bool {
+	return !a.noTailCopies && a.streams.Unsent == 0 && a.sent.NextCopy(a.now) != nil
 }
 
 // builtPacket is what assemble put in a packet.
@@ -123,6 +136,7 @@ type builtPacket struct {
 	ackLen     int  // bytes of its ACK frame (0: none)
 	eliciting  bool // it is ack-eliciting
 	carried    bool // it carries stream data or datagrams
+	copy       bool // it is a tail copy
 }
 
 // assemble writes the packet plan allows into b (empty; its capacity is
@@ -131,7 +145,7 @@ type builtPacket struct {
 func (a *Association) assemble(b []byte, plan sendPlan) (p builtPacket, ok bool) {
 	limit := cap(b)
 	p.firstFrame = a.sent.FrameEnd()
-	if a.ack.Pending() && (plan.ackDue || plan.work || plan.probe) {
+	if a.ack.Pending() && (plan.ackDue || plan.work || plan.probe || plan.copy) {
 		n := len(b)
 		b = a.appendAck(b, limit)
 		p.ackLen = len(b) - n
@@ -168,6 +182,14 @@ func (a *Association) assemble(b []byte, plan sendPlan) (p builtPacket, ok bool)
 		}
 		p.eliciting = p.eliciting || p.carried
 	}
+	if plan.copy {
+		for _, f := range a.copyFrames {
+			var added bool
+			if b, added = a.streams.AppendCopy(b, limit, f); added {
+				p.copy, p.carried, p.eliciting = true, true, true
+			}
+		}
+	}
 	if !p.eliciting && (plan.probe || (p.ackLen > 0 && a.ack.PingWanted())) && len(b) < limit {
 		b = append(b, wire.FramePing)
 		a.sent.AddFrame().Kind = ackhandler.KindPing
@@ -192,8 +214,12 @@ func (a *Association) onSent(p builtPacket) {
 		Size:         int32(p.size),
 		AckEliciting: p.eliciting,
 		InFlight:     p.eliciting,
+		Copy:         p.copy,
 	})
 	a.stats.PacketsSent++
+	if p.copy {
+		a.stats.TailCopies++
+	}
 	a.stats.BytesSent += uint64(p.size)
 	if !p.eliciting {
 		a.stats.AckOnlyPacketsSent++

@@ -20,6 +20,8 @@ type Stats struct {
 	BytesLost          uint64
 	Retransmits        uint64 // stream frames sent again after loss or probe
 	RetransmitBytes    uint64 // stream bytes sent again
+	TailCopies         uint64 // packets that sent a burst's last packets' data again before any loss was known
+	TailCopyBytes      uint64 // stream bytes they carried
 	PTOs               uint64 // probe timeouts fired
 	CongestionEvents   uint64 // loss batches reported to congestion control
 	DuplicatePackets   uint64 // packets received again (dropped)

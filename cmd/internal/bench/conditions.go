@@ -128,6 +128,8 @@ var Conditions = []Condition{
 	{Name: "FADE", Desc: "rain fade, 50 -> 10 -> 50 Mbit/s, scpsvpn told 50", Down: 50_000_000, Up: 5_000_000, RTT: 600 * time.Millisecond,
 		AdaptationTable: true, BDPQueue: true, PeerLossAuto: true, MinDuration: 40 * time.Second,
 		DownSchedule: []linkemu.RateStep{{At: 10 * time.Second, Rate: 10_000_000}, {At: 25 * time.Second, Rate: 50_000_000}}},
+	{Name: "GEO-10/2-LOSS-NORATE", Desc: "draft-kuhn-quic-4-sat GEO 10/2 with 0.5% loss each way, scpsvpn told no rates", Down: 10_000_000, Up: 2_000_000, RTT: 650 * time.Millisecond,
+		LossDown: 0.005, LossUp: 0.005, AdaptationTable: true, BDPQueue: true, PeerNoRate: true, PeerLossAuto: true},
 	{Name: "LEO-NORATE", Desc: "LEO, scpsvpn told no rates", Down: 100_000_000, Up: 20_000_000, RTT: 40 * time.Millisecond,
 		LossDown: 0.005, LossUp: 0.005, OutageEvery: linkemu.Periodic{Every: 15 * time.Second, Duration: 100 * time.Millisecond},
 		AdaptationTable: true, BDPQueue: true, PeerNoRate: true, PeerLossAuto: true},

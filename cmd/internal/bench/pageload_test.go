@@ -48,6 +48,11 @@ func TestPageFloor(t *testing.T) {
 	if want := 1300*time.Millisecond + time.Second; got < want-time.Millisecond || got > want+time.Millisecond {
 		t.Errorf("floor %v, want %v", got, want)
 	}
+	// HTTP/1.1 over 6 connections, 50 objects: 1 + 9 round trips.
+	got = c.PageFloorHTTP1(1_216_666, 50)
+	if want := 6500*time.Millisecond + time.Second; got < want-time.Millisecond || got > want+time.Millisecond {
+		t.Errorf("HTTP/1.1 floor %v, want %v", got, want)
+	}
 }
 
 // TestLoadPageLoopback loads a small page over both protocols from a
@@ -114,8 +119,8 @@ func TestPageServerRefusesWhatTheHookRefuses(t *testing.T) {
 func TestRenderPage(t *testing.T) {
 	c, _ := conditionByName("GEO-10/2")
 	page := func(h1, h2 float64) *PageResult {
-		return &PageResult{Objects: 50, Bytes: 5_000_000, FloorMs: 5000,
-			HTTP1: &PageLoad{Ms: h1, FloorRatio: h1 / 5000, Conns: 6},
+		return &PageResult{Objects: 50, Bytes: 5_000_000, FloorMs: 5000, Floor1Ms: 8000,
+			HTTP1: &PageLoad{Ms: h1, FloorRatio: h1 / 8000, Conns: 6},
 			HTTP2: &PageLoad{Ms: h2, FloorRatio: h2 / 5000, HTMLMs: 1400, FirstObjectMs: 2100, Conns: 1}}
 	}
 	rep := &Report{
@@ -132,20 +137,20 @@ func TestRenderPage(t *testing.T) {
 	md := b.String()
 	for _, want := range []string{
 		"## Page load",
-		"| GEO-10/2 | bbr | 5.00 | 16.00 | 3.20x | 1.00x | 6 | 12.00 | 2.40x | 1.00x | 1.40, 2.10 |",
-		"| GEO-10/2 | scpsvpn | 5.00 | 8.00 | 1.60x | 0.50x | 6 | 6.00 | 1.20x | 0.50x | 1.40, 2.10 |",
+		"| GEO-10/2 | bbr | 8.00 | 16.00 | 2.00x | 1.00x | 6 | 5.00 | 12.00 | 2.40x | 1.00x | 1.40, 2.10 |",
+		"| GEO-10/2 | scpsvpn | 8.00 | 8.00 | 1.00x | 0.50x | 6 | 5.00 | 6.00 | 1.20x | 0.50x | 1.40, 2.10 |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report.md lacks %q:\n%s", want, md)
 		}
 	}
-	if got, want := RunSummary(rep.Results[1]), "HTTP/1.1 8.00 s (1.60x the floor), HTTP/2 6.00 s (1.20x the floor); floor 5.00 s"; got != want {
+	if got, want := RunSummary(rep.Results[1]), "HTTP/1.1 8.00 s (1.00x the floor), HTTP/2 6.00 s (1.20x the floor); floors 8.00 s, 5.00 s"; got != want {
 		t.Errorf("summary %q, want %q", got, want)
 	}
 	rep.Results[1].Page.HTTP2 = &PageLoad{Err: "GET /o/3: context deadline exceeded"}
 	b.Reset()
 	rep.RenderMarkdown(&b)
-	if want := "| GEO-10/2 | scpsvpn | 5.00 | 8.00 | 1.60x | 0.50x | 6 | failed | | |  |"; !strings.Contains(b.String(), want) {
+	if want := "| GEO-10/2 | scpsvpn | 8.00 | 8.00 | 1.00x | 0.50x | 6 | 5.00 | failed | | |  |"; !strings.Contains(b.String(), want) {
 		t.Errorf("report.md lacks %q:\n%s", want, b.String())
 	}
 	if strings.Contains(md, "## Goodput") {

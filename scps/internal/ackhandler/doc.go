@@ -16,6 +16,8 @@
 //	history.go            history: the sent-packet and sent-frame rings;
 //	                      SentPacket, SentFrame
 //	lossclassifier.go     lossClassifier: congestion or corruption; LossMode
+//	tailcopy.go           tailCopies: which packets a burst's end sends
+//	                      again into the idle link (NextCopy, TakeCopy)
 //	ackstate.go           ReceivedPacketHandler: received packets and the
 //	                      ACK policy
 //	ackbudget.go          AckBudget: the rate our ACK traffic is held to

@@ -35,7 +35,12 @@ type SentPacket struct {
 	NFrames      uint16
 	AckEliciting bool
 	InFlight     bool
-	state        uint8
+	// Copy marks a redundant copy of another packet's stream data
+	// (tailcopy.go): it is never copied itself, and its loss queues
+	// nothing, since the original's own fate decides the repair.
+	Copy   bool
+	copied bool // a copy of it went out
+	state  uint8
 }
 
 // SentFrame is the record of one frame of a sent packet: what must be

@@ -79,6 +79,8 @@ type SentPacketHandler struct {
 	ptoCount          int
 	probes            int // ack-eliciting probes the probe timeout asked for
 
+	copies tailCopies // redundant copies of a burst's last packets (tailcopy.go)
+
 	frames FrameHandler
 	stats  Stats
 }
@@ -192,12 +194,16 @@ func (h *SentPacketHandler) PacedAt(now time.Duration) time.Duration {
 // flightStart reports that p is the first ack-eliciting packet outstanding.
 func (h *SentPacketHandler) OnPacketSent(now time.Duration, p SentPacket) (flightStart bool) {
 	h.hist.add(p)
+	if p.AckEliciting && !p.Copy {
+		h.copies.lastOriginal = h.hist.nextPN()
+	}
 	size := int(p.Size)
 	h.pacer.take(size + h.wireOverhead)
 	if !p.AckEliciting {
 		return false
 	}
 	flightStart = h.elicitingInFlight == 0
+	h.copyCredit(size, p.Copy)
 	h.elicitingInFlight++
 	h.lastElicitingSent = now
 	if p.InFlight {
@@ -418,7 +424,9 @@ func (h *SentPacketHandler) markLost(p *SentPacket) {
 	if p.AckEliciting {
 		h.elicitingInFlight--
 	}
-	h.framesLost(p)
+	if !p.Copy {
+		h.framesLost(p)
+	}
 }
 
 func (h *SentPacketHandler) framesAcked(p *SentPacket) {

@@ -25,6 +25,7 @@ type SendCounts struct {
 	Retransmits     uint64 // stream frames sent again after loss or probe
 	RetransmitBytes uint64 // stream bytes sent again
 	BytesSent       uint64 // new stream bytes sent (first transmissions)
+	CopyBytes       uint64 // stream bytes sent again as tail copies (AppendCopy)
 }
 
 // minStreamChunk: do not start a stream frame that would carry less than
@@ -201,6 +202,7 @@ func (m *Manager) appendNewFrame(b []byte, limit int, s *State) (_ []byte, done,
 		return b, done, false
 	}
 	s.SentOff += uint64(n)
+	m.Unsent -= uint64(n)
 	m.Flow.Sent += uint64(n)
 	m.Sent.BytesSent += uint64(n)
 	if fin {
@@ -230,4 +232,31 @@ func (m *Manager) appendStreamFrame(b []byte, limit int, s *State, off, want uin
 	f := m.Frames.AddFrame()
 	f.Kind, f.ID, f.Off, f.N, f.Fin = ackhandler.KindStream, s.ID, off, uint64(n), fin
 	return b, n, fin, !withLen, true
+}
+
+// AppendCopy adds a STREAM frame that sends again what f (a frame of a
+// packet still in flight) carried, less what was acknowledged since, as a
+// tail copy (ackhandler's tailcopy.go); it reports whether it added one.
+// Nothing is queued or counted as a repair: if the original is lost, its
+// own loss queues the repair.
+func (m *Manager) AppendCopy(b []byte, limit int, f ackhandler.SentFrame) ([]byte, bool) {
+	s, ok := m.ByID[f.ID]
+	if !ok || s.Gone || s.Aborted() {
+		return b, false
+	}
+	off, end := max(f.Off, s.AckedPrefix), f.Off+f.N
+	if f.N > 0 && (off >= end || s.Acked.Covers(off, end)) {
+		return b, false
+	}
+	if f.N == 0 && (!f.Fin || s.FinAcked) {
+		return b, false
+	}
+	if off > s.SentOff || end > s.SentOff {
+		return b, false // not sent as new data (cannot happen): nothing to copy
+	}
+	b, n, _, _, fits := m.appendStreamFrame(b, limit, s, off, end-off)
+	if fits {
+		m.Sent.CopyBytes += uint64(n)
+	}
+	return b, fits
 }

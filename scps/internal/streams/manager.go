@@ -61,6 +61,10 @@ type Manager struct {
 	Events Events
 	Frames Frames     // records the frames the writers add (appendframes.go)
 	Sent   SendCounts // what the frame writers sent
+	// Unsent is what the application wrote that has not been sent once,
+	// all streams: data that waits for credit is not the end of a burst
+	// (tail copies, internal/ackhandler/tailcopy.go).
+	Unsent uint64
 
 	RangeStrikes int // packets dropped in a row for the received-range bounds (recvranges.go)
 }
@@ -203,6 +207,7 @@ func (m *Manager) MaybeConnCredit(now, srtt time.Duration) {
 func (m *Manager) Abort(s *State, now, srtt time.Duration) {
 	if !s.SendFreed {
 		s.SendFreed = true
+		m.Unsent -= s.WriteOff - s.SentOff
 		m.SendReleased(s.WriteOff - s.AckedPrefix)
 	}
 	s.SendBuf.Free()
@@ -277,6 +282,7 @@ func (m *Manager) write(s *State, p []byte) int {
 	s.SendBuf.Write(s.WriteOff, p[:n])
 	s.WriteOff += uint64(n)
 	m.Mem.SendHeld += uint64(n)
+	m.Unsent += uint64(n)
 	m.ScheduleNew(s)
 	return n
 }

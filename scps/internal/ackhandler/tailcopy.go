@@ -1,0 +1,110 @@
+package ackhandler
+
+// This file owns the choice of tail copies: when the association has
+// nothing new to send but the window and pacer have room (the end of a
+// burst: a page's last object, a response, a request), the link would sit
+// idle for a round trip while the last packets' ACKs come back, and a loss
+// among those packets would be found only by its absence: a probe timeout
+// after more than a round trip, and the repair half a round trip after
+// that. Sending those packets' data a second time into the idle link,
+// newest first, repairs such a loss before it is even noticed. A packet is
+// copied at most once, copies are never copied, and only packets younger
+// than copyAge of the minimum RTT qualify: an older packet's ACK, or the
+// evidence of its loss, is due before a copy would arrive. A lone packet
+// in flight (a short request) is not copied: the probe timeout covers it.
+// Copies spend a credit that new packets earn (a quarter of their bytes),
+// capped at half the congestion window, except that the newest packet of
+// a burst may always be copied: a sender that is application-limited all
+// the time (a video stream slower than the link) pays at most a quarter
+// more and a packet per burst, and a page's end needs far less.
+
+import "time"
+
+// copyAgeNum/copyAgeDen: packets sent within this share of the minimum
+// RTT may be copied.
+const (
+	copyAgeNum = 3
+	copyAgeDen = 4
+)
+
+// tailCopies scans the sent history newest first for packets to copy.
+type tailCopies struct {
+	below        uint64 // the scan looks at below-1 next; at or under basePN: done
+	top          uint64 // nextPN when the scan began
+	lastOriginal uint64 // nextPN just after the latest ack-eliciting packet that is not a copy
+	credit       int    // bytes copies may still take
+}
+
+// copyCreditShare: new packets earn this share of their bytes as copy
+// credit.
+const copyCreditShare = 4
+
+// copyCredit earns or spends copy credit for a packet of size bytes just
+// sent.
+func (h *SentPacketHandler) copyCredit(size int, copy bool) {
+	c := &h.copies
+	if copy {
+		c.credit -= size
+		return
+	}
+	c.credit = min(c.credit+size/copyCreditShare, max(h.cc.Window()/2, 2*h.fullPacket))
+}
+
+// NextCopy returns the newest packet whose stream data should go out again
+// as a tail copy at now, or nil; it does not mark it (TakeCopy does).
+func (h *SentPacketHandler) NextCopy(now time.Duration) *SentPacket {
+	c := &h.copies
+	if h.elicitingInFlight < 2 {
+		return nil
+	}
+	if c.lastOriginal > c.top {
+		// Something new went out since the scan began: start again
+		// from the newest packet.
+		c.top = h.hist.nextPN()
+		c.below = c.top
+	}
+	minRTT := h.rtt.Min()
+	if minRTT <= 0 {
+		minRTT = h.rtt.Smoothed()
+	}
+	oldest := now - minRTT*copyAgeNum/copyAgeDen
+	for c.below > h.hist.basePN {
+		p := h.hist.get(c.below - 1)
+		if p.SentAt < oldest {
+			break
+		}
+		if p.state == pktOutstanding && p.AckEliciting && !p.Copy && !p.copied && h.hasStreamData(p) {
+			if c.credit > 0 || c.below == h.hist.nextPN() {
+				return p
+			}
+			break
+		}
+		c.below--
+	}
+	c.below = 0 // nothing left until something new is sent
+	return nil
+}
+
+// TakeCopy marks p (from NextCopy) copied and appends its stream frames to
+// dst for the caller to send again.
+func (h *SentPacketHandler) TakeCopy(p *SentPacket, dst []SentFrame) []SentFrame {
+	p.copied = true
+	for i := uint64(0); i < uint64(p.NFrames); i++ {
+		if f := h.hist.frame(p.FirstFrame + i); f.Kind == KindStream {
+			dst = append(dst, *f)
+		}
+	}
+	return dst
+}
+
+// hasStreamData reports whether p carried stream data: a packet of
+// control frames or a lone FIN is not worth a copy (the data it ends has
+// arrived, or is in a packet of its own).
+func (h *SentPacketHandler) hasStreamData(p *SentPacket) bool {
+	for i := uint64(0); i < uint64(p.NFrames); i++ {
+		if f := h.hist.frame(p.FirstFrame + i); f.Kind == KindStream && f.N > 0 {
+			return true
+		}
+	}
+	return false
+}

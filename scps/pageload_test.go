@@ -1,0 +1,216 @@
+package scps
+
+// This file measures a web page's load over a GEO link in virtual time, as
+// the bench's page workload loads it (docs/pageload.md): a request and its
+// 30 kB HTML, then one request for the page's objects answered on one
+// stream (HTTP/2) or on six streams (HTTP/1.1), with no rates configured
+// and random loss each way.
+
+import (
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"scpsvpn/scps/internal/wire"
+)
+
+// pageGEO is GEO 10/2 Mbit/s, 650 ms, queues of a BDP, no rates
+// configured (the bench's GEO-10/2-LOSS-NORATE with its loss).
+func pageGEO(t testing.TB, seed uint64, loss float64) *sim {
+	const rtt = 650 * time.Millisecond
+	dir := func(rate float64) linkParams {
+		return linkParams{Rate: rate, Delay: rtt / 2, QueueBytes: int(rate / 8 * rtt.Seconds()), Overhead: tunnelOverhead, Loss: loss}
+	}
+	cfg := DefaultConfig()
+	cfg.MaxPacketSize, cfg.WireOverhead = tunnelPacketSize, tunnelOverhead
+	cfg.InitialRTT = rtt
+	cfg.Loss = LossAuto
+	s := newSim(t, seed, cfg, cfg, dir(2e6), dir(10e6))
+	s.attach()
+	return s
+}
+
+// pageLoad is one load's times from the first request.
+type pageLoad struct {
+	html, last time.Duration
+	floor      time.Duration // 2 RTT + the bytes at the payload capacity
+}
+
+func (l pageLoad) ratio() float64 { return float64(l.last) / float64(l.floor) }
+
+// loadPage requests an HTML of html bytes on a new stream of s (side 0
+// the client), then, when it has arrived, the objects (their sizes) on
+// conns streams at once, each answered with its share of the objects in
+// turn (one stream: all of them back to back, as HTTP/2 sends them).
+func loadPage(t testing.TB, s *sim, html int, objects []int, conns int) pageLoad {
+	t.Helper()
+	const rtt = 650 * time.Millisecond
+	reply := map[uint64]uint64{}
+	s.apps[1].onAccept = func(id uint64, _ []byte) *appStream {
+		return &appStream{expect: 100, replyAfterEOF: reply[id], resetAfter: -1}
+	}
+	next := uint64(0)
+	open := func(bytes uint64) *appStream {
+		id := next
+		next += 2
+		reply[id] = bytes
+		return s.apps[0].open(fmt.Sprintf("stream-%d", id), 100, int64(bytes))
+	}
+	start := s.now
+	h := open(uint64(html))
+	if !s.runUntil(start+60*time.Second, func() bool { return h.eof }) {
+		t.Fatalf("the HTML did not arrive within 60 s")
+	}
+	l := pageLoad{html: h.eofAt - start}
+	share := make([]uint64, conns)
+	total := html
+	for i, n := range objects {
+		share[i%conns] += uint64(n)
+		total += n
+	}
+	var sts []*appStream
+	for _, n := range share {
+		sts = append(sts, open(n))
+	}
+	trace := os.Getenv("SCPS_PAGE_TRACE") != "" // a line per 100 ms
+	lastTrace, lastBytes := s.now, uint64(0)
+	if !s.runUntil(start+120*time.Second, func() bool {
+		if trace && s.now-lastTrace >= 100*time.Millisecond {
+			st := s.a[1].Stats()
+			got := s.a[0].streams.Flow.Recvd
+			t.Logf("t=%5.2f recv %7d rate %5.0f kB/s cwnd %7d inflight %7d pace %5.0f kB/s srtt %v var %v lost %d retx %d pto %d qdrop %d ss %v",
+				(s.now - start).Seconds(), got, float64(got-lastBytes)/1e3/(s.now-lastTrace).Seconds(), st.Cwnd, st.BytesInFlight, st.PacingRate/1e3,
+				st.SRTT.Round(time.Millisecond), st.RTTVar.Round(time.Millisecond), st.PacketsLost, st.Retransmits, st.PTOs, s.dir[1].queueDrop, st.InSlowStart)
+			for _, x := range sts {
+				if rs, ok := s.a[0].streams.ByID[x.id]; ok {
+					t.Logf("   client stream %d: win %d granted-read %d highest-read %d; conn win %d granted-settled %d", x.id, rs.RecvWin.Size, rs.RecvMax-rs.ReadOff, rs.HighestRecv-rs.ReadOff, s.a[0].streams.Flow.Window.Size, s.a[0].streams.Flow.RecvMax-s.a[0].streams.Flow.Settled)
+				}
+				if ss, ok := s.a[1].streams.ByID[x.id]; ok {
+					t.Logf("   server stream %d: peermax-sent %d written-sent %d conn peermax-sent %d retxq %d", x.id, ss.PeerMax-ss.SentOff, ss.WriteOff-ss.SentOff, s.a[1].streams.Flow.PeerMax-s.a[1].streams.Flow.Sent, s.a[1].streams.RetxQ.Len())
+				}
+			}
+			lastTrace, lastBytes = s.now, got
+		}
+		for _, st := range sts {
+			if !st.eof {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatalf("the objects did not arrive within 120 s")
+	}
+	for _, st := range sts {
+		l.last = max(l.last, st.eofAt-start)
+	}
+	l.floor = 2*rtt + time.Duration(float64(total)/(10e6/8*1460/1500)*float64(time.Second))
+	return l
+}
+
+// TestPageLoadTailCopies loads the bench's page (a 30 kB HTML, then 50
+// objects of 102 kB on average: 5.14 MB) over HTTP/2 on GEO 10/2 with
+// 0.5% loss each way, no rates configured, on eight loss patterns, with
+// and without tail copies: the copies take a loss at the end of the page
+// (or of the HTML, or of a request) out of its load time, on average by
+// more than a tenth of a round trip (docs/pageload.md).
+func TestPageLoadTailCopies(t *testing.T) {
+	objs := make([]int, 50)
+	for i := range objs {
+		objs[i] = 102_198 // the page's mean object
+	}
+	var sum [2]time.Duration
+	for seed := uint64(1); seed <= 8; seed++ {
+		var line string
+		for i, copies := range []bool{false, true} {
+			s := pageGEO(t, seed, 0.005)
+			s.a[1].noTailCopies, s.a[0].noTailCopies = !copies, !copies
+			l := loadPage(t, s, 30_000, objs, 1)
+			st := s.a[1].Stats()
+			sum[i] += l.last
+			line += fmt.Sprintf("  copies %-5v: HTML %v, page %v (%.3fx the floor %v), %d lost, %d copies (%d bytes)",
+				copies, l.html.Round(time.Millisecond), l.last.Round(time.Millisecond), l.ratio(), l.floor.Round(time.Millisecond), st.PacketsLost, st.TailCopies, st.TailCopyBytes)
+		}
+		t.Logf("seed %d:%s", seed, line)
+	}
+	without, with := sum[0]/8, sum[1]/8
+	t.Logf("mean load: %v without tail copies, %v with", without.Round(time.Millisecond), with.Round(time.Millisecond))
+	if without-with < 65*time.Millisecond {
+		t.Errorf("tail copies saved %v on average, want more than a tenth of the 650 ms round trip", without-with)
+	}
+}
+
+// tailLossResponse answers a 100-byte request with a response of size
+// bytes on GEO 10/2 (rates configured, no random loss); with dropLast the
+// response's last packet is lost once. It returns the response's time from
+// the request, and the server's stats.
+func tailLossResponse(t *testing.T, size uint64, dropLast, copies bool) (time.Duration, Stats) {
+	t.Helper()
+	s := newGEOSim(t, 2e6, 10e6, 0)
+	s.a[1].noTailCopies = !copies
+	s.apps[1].onAccept = func(id uint64, _ []byte) *appStream {
+		return &appStream{expect: 100, replyAfterEOF: size, resetAfter: -1}
+	}
+	// A first exchange measures the RTT, as on any association that has
+	// carried a request before.
+	warm := s.apps[0].open("stream-0", 100, int64(size))
+	if !s.runUntil(30*time.Second, func() bool { return warm.eof }) {
+		t.Fatal("the first response did not arrive")
+	}
+	s.runUntil(s.now+2*time.Second, func() bool { return false })
+	dropped := false
+	s.observe = func(from int, pkt []byte) bool {
+		// The packet that carries the response's FIN: the tail.
+		if from != 1 || dropped || !dropLast || !carriesFin(pkt, 2) {
+			return false
+		}
+		dropped = true
+		return true
+	}
+	start := s.now
+	st := s.apps[0].open("stream-2", 100, int64(size))
+	if !s.runUntil(start+30*time.Second, func() bool { return st.eof }) {
+		t.Fatal("the response did not arrive")
+	}
+	if dropLast && !dropped {
+		t.Fatal("no packet carried the response's FIN")
+	}
+	return st.eofAt - start, s.a[1].Stats()
+}
+
+// carriesFin reports whether packet pkt (frames only) holds a STREAM frame
+// of stream id with FIN set.
+func carriesFin(pkt []byte, id uint64) bool {
+	var f wire.Frame
+	for p := 0; p < len(pkt); {
+		n, err := wire.ParseFrame(pkt[p:], &f)
+		if err != nil {
+			return false
+		}
+		if f.Type == wire.FrameStream && f.StreamID == id && f.Fin {
+			return true
+		}
+		p += n
+	}
+	return false
+}
+
+// TestTailLossCopied: a response whose last packet is lost arrives within
+// a quarter of a round trip of the same response without the loss, where
+// without tail copies the loss is found only by the probe timeout and
+// costs more than a whole round trip (600 ms on this GEO link).
+func TestTailLossCopied(t *testing.T) {
+	const rtt = 600 * time.Millisecond
+	for _, size := range []uint64{3000, 30_000, 300_000} {
+		clean, _ := tailLossResponse(t, size, false, true)
+		copied, st := tailLossResponse(t, size, true, true)
+		probed, _ := tailLossResponse(t, size, true, false)
+		t.Logf("%d-byte response: %v without loss; its last packet lost: %v with tail copies (%d copies), %v without", size, clean, copied, st.TailCopies, probed)
+		if copied-clean > rtt/4 {
+			t.Errorf("%d bytes: the tail loss cost %v with tail copies, want at most a quarter RTT", size, copied-clean)
+		}
+		if probed-copied < rtt*3/4 {
+			t.Errorf("%d bytes: tail copies saved only %v over the probe timeout, want about a round trip", size, probed-copied)
+		}
+	}
+}
