@@ -196,7 +196,7 @@ func (c *Hybrid) Name() string { return "hybrid" }
 // first packet leaves.
 func (c *Hybrid) OnPacketSent(now time.Time, _, _ int) {
 	if c.cr.phase == ResumeRecon && c.cr.rtt > 0 {
-		c.jump(c.cr.confirm(now, c.cr.rtt))
+		c.jump(c.cr.confirmUpFront(now))
 	}
 }
 

@@ -76,9 +76,11 @@ const (
 	// of a round trip: a host that stalls the receiver for a few
 	// milliseconds spreads a shorter span's arrivals by as much as a
 	// slower bottleneck would (a false retreat costs the start and the
-	// saved rate), and it still comes before the RTT of the packets sent
-	// into the queue shows it. At least resumeJudgePackets packets of
-	// the jump are judged, so a slow path is not judged on one ACK.
+	// saved rate). The RTT of the packets sent into the queue often
+	// tells first (resumeRetreatQueue); the arrivals are the second
+	// signal, for a path whose RTT noise hides the queue's first growth.
+	// At least resumeJudgePackets packets of the jump are judged, so a
+	// slow path is not judged on one ACK.
 	resumeJudge        = 4
 	resumeJudgePackets = 8
 )
@@ -182,6 +184,22 @@ func (r *careful) confirm(now time.Time, rtt time.Duration) float64 {
 	r.rate = resumeJumpShare * s.Rate
 	r.window = r.rate * max(rtt, s.MinRTT).Seconds()
 	return r.window
+}
+
+// confirmUpFront runs reconnaissance at the first packet with the RTT
+// given up front (the handshake's) and returns the window to jump to (0:
+// no jump). The responder's handshake RTT runs from its response to the
+// initiator's first packet on the session, which may leave only when the
+// initiator has something to send: longer than the path's RTT by that
+// wait, it says nothing of the path, and the first ACK's sample decides
+// instead (a round trip later). One shorter than the range is the path's.
+func (r *careful) confirmUpFront(now time.Time) float64 {
+	rtt := r.rtt
+	r.rtt = 0
+	if rtt > r.saved.MinRTT*resumeRTTRange {
+		return 0
+	}
+	return r.confirm(now, rtt)
 }
 
 // active reports whether a jump is unconfirmed or being validated.

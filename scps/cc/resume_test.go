@@ -108,7 +108,9 @@ func TestCarefulResumeRetreatsOnTheJumpsFirstACKs(t *testing.T) {
 		t.Fatalf("no retreat on a path at a fifth of the saved rate (phase %v)", p.c.ResumePhase())
 	}
 	quarter := saved.MinRTT / 4
-	if late := p.retreatAt.Sub(p.firstAck); late > quarter+20*time.Millisecond {
+	late := p.retreatAt.Sub(p.firstAck)
+	t.Logf("retreat %v after the jump's first ACK, the jump queued %v at most", late, p.maxQueue)
+	if late > quarter+20*time.Millisecond {
 		t.Errorf("retreat %v after the jump's first ACK, want within %v", late, quarter)
 	}
 	// The new BDP, as queueing delay at the new rate, is the base RTT.
@@ -194,5 +196,28 @@ func TestCarefulResumeJudgesArrivalsAgainstSends(t *testing.T) {
 		if got != tc.retreat {
 			t.Errorf("%s: judged slower %v, want %v", tc.name, got, tc.retreat)
 		}
+	}
+}
+
+func TestCarefulResumeWaitsOutALateHandshakeRTT(t *testing.T) {
+	// The responder's handshake RTT ran until the initiator's first
+	// packet, which waited 2 s for something to send: the first ACK's
+	// sample confirms the path instead, and the jump follows it.
+	saved := savedGEO()
+	c := NewHybrid(Params{MaxDatagramSize: mss, RTT: NewRTTStats(saved.MinRTT), Resume: &Resume{Saved: saved, RTT: saved.MinRTT + 2*time.Second}})
+	c.OnPacketSent(t0, mss, 0)
+	if ph := c.ResumePhase(); ph != ResumeRecon {
+		t.Fatalf("phase %v after a handshake RTT 2 s over the path's, want reconnaissance", ph)
+	}
+	c.OnAck(t0.Add(saved.MinRTT), AckEvent{AckedBytes: mss, PriorInFlight: mss, LargestSentAt: t0, RTTUpdated: true, RTT: saved.MinRTT})
+	if ph, jump := c.ResumePhase(), resumeJumpShare*saved.Rate*saved.MinRTT.Seconds(); ph != ResumeUnvalidated || float64(c.Window()) < 0.99*jump {
+		t.Errorf("after the first ACK's sample: phase %v, window %d, want unvalidated and the jump's %.0f", ph, c.Window(), jump)
+	}
+	// A first ACK's sample far off the saved RTT still refuses it.
+	c = NewHybrid(Params{MaxDatagramSize: mss, RTT: NewRTTStats(saved.MinRTT), Resume: &Resume{Saved: saved, RTT: 5 * saved.MinRTT}})
+	c.OnPacketSent(t0, mss, 0)
+	c.OnAck(t0.Add(5*saved.MinRTT), AckEvent{AckedBytes: mss, PriorInFlight: mss, LargestSentAt: t0, RTTUpdated: true, RTT: 5 * saved.MinRTT})
+	if ph := c.ResumePhase(); ph != ResumeOff {
+		t.Errorf("phase %v after an ACK's sample 5x the saved RTT, want off", ph)
 	}
 }
