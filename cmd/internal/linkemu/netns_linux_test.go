@@ -73,14 +73,18 @@ func link(t testing.TB, opts Options) (*Emulator, Options) {
 }
 
 // receive calls got with every datagram c receives, in a goroutine, until
-// none has come for idle; the channel is closed then.
+// none has come for idle after the first; the channel is closed then.
 func receive(c *net.UDPConn, idle time.Duration, got func([]byte)) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		buf := make([]byte, 2048)
+		// The first packet may take as long as a loaded machine makes
+		// it (over 2 s at load 30): until then the wait is a hang guard.
+		wait := firstPacketGuard
 		for {
-			c.SetReadDeadline(time.Now().Add(idle))
+			c.SetReadDeadline(time.Now().Add(wait))
+			wait = idle
 			n, _, err := c.ReadFromUDP(buf)
 			if err != nil {
 				return
@@ -91,7 +95,7 @@ func receive(c *net.UDPConn, idle time.Duration, got func([]byte)) <-chan struct
 	return done
 }
 
-func udpIn(t *testing.T, ns, laddr, raddr string) *net.UDPConn {
+func udpIn(t testing.TB, ns, laddr, raddr string) *net.UDPConn {
 	t.Helper()
 	var c *net.UDPConn
 	err := namespace.Do(ns, func() error {
@@ -117,6 +121,10 @@ func udpIn(t *testing.T, ns, laddr, raddr string) *net.UDPConn {
 	return c
 }
 
+// firstPacketGuard bounds the wait for a test's first packet through the
+// emulator: a hang guard, not a figure.
+const firstPacketGuard = 15 * time.Second
+
 // echo answers every datagram on c until c is closed.
 func echo(c *net.UDPConn) {
 	buf := make([]byte, 2048)
@@ -130,7 +138,7 @@ func echo(c *net.UDPConn) {
 }
 
 // measureRTT sends n probes spaced by gap and returns the sorted RTTs.
-func measureRTT(t *testing.T, opts Options, n int, gap time.Duration) []time.Duration {
+func measureRTT(t testing.TB, opts Options, n int, gap time.Duration) []time.Duration {
 	t.Helper()
 	srv := udpIn(t, opts.NSB, "10.200.0.2:7000", "")
 	go echo(srv)
@@ -142,7 +150,7 @@ func measureRTT(t *testing.T, opts Options, n int, gap time.Duration) []time.Dur
 		defer close(done)
 		buf := make([]byte, 64)
 		for len(rtts) < n {
-			cli.SetReadDeadline(time.Now().Add(3 * time.Second))
+			cli.SetReadDeadline(time.Now().Add(firstPacketGuard))
 			m, err := cli.Read(buf)
 			if err != nil || m < 8 {
 				return
@@ -166,56 +174,83 @@ func measureRTT(t *testing.T, opts Options, n int, gap time.Duration) []time.Dur
 	return rtts
 }
 
+// rttCases are the delays TestNetnsRTT and BenchmarkNetnsRTT configure.
+var rttCases = []struct{ fwd, ret time.Duration }{
+	{25 * time.Millisecond, 25 * time.Millisecond},
+	{100 * time.Millisecond, 200 * time.Millisecond}, // asymmetric, 300 ms round trip
+}
+
+// TestNetnsRTT: no echo comes back faster than the delay configured each
+// way. How little later they come is the machine's wake-ups (of the
+// emulator, the kernel, this test): at load 28 the median of a link
+// with no delay was 17 ms, and 178 ms over the configured 50 in the next
+// second. That figure is BenchmarkNetnsRTT's; the delay's exactness is
+// checked in virtual time (model_test.go).
 func TestNetnsRTT(t *testing.T) {
-	// The round trip through a link with no delay: what this machine's
-	// wake-ups (of the emulator, the kernel, this test) add, measured in
-	// the same run; on a loaded machine it is milliseconds.
-	_, opts := link(t, Options{})
-	idle := measureRTT(t, opts, 30, 20*time.Millisecond)
-	overhead := idle[len(idle)/2]
-	t.Logf("no delay: min %v median %v max %v", idle[0], overhead, idle[len(idle)-1])
-	for _, c := range []struct{ fwd, ret time.Duration }{
-		{25 * time.Millisecond, 25 * time.Millisecond},
-		{100 * time.Millisecond, 200 * time.Millisecond}, // asymmetric, 300 ms round trip
-	} {
+	for _, c := range rttCases {
 		t.Run(fmt.Sprint(c.fwd+c.ret), func(t *testing.T) {
 			_, opts := link(t, Options{Fwd: Dir{Delay: c.fwd}, Ret: Dir{Delay: c.ret}})
 			rtts := measureRTT(t, opts, 30, 20*time.Millisecond)
 			want := c.fwd + c.ret
-			median := rtts[len(rtts)/2]
-			t.Logf("configured %v: min %v median %v max %v", want, rtts[0], median, rtts[len(rtts)-1])
+			t.Logf("configured %v: min %v median %v max %v", want, rtts[0], rtts[len(rtts)/2], rtts[len(rtts)-1])
 			if rtts[0] < want {
 				t.Errorf("an echo came back in %v, faster than the configured %v", rtts[0], want)
-			}
-			// Late by the wake-ups of the emulator and of this test's
-			// goroutines only: what the link without delay took, and
-			// 10 ms for their variation.
-			if median > want+overhead+10*time.Millisecond {
-				t.Errorf("median RTT %v, want within 10ms of %v plus the %v the link without delay took", median, want, overhead)
 			}
 		})
 	}
 }
 
-func TestNetnsRate(t *testing.T) {
+// BenchmarkNetnsRTT reports by how much the median round trip through
+// the emulator exceeds the configured delays plus the median through a
+// link with no delay (ms-late; on the project's 2-core VM, idle, under
+// 10 ms). Run it with -bench on an otherwise idle machine.
+func BenchmarkNetnsRTT(b *testing.B) {
+	var late time.Duration
+	for range b.N {
+		_, opts := link(b, Options{})
+		idle := measureRTT(b, opts, 30, 20*time.Millisecond)
+		overhead := idle[len(idle)/2]
+		for _, c := range rttCases {
+			_, opts := link(b, Options{Fwd: Dir{Delay: c.fwd}, Ret: Dir{Delay: c.ret}})
+			rtts := measureRTT(b, opts, 30, 20*time.Millisecond)
+			late = max(late, rtts[len(rtts)/2]-(c.fwd+c.ret)-overhead)
+		}
+	}
+	b.ReportMetric(float64(late)/float64(time.Millisecond), "ms-late")
+}
+
+// rateRun is what measureRate saw.
+type rateRun struct {
+	rate     float64 // configured, bit/s
+	got      float64 // measured between packets read on time, bit/s
+	sent     int     // packets offered
+	arrived  int
+	counters DirCounters   // at the end
+	busy     DirCounters   // when the sender stopped, the queue full
+	elapsed  time.Duration // the emulator's time when busy was read
+}
+
+// measureRate offers twice a 10 Mbit/s link's rate for 3 s and measures
+// what the receiver gets. Half a second of queue, kept full: a stall of
+// the sender or of the emulator's reader (a loaded machine stops them
+// for tens of milliseconds) leaves the model a backlog to serialize
+// meanwhile, so the link never idles and what the receiver measures is
+// the emulator's pacing. With the default queue (64 KiB, 52 ms here) it
+// idled and fell 10% short.
+func measureRate(tb testing.TB) rateRun {
+	tb.Helper()
 	const rate = 10_000_000
-	// Half a second of queue, kept full by offering twice the rate: a
-	// stall of the sender or of the emulator's reader (a loaded machine
-	// stops them for tens of milliseconds) leaves the model a backlog to
-	// serialize meanwhile, so the link never idles and what the receiver
-	// measures is the emulator's pacing, not the machine's speed. With the
-	// default queue (64 KiB, 52 ms here) it idled and fell 10% short.
 	const queue = rate / 8 / 2
-	e, opts := link(t, Options{Fwd: Dir{Rate: rate, Delay: 10 * time.Millisecond, Queue: queue}})
-	srv := udpIn(t, opts.NSB, "10.200.0.2:7001", "")
+	e, opts := link(tb, Options{Fwd: Dir{Rate: rate, Delay: 10 * time.Millisecond, Queue: queue}})
+	srv := udpIn(tb, opts.NSB, "10.200.0.2:7001", "")
 	srv.SetReadBuffer(4 << 20)
-	cli := udpIn(t, opts.NSA, "10.200.0.1:0", "10.200.0.2:7001")
+	cli := udpIn(tb, opts.NSA, "10.200.0.1:0", "10.200.0.2:7001")
 	const payload = 1372 // 1400-byte IP packets
 	const ipSize = payload + 28
 	const dur = 3 * time.Second
 
 	var arrivals []time.Time
-	done := receive(srv, 500*time.Millisecond, func([]byte) { arrivals = append(arrivals, time.Now()) })
+	done := receive(srv, 2*time.Second, func([]byte) { arrivals = append(arrivals, time.Now()) })
 	// Offer 20 Mbit/s in 5 ms bursts: the queue fills within the first
 	// half second and stays full.
 	msg := make([]byte, payload)
@@ -228,10 +263,11 @@ func TestNetnsRate(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	elapsed, busy := e.Elapsed(), e.Counters().Fwd
 	<-done
-	c := e.Counters().Fwd
-	if len(arrivals) < 1000 {
-		t.Fatalf("only %d packets arrived (emulator %+v)", len(arrivals), c)
+	r := rateRun{rate: rate, sent: sent, arrived: len(arrivals), counters: e.Counters().Fwd, busy: busy, elapsed: elapsed}
+	if len(arrivals) < 100 {
+		return r
 	}
 	// Skip the first quarter (the queue filling) and measure over the
 	// rest, between two packets the receiver read on time: with the link
@@ -252,21 +288,58 @@ func TestNetnsRate(t *testing.T) {
 	n := len(arrivals) - len(arrivals)/4
 	a := onTime(len(arrivals)/4, len(arrivals)/4+n/5)
 	b := onTime(len(arrivals)-n/5, len(arrivals))
-	span := arrivals[b].Sub(arrivals[a])
-	got := float64((b-a)*ipSize*8) / span.Seconds()
-	t.Logf("offered %d packets, %d arrived, measured %.3f Mbit/s (configured %.3f); emulator: in %d, queue drops %d, delivered %d, errors %d",
-		sent, len(arrivals), got/1e6, rate/1e6, c.InPackets, c.DropQueue, c.Packets, c.Errors)
+	r.got = float64((b-a)*ipSize*8) / arrivals[b].Sub(arrivals[a]).Seconds()
+	tb.Logf("offered %d packets, %d arrived, measured %.3f Mbit/s (configured %.3f); emulator: in %d, queue drops %d, delivered %d, errors %d",
+		sent, len(arrivals), r.got/1e6, rate/1e6, r.counters.InPackets, r.counters.DropQueue, r.counters.Packets, r.counters.Errors)
+	return r
+}
+
+// TestNetnsRate: with the link kept busy, the emulator never delivers
+// more than its rate allows since it started, by its own counters. How
+// near the rate it comes, and what a receiver measures, is the machine's:
+// a loaded one starves the emulator's writer (3.8 of 10 Mbit/s at load
+// 28) or the receiver (whose stalls read as 13.9), so that figure is
+// BenchmarkNetnsRate's, and exact pacing is checked in virtual time
+// (model_test.go).
+func TestNetnsRate(t *testing.T) {
+	r := measureRate(t)
+	c := r.counters
+	if r.arrived < 100 {
+		t.Fatalf("only %d packets arrived (emulator %+v)", r.arrived, c)
+	}
 	if c.DropQueue == 0 {
+		if c.InPackets < uint64(r.sent) {
+			// Twice the rate was offered, but the host dropped what the
+			// emulator could not read in time: the machine, too busy
+			// now to keep the link busy, is what this run measured.
+			t.Skipf("the queue never overflowed and the emulator read %d of %d packets offered: too busy a machine to measure the rate", c.InPackets, r.sent)
+		}
 		t.Errorf("the queue never overflowed: the link was not kept busy")
 	}
-	// Never faster than configured, and no slower: the backlog absorbs
-	// stalls of the sender and the reader, and the writer delivers what
-	// fell due during its own at once. The bounds leave room for the two
-	// ends' lateness over a span of over a second. Exact pacing is checked
-	// in virtual time (model_test.go).
-	if d := (got - rate) / rate; d < -0.10 || d > 0.05 {
-		t.Errorf("measured rate %.3f Mbit/s is %.1f%% off the configured %.3f (want -10%%..+5%%)", got/1e6, 100*d, rate/1e6)
+	// A packet leaves once its serialization at the rate ends, and its
+	// delay after: what it delivered by now took at least its bits at the
+	// rate (one packet's worth of rounding).
+	most := r.rate*(r.elapsed-10*time.Millisecond).Seconds()/8 + 1400
+	t.Logf("by %v the emulator delivered %d bytes, %.0f%% of what the rate allows", r.elapsed, r.busy.Bytes, 100*float64(r.busy.Bytes)/most)
+	if float64(r.busy.Bytes) > most {
+		t.Errorf("the emulator delivered %d bytes in %v, more than %.0f at %.0f bit/s", r.busy.Bytes, r.elapsed, most, r.rate)
 	}
+	if c.Packets+c.DropQueue+c.Errors != c.InPackets {
+		t.Errorf("counters do not add up: %+v", c)
+	}
+}
+
+// BenchmarkNetnsRate reports how near its configured 10 Mbit/s the
+// emulator delivers in real time (the share, %-of-rate): on the project's
+// 2-core VM, idle, within -10%..+5%. A speed of the machine as much as
+// the emulator's: run it with -bench on an otherwise idle machine.
+func BenchmarkNetnsRate(b *testing.B) {
+	var sum float64
+	for range b.N {
+		r := measureRate(b)
+		sum += r.got / r.rate
+	}
+	b.ReportMetric(100*sum/float64(b.N), "%-of-rate")
 }
 
 func TestNetnsLoss(t *testing.T) {
@@ -276,7 +349,7 @@ func TestNetnsLoss(t *testing.T) {
 	cli := udpIn(t, opts.NSA, "10.200.0.1:0", "10.200.0.2:7002")
 	const n = 3000
 	received := 0
-	done := receive(srv, 500*time.Millisecond, func([]byte) { received++ })
+	done := receive(srv, 2*time.Second, func([]byte) { received++ })
 	msg := make([]byte, 200)
 	for i := range n {
 		cli.Write(msg)
@@ -328,37 +401,48 @@ func TestNetnsOutage(t *testing.T) {
 	}
 	<-done
 	// Times are taken by this test's goroutines, which a loaded machine
-	// wakes late: a packet reaches the emulator a little after it is
-	// stamped and is read a little after it is delivered. Checks keep
-	// slack away from the window's edges.
+	// wakes late (by seconds at load 30): a packet stamped at sent is
+	// read by the emulator at some time in [sent, at-delay] and delivered
+	// in [sent+delay, at], where at is when this test read it. The model
+	// drops a packet read or delivered inside the window. Each check
+	// below holds whatever the lateness: it judges a packet only where
+	// those spans settle it, and for a lost packet sent before the window,
+	// by the largest lateness the arrived ones show in this run (late),
+	// plus slack.
 	const slack = 30 * time.Millisecond
 	end := window.Start + window.Duration
+	inWindow := func(from, to time.Duration) bool { return from >= window.Start && to < end }
 	arrived := map[time.Duration]bool{}
+	var late time.Duration
 	for _, r := range got {
 		arrived[r.sent] = true
-		if r.at >= window.Start+slack && r.at < end {
-			t.Errorf("a packet arrived at %v, inside the outage", r.at)
-		}
-		if r.sent >= window.Start && r.sent < end-slack {
-			t.Errorf("a packet sent at %v, inside the outage, arrived", r.sent)
+		late = max(late, r.at-delay-r.sent)
+		if inWindow(r.sent, r.at-delay) || inWindow(r.sent+delay, r.at) {
+			t.Errorf("a packet sent at %v and read at %v crossed the outage", r.sent, r.at)
 		}
 	}
-	// Away from the edges (and delay, to cross) everything else arrives.
-	margin := delay + slack
+	inside := 0 // surely read inside the window: each one an outage drop
 	for _, s := range sent {
-		if (s < window.Start-margin || s > end+margin) && !arrived[s] {
-			t.Errorf("the packet sent at %v, outside the outage, was lost", s)
-		}
-	}
-	c := e.Counters().Fwd
-	t.Logf("sent %d, arrived %d, outage drops %d", len(sent), len(got), c.DropOutage)
-	inside := 0 // sent well inside the window: each one an outage drop
-	for _, s := range sent {
-		if s >= window.Start && s < end-slack {
+		switch {
+		case arrived[s]:
+		case s >= end:
+			t.Errorf("the packet sent at %v, after the outage, was lost", s)
+		case s+delay+late+slack < window.Start:
+			t.Errorf("the packet sent at %v, before the outage (lateness in this run up to %v), was lost", s, late)
+		case s >= window.Start && s+late+slack < end:
 			inside++
 		}
 	}
-	if inside == 0 || c.DropOutage < uint64(inside) {
+	c := e.Counters().Fwd
+	t.Logf("sent %d, arrived %d, outage drops %d; lateness up to %v", len(sent), len(got), c.DropOutage, late)
+	// The kernel's own packets (IPv6 solicitations) may cross too.
+	if c.DropOutage+uint64(len(got)) < uint64(len(sent)) || c.DropLoss+c.DropQueue != 0 {
+		t.Errorf("of %d packets %d arrived and %d were outage drops (counters %+v): every one must be one or the other", len(sent), len(got), c.DropOutage, c)
+	}
+	if inside == 0 {
+		t.Skipf("no packet was sent well inside the outage on this machine now (%d sent, lateness up to %v)", len(sent), late)
+	}
+	if c.DropOutage < uint64(inside) {
 		t.Errorf("%d outage drops for %d packets sent inside the outage", c.DropOutage, inside)
 	}
 }
