@@ -53,6 +53,10 @@ type Association struct {
 
 	outage outageDetector
 
+	paths    pathSet  // the links to the peer (paths.go)
+	lastSent sentKind // what Send's last packet was
+	pathLog  func(i int, name, what string)
+
 	// Receiver side.
 	ack      ackhandler.ReceivedPacketHandler
 	ackDelay time.Duration
@@ -87,6 +91,7 @@ func NewAssociation(cfg Config, now time.Time) (*Association, error) {
 	// A datagram must fit whatever packet number carries it.
 	a.maxDatagram = a.packetRoom(varint.Max) - wire.DatagramLen(0) - 1
 	a.outage.init(cfg, a.now, &a.stats)
+	a.paths.init(cfg, a.now)
 	a.streams.Mem.Limit = cfg.Memory
 	a.streams.Flow.Init(InitialConnCredit, cfg.initialConnWindow(), a.now)
 	a.streams.Init(cfg.EvenStreams, cfg.streamLimit(), InitialMaxStreams)
@@ -222,6 +227,7 @@ func (a *Association) Deadline() time.Time {
 		return a.abs(d)
 	}
 	consider(a.outage.deadline(a.sent.ElicitingInFlight()))
+	consider(a.pathDeadline())
 	consider(a.outage.keepAliveDue(a.sent.ElicitingInFlight(), a.pingPending))
 	consider(a.sent.TimerDeadline())
 	if a.sent.Probes() > 0 || a.pingPending {
@@ -250,6 +256,9 @@ func (a *Association) Tick(now time.Time) {
 	if a.cfg.IdleTimeout > 0 && a.now-a.outage.lastRecv >= a.cfg.IdleTimeout {
 		a.closeWith(ErrIdleTimeout, CodeIdleTimeout, "idle timeout", ErrIdleTimeout)
 		return
+	}
+	if a.paths.multi() {
+		a.checkPaths()
 	}
 	a.checkOutage()
 	if a.outage.active {

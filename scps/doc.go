@@ -33,6 +33,8 @@ package scps
 //	                      ACKs here, the streams' to streams.Manager
 //	outagedetector.go     outageDetector: outage mode, keep-alives, the
 //	                      silence hold
+//	paths.go              the paths: several links under one association,
+//	                      path probes, up/down, the data path, failover
 //	recvranges.go         dropping packets that break the bound on
 //	                      received stream ranges, closing on abuse
 //	datagramqueue.go      datagramQueue: outgoing datagrams

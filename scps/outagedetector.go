@@ -133,6 +133,15 @@ func (o *outageDetector) leave(now time.Duration) {
 	o.lastKeepAlive = now
 }
 
+// onFailover notes that the data moved to another path at now: the
+// flight starts afresh there, and the gaps heard on the dead path say
+// nothing of the new one, so the silence hold waits for new ones.
+func (o *outageDetector) onFailover(now time.Duration) {
+	o.holding = false
+	o.recvGap = 0
+	o.flightStart, o.ackWaitSince = now, now
+}
+
 // expired reports whether the outage has outlasted MaxOutage.
 func (o *outageDetector) expired(now time.Duration) bool {
 	return o.active && now-o.start >= o.maxOutage

@@ -108,6 +108,7 @@ func (a *Association) apply(f *wire.Frame) error {
 		if a.sent.OnAck(a.now, &f.Ack) {
 			a.outage.onNewlyAcked(a.now)
 		}
+		a.onPathAck(&f.Ack)
 	case wire.FrameStream:
 		if err := a.streams.OnStreamFrame(f, a.now, a.sent.RTT().Smoothed()); err != nil {
 			return a.protocolError("%v", err)

@@ -42,6 +42,11 @@ func (a *Association) sendReady() bool {
 	if a.sent.Probes() > 0 || a.pingPending || a.ack.Due(a.now) {
 		return true
 	}
+	if a.paths.multi() {
+		if _, due := a.paths.probeDue(a.now); due {
+			return true
+		}
+	}
 	if !a.sent.WindowOpen() || a.silenceHold() || !a.hasWork() && !a.copyReady() {
 		return false
 	}
@@ -221,6 +226,7 @@ func (a *Association) onSent(p builtPacket) {
 		a.stats.TailCopies++
 	}
 	a.stats.BytesSent += uint64(p.size)
+	a.lastSent = sentKind{eliciting: p.eliciting, carried: p.carried}
 	if !p.eliciting {
 		a.stats.AckOnlyPacketsSent++
 		a.ack.OnPacketSent(false)
@@ -251,6 +257,7 @@ func (a *Association) sendClose(buf []byte) int {
 	// The packet number is used up but not tracked: nothing in it is
 	// retransmitted.
 	a.sent.SkipPacket(a.now)
+	a.lastSent = sentKind{}
 	a.stats.PacketsSent++
 	a.stats.BytesSent += uint64(len(b))
 	a.closeLeft--
@@ -286,6 +293,7 @@ func (a *Association) sendProbe(buf []byte) int {
 		a.outage.onFlightStart(a.now)
 	}
 	a.outage.onProbeSent(a.now)
+	a.lastSent = sentKind{eliciting: true}
 	a.stats.PacketsSent++
 	a.stats.BytesSent += uint64(len(b))
 	return len(b)

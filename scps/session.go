@@ -27,6 +27,9 @@ const maxBatch = 64
 type Packet struct {
 	Number uint64
 	Data   []byte
+	// Path is the path it goes on (Association.SendOn): always 0 unless
+	// the layer below set other paths (SetPath).
+	Path int
 }
 
 // SessionConfig configures a Session.
@@ -46,6 +49,9 @@ type SessionConfig struct {
 	// goroutine or the caller of Input; it must not block for long. It may
 	// call into the Session.
 	OnState func(outage bool)
+	// Paths, if set, are the association's paths from the start, path i
+	// as Paths[i] (Association.SetPath); none: the one path 0.
+	Paths []PathOptions
 	// Logger may be nil.
 	Logger *slog.Logger
 	// Now is the clock [time.Now]; tests inject a virtual one. The
@@ -114,6 +120,12 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 		s.bufs[i] = make([]byte, size)
 	}
 	a.SetDatagramHandler(func(p []byte) { s.dgrams = append(s.dgrams, p) })
+	a.SetPathLogger(func(i int, name, what string) { s.log.Info(what, "path", name, "path_index", i) })
+	for i, p := range cfg.Paths {
+		if err := a.SetPath(i, p); err != nil {
+			return nil, err
+		}
+	}
 	go s.run()
 	return s, nil
 }
@@ -136,11 +148,11 @@ func (s *Session) run() {
 		batch := s.batch[:0]
 		for len(batch) < maxBatch {
 			buf := s.bufs[len(batch)]
-			n, pn := s.a.Send(now, buf)
+			n, pn, path := s.a.SendOn(now, buf)
 			if n == 0 {
 				break
 			}
-			batch = append(batch, Packet{Number: pn, Data: buf[:n]})
+			batch = append(batch, Packet{Number: pn, Data: buf[:n], Path: path})
 		}
 		s.dispatchLocked()
 		finished := s.a.Done()
@@ -269,12 +281,16 @@ func signal(c chan struct{}) {
 
 // Input hands the session packet number pn received from the peer. It may
 // be called from any goroutine; pkt may be reused after it returns.
-func (s *Session) Input(pn uint64, pkt []byte) {
+func (s *Session) Input(pn uint64, pkt []byte) { s.InputOn(0, pn, pkt) }
+
+// InputOn is Input for a packet that arrived on path i
+// (Association.ReceiveOn).
+func (s *Session) InputOn(i int, pn uint64, pkt []byte) {
 	s.inputMu.Lock()
 	defer s.inputMu.Unlock()
 	s.mu.Lock()
 	now := s.cfg.Now()
-	err := s.a.Receive(now, pn, pkt)
+	err := s.a.ReceiveOn(now, i, pn, pkt)
 	s.dispatchLocked()
 	s.kickAtLocked(now)
 	if s.a.Done() {
@@ -391,6 +407,29 @@ func (s *Session) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.a.Stats()
+}
+
+// SetPath is Association.SetPath.
+func (s *Session) SetPath(i int, opts PathOptions) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	err := s.a.SetPath(i, opts)
+	s.kickLocked()
+	return err
+}
+
+// RemovePath is Association.RemovePath.
+func (s *Session) RemovePath(i int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.a.RemovePath(i)
+}
+
+// Paths is Association.Paths.
+func (s *Session) Paths() []PathStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.a.Paths()
 }
 
 // PathState is Association.PathState, stamped now.

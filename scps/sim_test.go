@@ -53,6 +53,7 @@ type delivery struct {
 	at   time.Duration
 	seq  uint64
 	to   int
+	path int
 	pn   uint64
 	data []byte
 }
@@ -93,6 +94,10 @@ type sim struct {
 	// true drops it.
 	observe func(from int, pkt []byte) (drop bool)
 	pool    [][]byte
+	// pathDir, if set, carries the packets of path k > 0 sent by side i in
+	// pathDir[i][k] (path 0 in dir[i]); path k of one side is path k of
+	// the other.
+	pathDir [2][]*simDir
 }
 
 func newSim(t testing.TB, seed uint64, cfgA, cfgB Config, ab, ba linkParams) *sim {
@@ -124,9 +129,12 @@ func (s *sim) getBuf(n int) []byte {
 	return make([]byte, n, max(n, 2048))
 }
 
-// transmit puts packet pn sent by side from on the link.
-func (s *sim) transmit(from int, pn uint64, pkt []byte) {
+// transmit puts packet pn sent by side from on the link (of its path).
+func (s *sim) transmit(from, path int, pn uint64, pkt []byte) {
 	d := s.dir[from]
+	if path > 0 {
+		d = s.pathDir[from][path]
+	}
 	d.sent++
 	d.bytes += uint64(len(pkt))
 	if s.observe != nil && s.observe(from, pkt) {
@@ -138,7 +146,7 @@ func (s *sim) transmit(from int, pn uint64, pkt []byte) {
 		b := s.getBuf(len(pkt))
 		copy(b, pkt)
 		s.seq++
-		heap.Push(&s.q, delivery{at: at + time.Duration(i)*time.Microsecond, seq: s.seq, to: 1 - from, pn: pn, data: b})
+		heap.Push(&s.q, delivery{at: at + time.Duration(i)*time.Microsecond, seq: s.seq, to: 1 - from, path: path, pn: pn, data: b})
 	}
 }
 
@@ -202,7 +210,7 @@ func (d *simDir) carry(now time.Duration, rng *rand.Rand, size int) (at time.Dur
 func (s *sim) flush() {
 	for i := 0; i < 2; i++ {
 		for {
-			n, pn := s.a[i].Send(s.clock(), s.buf)
+			n, pn, path := s.a[i].SendOn(s.clock(), s.buf)
 			if n == 0 {
 				break
 			}
@@ -210,7 +218,7 @@ func (s *sim) flush() {
 				s.t.Fatalf("side %d: packet numbered %d, want %d", i, pn, s.sent[i])
 			}
 			s.sent[i]++
-			s.transmit(i, pn, s.buf[:n])
+			s.transmit(i, path, pn, s.buf[:n])
 		}
 	}
 }
@@ -258,7 +266,7 @@ func (s *sim) step() bool {
 	s.now = next
 	for len(s.q) > 0 && s.q[0].at <= s.now {
 		d := heap.Pop(&s.q).(delivery)
-		_ = s.a[d.to].Receive(s.clock(), d.pn, d.data)
+		_ = s.a[d.to].ReceiveOn(s.clock(), d.path, d.pn, d.data)
 		s.pool = append(s.pool, d.data)
 	}
 	for i := 0; i < 2; i++ {

@@ -1,0 +1,533 @@
+package scps
+
+// This file owns the association's paths: one association, one key and
+// one set of streams over several links to the peer (docs/multipath.md).
+// The layer below numbers the paths (SetPath; path 0 exists from the
+// start) and passes the number with every packet, in (ReceiveOn) and out
+// (SendOn); the association knows nothing of their addresses or sockets.
+// With one path nothing here runs: no probes, no other field, the packets
+// are those of a single-path association.
+//
+// With several paths the association judges each one by what it sends on
+// it:
+//   - a path probe (a PING alone) goes on every path that has carried
+//     nothing ack-eliciting for pathProbeInterval, so each path is tested
+//     whether it carries data or not;
+//   - a path is down when an ack-eliciting packet sent on it has gone
+//     unacknowledged for pathDownAfter (twice its smoothed RTT, its RTT
+//     plus four deviations, or minPathDown, whichever is longest), and up
+//     again when a packet sent on it after that is acknowledged; the
+//     acknowledgement may come back on any path, so a path's RTT is its
+//     way out plus the way back of whichever path carried the ACK;
+//   - all packets go on one path, the data path: on a side that was told
+//     its paths, the first working primary path, else the first working
+//     backup; on a side that only learned them from the peer's packets,
+//     the working path the peer last sent other than probes on (it follows
+//     the peer's choice). When the data path changes because it went down,
+//     what was in flight on it is lost to the failover (no window change)
+//     and repaired at once on the new one;
+//   - in outage mode (every path silent) the outage probes go round the
+//     paths, so whichever link returns first is found;
+//   - a learned path that is down and has not been heard for pathForget is
+//     retired (a roaming peer's old address): no more probes.
+// Congestion control, pacing and loss detection are still the
+// association's, shared by the paths: bonding will give each path its own.
+
+import (
+	"fmt"
+	"time"
+
+	"scpsvpn/scps/cc"
+	"scpsvpn/scps/internal/ackhandler"
+	"scpsvpn/scps/internal/wire"
+)
+
+// MaxPaths bounds an association's paths (configs.MaxPaths agrees).
+const MaxPaths = 8
+
+const (
+	// pathProbeInterval: a path that carried nothing ack-eliciting this
+	// long gets a probe. Ten PINGs a second per path, some 600 bytes/s
+	// with the seal, bound how long a dead path goes unnoticed.
+	pathProbeInterval = 100 * time.Millisecond
+	// minPathDown is the least silence that takes a path down: above
+	// scheduling noise and a delayed ACK.
+	minPathDown = 300 * time.Millisecond
+	// pathForget retires a learned path that is down and silent.
+	pathForget = 3 * time.Second
+	// pathChecks bounds the packets per path whose acknowledgement is
+	// awaited for the path's liveness and RTT.
+	pathChecks = 64
+	// pathCheckGap is the least time between two awaited packets of a
+	// path: at most pathChecks of them span the time a path takes to go
+	// down, well beyond pathChecks*pathCheckGap.
+	pathCheckGap = 5 * time.Millisecond
+)
+
+// PathOptions is what the layer below tells the association of a path.
+type PathOptions struct {
+	Name string // for logs and PathStats
+	// Backup: the path carries data only while no primary path works.
+	Backup bool
+	// Learned: the path was learned from the peer's packets rather than
+	// configured here; a side whose paths are all learned sends on the
+	// path the peer uses.
+	Learned bool
+	// InitialRTT is the path's RTT until measured; 0: Config.InitialRTT.
+	InitialRTT time.Duration
+}
+
+// PathStats is a snapshot of one path.
+type PathStats struct {
+	Index   int
+	Name    string
+	Backup  bool
+	Learned bool
+	Up      bool // its packets are acknowledged
+	Active  bool // it carries the data now
+	Retired bool // a learned path given up (down and silent)
+
+	SRTT   time.Duration // smoothed RTT of packets sent on it (0: none measured)
+	MinRTT time.Duration
+
+	PacketsSent     uint64
+	BytesSent       uint64
+	DataPacketsSent uint64 // packets that carried stream data or datagrams
+	DataBytesSent   uint64 // their bytes
+	ProbesSent      uint64 // path probes
+	PacketsReceived uint64
+	BytesReceived   uint64
+	Downs           uint64 // times it went down
+	Failovers       uint64 // times the data left it because it went down
+}
+
+// pathCheck is an ack-eliciting packet sent on a path, awaiting its
+// acknowledgement.
+type pathCheck struct {
+	pn uint64
+	at time.Duration
+}
+
+type path struct {
+	opts    PathOptions
+	inUse   bool
+	up      bool
+	retired bool
+	rtt     *cc.RTTStats
+
+	checks     [pathChecks]pathCheck // a ring, oldest at head
+	head, n    int
+	lastCheck  time.Duration // when the newest check was sent
+	lastElicit time.Duration // when an ack-eliciting packet last went on it
+	lastHeard  time.Duration // when a packet last arrived on it
+	lastTraffc time.Duration // when a packet other than a probe last arrived on it
+	stats      PathStats
+}
+
+// pathSet is the association's paths.
+type pathSet struct {
+	p         [MaxPaths]path
+	data      int // the data path
+	probeNext int // the next path an outage probe goes on
+	sendOn    int // the path of the packet being built
+}
+
+// init makes path 0, the one every association has.
+func (ps *pathSet) init(cfg Config, now time.Duration) {
+	ps.set(0, PathOptions{}, cfg, now)
+}
+
+func (ps *pathSet) set(i int, opts PathOptions, cfg Config, now time.Duration) {
+	if opts.InitialRTT <= 0 {
+		opts.InitialRTT = cfg.InitialRTT
+	}
+	ps.p[i] = path{opts: opts, inUse: true, up: true, rtt: cc.NewRTTStats(opts.InitialRTT), lastHeard: now}
+	ps.p[i].stats.Index, ps.p[i].stats.Name = i, opts.Name
+	ps.p[i].stats.Backup, ps.p[i].stats.Learned = opts.Backup, opts.Learned
+}
+
+// multi reports whether more than one path is in use: only then do the
+// paths' probes and judgements run.
+func (ps *pathSet) multi() bool {
+	n := 0
+	for i := range ps.p {
+		if ps.p[i].inUse && !ps.p[i].retired {
+			n++
+		}
+	}
+	return n > 1
+}
+
+// SetPath makes path i (0 <= i < MaxPaths) a path to the peer, or starts
+// it afresh: a new path starts up, its RTT unknown. Path 0 exists from
+// the start; the layer below reuses a number for a new path freely.
+func (a *Association) SetPath(i int, opts PathOptions) error {
+	if i < 0 || i >= MaxPaths {
+		return fmt.Errorf("scps: path %d: use 0..%d", i, MaxPaths-1)
+	}
+	a.paths.set(i, opts, a.cfg, a.now)
+	a.choosePath()
+	return nil
+}
+
+// RemovePath stops using path i (not path 0, which always exists).
+func (a *Association) RemovePath(i int) {
+	if i <= 0 || i >= MaxPaths {
+		return
+	}
+	a.paths.p[i] = path{}
+	a.choosePath()
+}
+
+// Paths returns a snapshot of the paths in use.
+func (a *Association) Paths() []PathStats {
+	var out []PathStats
+	for i := range a.paths.p {
+		p := &a.paths.p[i]
+		if !p.inUse {
+			continue
+		}
+		s := p.stats
+		s.Up, s.Retired, s.Active = p.up, p.retired, i == a.paths.data
+		if p.rtt.Samples() > 0 {
+			s.SRTT, s.MinRTT = p.rtt.Smoothed(), p.rtt.Min()
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// ReceiveOn is Receive for a packet that arrived on path i; a path not
+// set (SetPath) counts as path 0.
+func (a *Association) ReceiveOn(now time.Time, i int, pn uint64, pkt []byte) error {
+	if i < 0 || i >= MaxPaths || !a.paths.p[i].inUse {
+		i = 0
+	}
+	before := a.stats.PacketsReceived
+	err := a.Receive(now, pn, pkt)
+	if a.stats.PacketsReceived == before {
+		return err // not accepted: says nothing of the path
+	}
+	p := &a.paths.p[i]
+	p.stats.PacketsReceived++
+	p.stats.BytesReceived += uint64(len(pkt))
+	p.lastHeard = a.now
+	if p.retired {
+		p.retired, p.up = false, false // heard again: probe it anew
+	}
+	if !isPathProbe(pkt) {
+		p.lastTraffc = a.now
+		if a.paths.learnedOnly() {
+			a.choosePath()
+		}
+	}
+	return err
+}
+
+// isPathProbe reports whether pkt is a probe: PINGs and padding only.
+func isPathProbe(pkt []byte) bool {
+	for _, b := range pkt {
+		if b != wire.FramePing && b != wire.FramePadding {
+			return false
+		}
+	}
+	return len(pkt) > 0
+}
+
+// SendOn is Send that also says which path the packet goes on.
+func (a *Association) SendOn(now time.Time, buf []byte) (n int, pn uint64, path int) {
+	a.setNow(now)
+	if a.state != stateOpen || !a.paths.multi() {
+		n, pn = a.Send(now, buf)
+		if n > 0 {
+			a.paths.onSent(a, a.paths.data, pn, n, a.lastSent)
+		}
+		return n, pn, a.paths.data
+	}
+	a.checkPaths()
+	if a.outage.active {
+		// Outage probes go round the paths.
+		if !a.outage.probeDue(a.now) {
+			return 0, 0, 0
+		}
+		path = a.paths.nextProbePath()
+	} else if i, ok := a.paths.probeDue(a.now); ok {
+		n, pn = a.sendPathProbe(buf)
+		if n > 0 {
+			a.paths.p[i].stats.ProbesSent++
+			a.paths.onSent(a, i, pn, n, a.lastSent)
+		}
+		return n, pn, i
+	} else {
+		path = a.paths.data
+	}
+	n, pn = a.Send(now, buf)
+	if n > 0 {
+		a.paths.onSent(a, path, pn, n, a.lastSent)
+	}
+	return n, pn, path
+}
+
+// sentKind is what Send's last packet was, for the path's counters.
+type sentKind struct {
+	eliciting bool // it awaits an acknowledgement
+	carried   bool // it carried stream data or datagrams
+}
+
+// onSent books packet pn of n bytes on path i.
+func (ps *pathSet) onSent(a *Association, i int, pn uint64, n int, k sentKind) {
+	p := &ps.p[i]
+	p.stats.PacketsSent++
+	p.stats.BytesSent += uint64(n)
+	if k.carried {
+		p.stats.DataPacketsSent++
+		p.stats.DataBytesSent += uint64(n)
+	}
+	if !k.eliciting {
+		return
+	}
+	p.lastElicit = a.now
+	if a.now-p.lastCheck < pathCheckGap && p.n > 0 {
+		return
+	}
+	if p.n == pathChecks {
+		// Full: the oldest goes (one still older than the path's
+		// patience is there to take it down meanwhile).
+		p.head, p.n = (p.head+1)%pathChecks, p.n-1
+	}
+	p.checks[(p.head+p.n)%pathChecks] = pathCheck{pn: pn, at: a.now}
+	p.n++
+	p.lastCheck = a.now
+}
+
+// sendPathProbe builds a path probe: a PING alone, not counted in flight
+// (it is no data and must not hold the window), not subject to the pacer.
+func (a *Association) sendPathProbe(buf []byte) (int, uint64) {
+	pn := a.sent.NextPN()
+	if a.limit(buf, pn) < 64 {
+		return 0, 0
+	}
+	firstFrame := a.sent.FrameEnd()
+	buf[0] = wire.FramePing
+	a.sent.AddFrame().Kind = ackhandler.KindPing
+	// Not ack-eliciting to the sent-packet history: a probe of a dead
+	// path must not hold the probe timeout or outage detection of the
+	// association; its acknowledgement is awaited by its path alone.
+	a.sent.OnPacketSent(a.now, ackhandler.SentPacket{SentAt: a.now, FirstFrame: firstFrame, NFrames: uint16(a.sent.FrameEnd() - firstFrame), Size: 1})
+	a.stats.PacketsSent++
+	a.stats.BytesSent++
+	a.lastSent = sentKind{eliciting: true}
+	return 1, pn
+}
+
+// probeDue returns a path that is due a probe: one in use, not retired,
+// that has carried nothing ack-eliciting for pathProbeInterval.
+func (ps *pathSet) probeDue(now time.Duration) (int, bool) {
+	for i := range ps.p {
+		p := &ps.p[i]
+		if p.inUse && !p.retired && now-p.lastElicit >= pathProbeInterval {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// probeDeadline is when the next path probe is due (0: none).
+func (ps *pathSet) probeDeadline() time.Duration {
+	var d time.Duration
+	for i := range ps.p {
+		p := &ps.p[i]
+		if p.inUse && !p.retired {
+			if t := p.lastElicit + pathProbeInterval; d == 0 || t < d {
+				d = t
+			}
+		}
+	}
+	return d
+}
+
+// nextProbePath returns the path for the next outage probe, going round.
+func (ps *pathSet) nextProbePath() int {
+	for range MaxPaths {
+		i := ps.probeNext % MaxPaths
+		ps.probeNext++
+		if ps.p[i].inUse && !ps.p[i].retired {
+			return i
+		}
+	}
+	return ps.data
+}
+
+// downAfter is how long a packet on p may go unacknowledged before p is
+// down.
+func (p *path) downAfter() time.Duration {
+	srtt := p.rtt.Smoothed()
+	return max(2*srtt, srtt+4*p.rtt.Var(), minPathDown)
+}
+
+// onAck marks the paths' awaited packets that f acknowledges: the newest
+// acknowledged one gives an RTT sample and brings its path up; older ones
+// of the same path are no longer awaited (lost or acknowledged).
+func (a *Association) onPathAck(f *wire.Ack) {
+	if !a.paths.multi() && a.paths.p[0].n == 0 {
+		return
+	}
+	var ranges [16]wire.AckRange
+	rs := ranges[:0]
+	it := f.Iter()
+	for len(rs) < len(ranges) {
+		r, ok := it.Next()
+		if !ok {
+			break
+		}
+		rs = append(rs, r)
+	}
+	acked := func(pn uint64) bool {
+		for _, r := range rs {
+			if pn >= r.Smallest && pn <= r.Largest {
+				return true
+			}
+		}
+		return false
+	}
+	for i := range a.paths.p {
+		p := &a.paths.p[i]
+		newest := -1
+		for k := range p.n {
+			if acked(p.checks[(p.head+k)%pathChecks].pn) {
+				newest = k
+			}
+		}
+		if newest < 0 {
+			continue
+		}
+		c := p.checks[(p.head+newest)%pathChecks]
+		p.head, p.n = (p.head+newest+1)%pathChecks, p.n-newest-1
+		p.rtt.Update(a.now-c.at, 0)
+		if !p.up {
+			p.up = true
+			a.logPath(i, "path up")
+			a.choosePath()
+		}
+	}
+}
+
+// checkPaths takes down the paths whose awaited packets went
+// unacknowledged too long, retires learned paths long down and silent,
+// and moves the data off a path that went down.
+func (a *Association) checkPaths() {
+	changed := false
+	for i := range a.paths.p {
+		p := &a.paths.p[i]
+		if !p.inUse || p.retired {
+			continue
+		}
+		if p.up && p.n > 0 && a.now-p.checks[p.head].at >= p.downAfter() {
+			p.up = false
+			p.stats.Downs++
+			p.n = 0 // what is awaited now is sent from here on
+			a.logPath(i, "path down")
+			changed = true
+		}
+		if !p.up && p.opts.Learned && a.now-p.lastHeard >= pathForget && i != a.paths.data {
+			p.retired = true
+			changed = true
+		}
+	}
+	if changed {
+		a.choosePath()
+	}
+}
+
+// pathDeadline is when checkPaths or a path probe next has work (0:
+// none), while several paths are in use.
+func (a *Association) pathDeadline() time.Duration {
+	if !a.paths.multi() {
+		return 0
+	}
+	d := a.paths.probeDeadline()
+	for i := range a.paths.p {
+		p := &a.paths.p[i]
+		if p.inUse && !p.retired && p.up && p.n > 0 {
+			if t := p.checks[p.head].at + p.downAfter(); d == 0 || t < d {
+				d = t
+			}
+		}
+	}
+	return d
+}
+
+// learnedOnly reports whether every path in use was learned.
+func (ps *pathSet) learnedOnly() bool {
+	for i := range ps.p {
+		if ps.p[i].inUse && !ps.p[i].opts.Learned {
+			return false
+		}
+	}
+	return true
+}
+
+// choosePath picks the data path (see the file's comment) and fails over
+// when the old one went down.
+func (a *Association) choosePath() {
+	ps := &a.paths
+	best := -1
+	if ps.learnedOnly() {
+		for i := range ps.p {
+			p := &ps.p[i]
+			if p.inUse && !p.retired && p.up && (best < 0 || p.lastTraffc > ps.p[best].lastTraffc) {
+				best = i
+			}
+		}
+	} else {
+		rank := func(p *path) int {
+			switch {
+			case p.opts.Backup:
+				return 2
+			case p.opts.Learned:
+				return 1
+			}
+			return 0
+		}
+		for i := range ps.p {
+			p := &ps.p[i]
+			if p.inUse && !p.retired && p.up && (best < 0 || rank(p) < rank(&ps.p[best])) {
+				best = i
+			}
+		}
+	}
+	old := ps.data
+	if best < 0 {
+		// No path works: stay (outage mode takes over if the peer falls
+		// silent), unless the old one is gone.
+		if ps.p[old].inUse {
+			return
+		}
+		best = 0
+	}
+	if best == old {
+		return
+	}
+	ps.data = best
+	a.logPath(best, "data path")
+	if ps.p[old].inUse && !ps.p[old].up && a.state == stateOpen && !a.outage.active {
+		// Failover: what was in flight went on the dead path. Repair it
+		// on the new one now, as an outage does (no window change), and
+		// let the peer's first answer on the new path count as a fresh
+		// start for the silence hold.
+		ps.p[old].stats.Failovers++
+		a.sent.LoseAll(a.now)
+		a.sent.OnResume()
+		a.outage.onFailover(a.now)
+	}
+}
+
+// SetPathLogger sets the function told of each path's changes (up, down,
+// carrying the data); it is called with the association's lock held.
+func (a *Association) SetPathLogger(f func(i int, name, what string)) { a.pathLog = f }
+
+func (a *Association) logPath(i int, what string) {
+	if a.pathLog != nil {
+		a.pathLog(i, a.paths.p[i].opts.Name, what)
+	}
+}
