@@ -82,6 +82,10 @@ type assoc struct {
 	// (uplink.go); the timers routine alone uses it.
 	measuredUp int64
 
+	// psocks are the sockets of the peer's configured paths, by path
+	// number; nil where one could not be opened (multipath.go).
+	psocks []PacketConn
+
 	rx     *peerRx            // the peer's decrypted packets and handshakes (peerrx.go)
 	stopRx context.CancelFunc // ends the routine draining rx; nil until started
 }
@@ -99,6 +103,7 @@ type association struct {
 	next     int           // ring position; written by the handshake path only
 	send     atomic.Uint64 // the session to seal on: the newest
 	dead     atomic.Bool   // ended here: it sends nothing more
+	learned  learnedPaths  // its paths' addresses, when it runs several (multipath.go)
 }
 
 func (as *association) carries(id uint64) bool {
@@ -146,6 +151,9 @@ func (e *Endpoint) startLocked(a *assoc) {
 	}()
 	e.assocs[a.cfg.Name] = a
 	e.announce.Store(a.cfg.Name, a)
+	if len(a.cfg.Paths) > 0 {
+		e.openPaths(a)
+	}
 	if a.cfg.Endpoint.IsValid() {
 		a.connect(true)
 	}
@@ -162,6 +170,10 @@ func (a *assoc) sessionConfig(addr netip.Addr) scps.Config {
 	// (peers.HeaderLen): packets shrink to match, so each datagram fills
 	// the path and no more.
 	cfg.MaxPacketSize = maxDatagram(link.MTU, addr) - peers.OverheadFor(0)
+	// Packets may move between paths: each must fit every path.
+	for _, pc := range a.cfg.Paths {
+		cfg.MaxPacketSize = min(cfg.MaxPacketSize, maxDatagram(pc.Link.MTU, pc.Endpoint.Addr())-peers.OverheadFor(0))
+	}
 	cfg.WireOverhead = peers.OverheadFor(0) + underlayHeaders(addr)
 	cfg.HeaderGrowth = sealGrowth
 	applyLink(&cfg, link)
@@ -190,7 +202,7 @@ func applyLink(cfg *scps.Config, link configs.LinkConfig) {
 // payload is our handshake payload for the peer. It is called by peers
 // with the peer's lock held, so it reads only atomics.
 func (a *assoc) payload() []byte {
-	p := assocParams{version: wireVersion, instance: a.e.instance}
+	p := assocParams{version: wireVersion, caps: a.multipathCaps(), instance: a.e.instance}
 	if as := a.cur.Load(); as != nil {
 		p.assoc = as.id
 	}
@@ -249,6 +261,8 @@ func (a *assoc) established(id uint64, local, remote []byte, rtt time.Duration) 
 func (a *assoc) begin(id uint64, theirs assocParams, rtt time.Duration) {
 	as := &association{id: id}
 	as.addSession(id)
+	as.learned.on = len(a.cfg.Paths) > 0 || theirs.caps&capMultipath != 0
+	as.learned.first = len(a.cfg.Paths)
 	ctx, cancel := context.WithCancel(a.e.ctx)
 	as.cancel = cancel
 	// The handshake came from the peer's endpoint, so its family is known
@@ -266,6 +280,7 @@ func (a *assoc) begin(id uint64, theirs assocParams, rtt time.Duration) {
 		Transmit:   a.transmitter(as, scfg.MaxPacketSize+peers.Overhead),
 		OnDatagram: a.onDatagram,
 		OnState:    a.onState,
+		Paths:      a.pathOptions(as.learned.on),
 		Logger:     a.log.With("part", "scps"),
 	})
 	if err != nil {
@@ -498,20 +513,26 @@ func (a *assoc) handleRx(it rxItem) {
 		a.established(it.session, it.local, it.remote, it.rtt)
 		return
 	}
-	a.input(it.session, it.pn, (*it.buf)[:it.n])
+	a.input(it)
 }
 
-// input takes one decrypted association packet from the peer, number pn
-// (the counter it was sealed with), which came on session id. Packets of sessions that do not carry the current
+// input takes one decrypted association packet from the peer, number
+// it.pn (the counter it was sealed with), which came on session
+// it.session. Packets of sessions that do not carry the current
 // association (an older association's, or a session whose handshake began
 // none) are dropped: they belong to state that no longer exists here.
-func (a *assoc) input(id, pn uint64, pkt []byte) {
+func (a *assoc) input(it rxItem) {
 	as := a.cur.Load()
-	if as == nil || !as.carries(id) {
+	if as == nil || !as.carries(it.session) {
 		a.e.stats.UDPStale.Add(1)
 		return
 	}
-	as.sess.Input(pn, pkt)
+	pkt := (*it.buf)[:it.n]
+	if !as.learned.on {
+		as.sess.Input(it.pn, pkt)
+		return
+	}
+	as.sess.InputOn(a.pathOf(as, it), it.pn, pkt)
 }
 
 // close ends the association for good (the peer was removed or changed,
@@ -530,6 +551,7 @@ func (a *assoc) close() {
 	if stopRx != nil {
 		stopRx()
 	}
+	a.e.closePaths(a)
 	up := a.up.Swap(false)
 	if as == nil {
 		return
@@ -560,6 +582,10 @@ func (a *assoc) transmitter(as *association, size int) func(pkts []scps.Packet) 
 		}
 		for len(bufs) < len(pkts) {
 			bufs = append(bufs, make([]byte, size))
+		}
+		if as.learned.on {
+			a.sendPaths(as, p, pkts, bufs)
+			return
 		}
 		out = out[:0]
 		for i, pkt := range pkts {

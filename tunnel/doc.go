@@ -44,6 +44,9 @@ package tunnel
 //	params.go             assocParams: the association parameters in the
 //	                      handshake payload
 //	packetsize.go         how big the association's packets are (path MTU)
+//	multipath.go          a peer's several paths: their sockets, the paths
+//	                      learned from the peer, where each packet goes,
+//	                      their status
 //	pathstate.go          pathStore: what each association learned of its
 //	                      peer's path, in memory and in state_dir, for the
 //	                      next association's careful resume

@@ -43,11 +43,14 @@ type Endpoint struct {
 	tunFile  *os.File // the TUN read and written with virtio-net headers (offloadFile); nil without
 	net      NetConfig
 	sock     PacketConn
-	stk      *stack.Stack
-	dev      *peers.Device
-	ctx      context.Context
-	stop     context.CancelFunc
-	wg       sync.WaitGroup
+	// pathSocks are the configured paths' sockets by the endpoint they
+	// send to (multipath.go): handshakes toward it leave from them.
+	pathSocks sync.Map // netip.AddrPort -> PacketConn
+	stk       *stack.Stack
+	dev       *peers.Device
+	ctx       context.Context
+	stop      context.CancelFunc
+	wg        sync.WaitGroup
 
 	stats   Stats
 	control atomic.Pointer[controlServer] // set as the control sockets start

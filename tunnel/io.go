@@ -173,7 +173,7 @@ func (e *Endpoint) writeTUNPacket(p []byte) {
 // port. Anything that fails is dropped and counted, with no reply.
 func (e *Endpoint) readUDP() {
 	var plain *[]byte // the next packet's plaintext buffer, from rxBuf
-	handle := func(src netip.AddrPort, pkt []byte) { plain = e.handleUDP(src, pkt, plain) }
+	handle := func(src netip.AddrPort, pkt []byte) { plain = e.handleUDP(src, pkt, plain, -1) }
 	for {
 		if err := e.sock.Receive(handle); err != nil {
 			if !errors.Is(err, net.ErrClosed) && e.ctx.Err() == nil {
@@ -187,8 +187,10 @@ func (e *Endpoint) readUDP() {
 // handleUDP decrypts pkt into plain (a buffer from rxBuf, or nil) and
 // dispatches it. An association packet is queued for its peer in plain
 // itself, which then belongs to the queue; the buffer the next datagram
-// may use is returned (plain, when nothing took it).
-func (e *Endpoint) handleUDP(src netip.AddrPort, pkt []byte, plain *[]byte) *[]byte {
+// may use is returned (plain, when nothing took it). via is the
+// configured path whose socket took it (multipath.go), -1 for the listen
+// socket.
+func (e *Endpoint) handleUDP(src netip.AddrPort, pkt []byte, plain *[]byte, via int) *[]byte {
 	e.stats.UDPIn.Add(1)
 	if plain == nil || cap(*plain) < len(pkt) {
 		if plain != nil {
@@ -220,7 +222,7 @@ func (e *Endpoint) handleUDP(src netip.AddrPort, pkt []byte, plain *[]byte) *[]b
 		a.rx.pushEstablished(res.Session, res.LocalPayload, res.RemotePayload, res.HandshakeRTT)
 	}
 	if res.Data != nil {
-		a.rx.push(res.Session, res.Counter, plain, len(res.Data))
+		a.rx.push(res.Session, res.Counter, plain, len(res.Data), src, via)
 		return nil
 	}
 	return plain
@@ -292,7 +294,9 @@ func (e *Endpoint) sendUDP(b []byte, to netip.AddrPort) {
 	if !to.IsValid() {
 		return
 	}
-	if err := e.sock.Send([][]byte{b}, to); err != nil && e.ctx.Err() == nil {
+	// A handshake toward a path's endpoint leaves from that path's
+	// socket (multipath.go), so the peer learns the path it will use.
+	if err := e.sockFor(to).Send([][]byte{b}, to); err != nil && e.ctx.Err() == nil {
 		e.log.Debug("UDP send", "to", to, "err", err)
 	}
 }

@@ -116,6 +116,14 @@ var peerMetrics = []peerMetric{
 }
 
 var (
+	descPathUp        = desc("path_up", "1 while the path's packets are acknowledged (docs/multipath.md).", "peer", "path")
+	descPathActive    = desc("path_active", "1 while the path carries the association's data.", "peer", "path")
+	descPathRTT       = desc("path_rtt_seconds", "Smoothed round-trip time of packets sent on the path.", "peer", "path")
+	descPathSent      = desc("path_sent_bytes_total", "Association packet bytes sent on the path.", "peer", "path")
+	descPathDataSent  = desc("path_data_sent_bytes_total", "Bytes of packets sent on the path that carried stream data or datagrams.", "peer", "path")
+	descPathReceived  = desc("path_received_bytes_total", "Association packet bytes accepted from the path.", "peer", "path")
+	descPathProbes    = desc("path_probes_total", "Path probes sent on the path.", "peer", "path")
+	descPathDowns     = desc("path_downs_total", "Times the path went down.", "peer", "path")
 	descLossEvents    = desc("peer_loss_events_total", "Loss events by the cause they were attributed to; only congestion shrinks the window.", "peer", "cause")
 	descStreamsOpened = desc("peer_streams_opened_total", "Streams opened, by us (local) or by the peer.", "peer", "by")
 	descPeerDrops     = desc("peer_drops_total", "Association packets or datagrams dropped, by reason.", "peer", "reason")
@@ -148,7 +156,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range peerMetrics {
 		ch <- m.desc
 	}
-	for _, d := range []*prometheus.Desc{descLossEvents, descStreamsOpened, descPeerDrops, descInfo, descFlowsActive,
+	for _, d := range []*prometheus.Desc{descPathUp, descPathActive, descPathRTT, descPathSent, descPathDataSent, descPathReceived, descPathProbes, descPathDowns, descLossEvents, descStreamsOpened, descPeerDrops, descInfo, descFlowsActive,
 		descFlows, descFlowsRefused, descBuffered, descTunPackets, descTunDrops, descStreamsBadSrc, descUDPPackets, descUDPDrops,
 		descInitiations, descHandshakeTimeo, descCookiesSent, descCookiesRcvd,
 		descSYNDropped, descSYNEvicted, descCookies, descFlowsOverQuota, descDgramsOverQ, descQuic, descControlBound} {
@@ -185,6 +193,16 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descPeerDrops, a.DatagramsDropped, p.Name, "datagram_queue")
 		counter(descPeerDrops, a.RecvRangeDrops, p.Name, "range_limit")
 		buffered += a.BufferedBytes
+		for _, ph := range p.Paths {
+			gauge(descPathUp, b2f(ph.Up), p.Name, ph.Name)
+			gauge(descPathActive, b2f(ph.Active), p.Name, ph.Name)
+			gauge(descPathRTT, ph.SRTT.Seconds(), p.Name, ph.Name)
+			counter(descPathSent, ph.BytesSent, p.Name, ph.Name)
+			counter(descPathDataSent, ph.DataBytesSent, p.Name, ph.Name)
+			counter(descPathReceived, ph.BytesReceived, p.Name, ph.Name)
+			counter(descPathProbes, ph.ProbesSent, p.Name, ph.Name)
+			counter(descPathDowns, ph.Downs, p.Name, ph.Name)
+		}
 	}
 	k := st.Counters
 	gauge(descInfo, 1, st.Interface, st.Listen, st.PublicKey)

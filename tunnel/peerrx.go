@@ -10,6 +10,7 @@ package tunnel
 
 import (
 	"context"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,7 +34,9 @@ const (
 type rxItem struct {
 	session       uint64
 	pn            uint64
-	buf           *[]byte // pooled; the packet is (*buf)[:n]
+	src           netip.AddrPort // where the packet came from
+	via           int            // the peer's configured path whose socket took it; -1: the listen socket
+	buf           *[]byte        // pooled; the packet is (*buf)[:n]
 	n             int
 	established   bool
 	local, remote []byte        // the handshake's payloads, if established
@@ -75,7 +78,7 @@ func newPeerRx(drops *atomic.Uint64, limit int64) *peerRx {
 // it to the pool once the packet is handled. With the queue full, in
 // packets or in bytes, it is dropped and counted, as a loss on the link
 // would be (the association repairs it).
-func (r *peerRx) push(session, pn uint64, bp *[]byte, n int) {
+func (r *peerRx) push(session, pn uint64, bp *[]byte, n int, src netip.AddrPort, via int) {
 	size := int64(cap(*bp))
 	if r.held.Add(size) > r.limit.Load() {
 		r.held.Add(-size)
@@ -84,7 +87,7 @@ func (r *peerRx) push(session, pn uint64, bp *[]byte, n int) {
 		return
 	}
 	select {
-	case r.q <- rxItem{session: session, pn: pn, buf: bp, n: n}:
+	case r.q <- rxItem{session: session, pn: pn, buf: bp, n: n, src: src, via: via}:
 	default:
 		r.held.Add(-size)
 		rxBufs.Put(bp)

@@ -78,6 +78,9 @@ type PeerStatus struct {
 	Handshakes    uint64     `json:"handshakes"`
 	Subnets       []string   `json:"subnets"`
 	Association   scps.Stats `json:"association"`
+	// Paths are the association's links to the peer when it runs several
+	// (docs/multipath.md); none for a peer of one path.
+	Paths []PathStatus `json:"paths,omitempty"`
 }
 
 // Status takes a snapshot.
@@ -122,7 +125,7 @@ func (e *Endpoint) Status() Status {
 		st.Control = c.state()
 	}
 	for _, a := range as {
-		ps := PeerStatus{Name: a.cfg.Name, Association: a.stats()}
+		ps := PeerStatus{Name: a.cfg.Name, Association: a.stats(), Paths: a.pathStatus()}
 		ps.Up = a.up.Load()
 		if p, ok := e.dev.Peer(a.cfg.Name); ok {
 			if ep := p.Endpoint(); ep.IsValid() {

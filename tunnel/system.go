@@ -10,6 +10,8 @@ package tunnel
 import (
 	"errors"
 	"net/netip"
+
+	"scpsvpn/configs"
 )
 
 // ErrSocketBusy is PacketConn.SendNow's refusal.
@@ -68,4 +70,7 @@ type Options struct {
 	TUN  TUN
 	Conn PacketConn
 	Net  NetConfig
+	// PathConn, if set, opens the socket of a peer's configured path
+	// ([[peer.path]]) instead of a UDP socket bound to its local address.
+	PathConn func(configs.PathConfig) (PacketConn, error)
 }

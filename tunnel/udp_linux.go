@@ -8,6 +8,8 @@ package tunnel
 // batch size. Kernels or devices without GSO fall back to plain sendmmsg.
 
 import (
+	"cmp"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -21,6 +23,8 @@ import (
 
 	"golang.org/x/net/ipv4"
 	"golang.org/x/sys/unix"
+
+	"scpsvpn/configs"
 )
 
 const (
@@ -342,4 +346,36 @@ func (r *udpReceiver) read(f func(src netip.AddrPort, pkt []byte)) error {
 		}
 	}
 	return nil
+}
+
+// openPathSock opens the socket of a peer's configured path: bound to the
+// path's local address, or to its interface (SO_BINDTODEVICE), on a port
+// the kernel picks, so it runs beside the listen socket.
+func openPathSock(pc configs.PathConfig, log *slog.Logger) (*udpSock, error) {
+	local := netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
+	if pc.Endpoint.Addr().Unmap().Is6() && !pc.Endpoint.Addr().Is4In6() {
+		local = netip.AddrPortFrom(netip.IPv6Unspecified(), 0)
+	}
+	if pc.Local.IsValid() {
+		local = netip.AddrPortFrom(pc.Local, 0)
+	}
+	lc := net.ListenConfig{}
+	if pc.LocalDevice != "" {
+		lc.Control = func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			if err := rc.Control(func(fd uintptr) {
+				serr = unix.BindToDevice(int(fd), pc.LocalDevice)
+			}); err != nil {
+				return err
+			}
+			return serr
+		}
+	}
+	c, err := lc.ListenPacket(context.Background(), "udp", local.String())
+	if err != nil {
+		return nil, fmt.Errorf("path %s: local %s: %w", pc.Name, cmp.Or(pc.LocalDevice, local.String()), err)
+	}
+	uc := c.(*net.UDPConn)
+	setSocketBuffers(uc, log)
+	return newUDPSock(uc), nil
 }

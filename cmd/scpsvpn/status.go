@@ -115,4 +115,36 @@ func printStatus(out io.Writer, st *tunnel.Status) {
 			a.SRTT.Round(time.Millisecond), a.Cwnd, a.StreamBytesSent, a.StreamBytesReceived, a.Retransmits, a.StreamsOpen)
 	}
 	w.Flush()
+	printPaths(out, st)
+}
+
+// printPaths lists the paths of each peer that runs several
+// (docs/multipath.md).
+func printPaths(out io.Writer, st *tunnel.Status) {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	header := false
+	for _, p := range st.Peers {
+		for _, ph := range p.Paths {
+			if !header {
+				fmt.Fprintln(w, "\nPEER\tPATH\tSTATE\tROLE\tENDPOINT\tSRTT\tSENT\tDATA SENT\tRECEIVED\tPROBES\tDOWNS")
+				header = true
+			}
+			state, role := "down", "primary"
+			if ph.Up {
+				state = "up"
+			}
+			if ph.Active {
+				state += ",active"
+			}
+			switch {
+			case ph.Backup:
+				role = "backup"
+			case ph.Learned:
+				role = "learned"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", p.Name, ph.Name, state, role, ph.Endpoint,
+				ph.SRTT.Round(time.Millisecond), ph.BytesSent, ph.DataBytesSent, ph.BytesReceived, ph.ProbesSent, ph.Downs)
+		}
+	}
+	w.Flush()
 }

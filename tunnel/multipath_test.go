@@ -1,0 +1,44 @@
+package tunnel
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"scpsvpn/scps"
+)
+
+// TestLearnedPathSlots: a newly learned path takes a free number after
+// the configured paths, else a retired path's, else the one heard from
+// longest ago; never a configured path's.
+func TestLearnedPathSlots(t *testing.T) {
+	var lp learnedPaths
+	lp.first = 2
+	now := time.Now()
+	for i := lp.first; i < scps.MaxPaths; i++ {
+		if got := lp.slotFor(nil); got != i {
+			t.Fatalf("free slot %d, want %d", got, i)
+		}
+		ap := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(i)}), 4700)
+		lp.addr[i].Store(&ap)
+		lp.heard[i] = now.Add(time.Duration(i) * time.Second)
+	}
+	lp.heard[5] = now.Add(-time.Hour)
+	if got := lp.slotFor(nil); got != 5 {
+		t.Errorf("full table: slot %d, want 5 (heard longest ago)", got)
+	}
+	if got := lp.slotFor([]scps.PathStats{{Index: 1, Retired: true}, {Index: 6, Retired: true}}); got != 6 {
+		t.Errorf("with retired paths 1 (configured) and 6: slot %d, want 6", got)
+	}
+}
+
+// TestMultipathCapability: the handshake payload of a peer with paths
+// says so, and the bit survives the round trip.
+func TestMultipathCapability(t *testing.T) {
+	for _, caps := range []uint8{0, capMultipath} {
+		p, err := parseParams(assocParams{version: wireVersion, caps: caps, instance: 1}.marshal())
+		if err != nil || p.caps != caps {
+			t.Errorf("caps %#x: parsed %#x, %v", caps, p.caps, err)
+		}
+	}
+}
