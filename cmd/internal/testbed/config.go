@@ -119,6 +119,7 @@ type nodePeer struct {
 	Subnets   []netip.Prefix
 	Link      string // raw TOML lines for [peer.link]; empty = no table
 	Keys      string // extra raw TOML lines for the [[peer]] table itself
+	Paths     []configs.Path
 }
 
 // file is n's configuration file. The raw lines are decoded into the
@@ -140,7 +141,7 @@ func (e *Endpoints) file(n nodeConfig) (configs.File, error) {
 		return f, fmt.Errorf("%s: the extra [interface] lines: %w", n.Node, err)
 	}
 	for _, p := range n.Peers {
-		fp := configs.Peer{Name: p.Name, PublicKey: p.PublicKey}
+		fp := configs.Peer{Name: p.Name, PublicKey: p.PublicKey, Paths: p.Paths}
 		if p.Endpoint.IsValid() {
 			fp.Endpoint = p.Endpoint.String()
 		}

@@ -29,6 +29,7 @@ import (
 
 	"scpsvpn/cmd/internal/linkemu"
 	"scpsvpn/cmd/internal/namespace"
+	"scpsvpn/configs"
 )
 
 // Kind selects the underlay between the sites.
@@ -89,6 +90,13 @@ type Config struct {
 	// as A and B are.
 	SecondPair bool
 	TUNName    string // both sites' TUN device name; default one unique per run and site
+	// TwoPaths adds a second veth link between A and B (10.201.0.1/24 and
+	// .2/24, paths.go): A's peer entry for B then names both links as
+	// paths (PathNames) and no endpoint; B's entry for A keeps A's first
+	// address, and B learns A's paths from its packets.
+	TwoPaths   bool
+	BackupPath bool   // TwoPaths: the second path is a backup
+	PathLink   string // TwoPaths: raw TOML lines of each path's [peer.path.link]
 }
 
 // Site is one side of the testbed with everything a test needs to know.
@@ -106,6 +114,11 @@ type Site struct {
 	KeyFile     string // private key, mode 0600
 	ConfigFile  string
 	LogFile     string // the endpoint's stdout and stderr
+
+	// Underlay2 and UnderlayDev2 are the second link's address and device
+	// (Config.TwoPaths).
+	Underlay2    netip.Prefix
+	UnderlayDev2 string
 }
 
 // Endpoint returns the site's association address (underlay address, port).
@@ -173,6 +186,11 @@ func New(cfg Config) (tb *Testbed, err error) {
 	}
 	if err := tb.buildUnderlay(); err != nil {
 		return tb, err
+	}
+	if cfg.TwoPaths {
+		if err := tb.buildSecondLink(); err != nil {
+			return tb, err
+		}
 	}
 	if err := tb.writeFiles(); err != nil {
 		return tb, err
@@ -300,6 +318,12 @@ func (tb *Testbed) buildUnderlay() error {
 		tb.emu = emu
 		return nil
 	}
+	return tb.vethPair(tb.A.UnderlayDev, tb.B.UnderlayDev, tb.A.Underlay, tb.B.Underlay)
+}
+
+// vethPair joins A and B with a veth pair, devA (address a) in A and devB
+// (address b) in B.
+func (tb *Testbed) vethPair(devA, devB string, a, b netip.Prefix) error {
 	hA, err := namespace.Netlink(tb.A.NS)
 	if err != nil {
 		return err
@@ -312,16 +336,14 @@ func (tb *Testbed) buildUnderlay() error {
 	defer nsB.Close()
 	// Created from inside A with the peer placed straight into B: the
 	// pair never exists in the host namespace, so its names cannot clash.
-	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: tb.A.UnderlayDev}, PeerName: tb.B.UnderlayDev, PeerNamespace: netlink.NsFd(int(nsB))}
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: devA}, PeerName: devB, PeerNamespace: netlink.NsFd(int(nsB))}
 	if err := hA.LinkAdd(veth); err != nil {
-		return fmt.Errorf("testbed: creating veth %s/%s: %w", tb.A.UnderlayDev, tb.B.UnderlayDev, err)
+		return fmt.Errorf("testbed: creating veth %s/%s: %w", devA, devB, err)
 	}
-	for _, s := range []*Site{tb.A, tb.B} {
-		if err := addrUp(s.NS, s.UnderlayDev, s.Underlay); err != nil {
-			return err
-		}
+	if err := addrUp(tb.A.NS, devA, a); err != nil {
+		return err
 	}
-	return nil
+	return addrUp(tb.B.NS, devB, b)
 }
 
 func addrUp(ns, dev string, p netip.Prefix) error {
@@ -349,16 +371,17 @@ func addrUp(ns, dev string, p netip.Prefix) error {
 type sitePair struct {
 	Self, Peer   *Site
 	Port         int
-	WithEndpoint bool   // the peer entry carries the peer's UDP endpoint
-	Interface    string // extra raw TOML lines for [interface]
-	PeerLink     string // raw TOML lines for [peer.link]
-	PeerKeys     string // extra raw TOML lines for [[peer]]
+	WithEndpoint bool           // the peer entry carries the peer's UDP endpoint
+	Interface    string         // extra raw TOML lines for [interface]
+	PeerLink     string         // raw TOML lines for [peer.link]
+	PeerKeys     string         // extra raw TOML lines for [[peer]]
+	Paths        []configs.Path // the peer entry's [[peer.path]] tables (then no endpoint)
 }
 
 // siteConfig is what p.Self's configuration says.
 func siteConfig(p sitePair) nodeConfig {
-	peer := nodePeer{Name: p.Peer.Name, PublicKey: p.Peer.PublicKey, Subnets: []netip.Prefix{p.Peer.LAN4, p.Peer.LAN6}, Link: p.PeerLink, Keys: p.PeerKeys}
-	if p.WithEndpoint {
+	peer := nodePeer{Name: p.Peer.Name, PublicKey: p.Peer.PublicKey, Subnets: []netip.Prefix{p.Peer.LAN4, p.Peer.LAN6}, Link: p.PeerLink, Keys: p.PeerKeys, Paths: p.Paths}
+	if p.WithEndpoint && len(p.Paths) == 0 {
 		peer.Endpoint = p.Peer.Endpoint(p.Port)
 	}
 	return nodeConfig{
@@ -378,6 +401,15 @@ func (tb *Testbed) writeFiles() error {
 	pairs := []sitePair{
 		{Self: tb.A, Peer: tb.B, WithEndpoint: true, Interface: tb.cfg.InterfaceA, PeerLink: tb.cfg.PeerLinkA, PeerKeys: tb.cfg.PeerKeys, Port: tb.cfg.Port},
 		{Self: tb.B, Peer: tb.A, WithEndpoint: !tb.cfg.BWithoutEndpoint, Interface: tb.cfg.InterfaceB, PeerLink: tb.cfg.PeerLinkB, PeerKeys: tb.cfg.PeerKeys, Port: tb.cfg.Port},
+	}
+	if tb.cfg.TwoPaths {
+		paths, err := tb.paths()
+		if err != nil {
+			return err
+		}
+		pairs[0].Paths = paths
+		// B answers on both links.
+		pairs[1].Interface = fmt.Sprintf("listen = %q\n%s", netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(tb.cfg.Port)), pairs[1].Interface)
 	}
 	if tb.cfg.SecondPair {
 		sites = append(sites, tb.A2, tb.B2)
