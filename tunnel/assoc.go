@@ -140,6 +140,11 @@ func (e *Endpoint) newAssoc(pc configs.PeerConfig, peers int) (*assoc, error) {
 // where the peer is, starts the handshake at once, so the association is
 // up before the first flow needs it. e.mu held.
 func (e *Endpoint) startLocked(a *assoc) {
+	// The path sockets exist before anything the peer sends can begin
+	// an association that sends on them.
+	if len(a.cfg.Paths) > 0 {
+		e.openPaths(a)
+	}
 	ctx, stop := context.WithCancel(e.ctx)
 	a.mu.Lock()
 	a.stopRx = stop
@@ -151,9 +156,6 @@ func (e *Endpoint) startLocked(a *assoc) {
 	}()
 	e.assocs[a.cfg.Name] = a
 	e.announce.Store(a.cfg.Name, a)
-	if len(a.cfg.Paths) > 0 {
-		e.openPaths(a)
-	}
 	if a.cfg.Endpoint.IsValid() {
 		a.connect(true)
 	}

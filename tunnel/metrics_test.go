@@ -143,3 +143,42 @@ func TestCollectorBeforeReady(t *testing.T) {
 		t.Errorf("%d metrics before the endpoint is ready", n)
 	}
 }
+
+// TestCollectorPathMetrics: a peer with several paths gets one series
+// per path of each path metric; a peer of one path none.
+func TestCollectorPathMetrics(t *testing.T) {
+	st := sampleStatus()
+	st.Peers[0].Paths = []PathStatus{
+		{PathStats: scps.PathStats{Index: 0, Name: "geo", Up: false, SRTT: 600 * time.Millisecond, BytesSent: 1000, DataBytesSent: 900, Downs: 1}},
+		{PathStats: scps.PathStats{Index: 1, Name: "lte", Backup: true, Up: true, Active: true, SRTT: 60 * time.Millisecond, BytesSent: 500, DataBytesSent: 400, ProbesSent: 7}},
+	}
+	c := newCollector(func() (Status, bool) { return st, true })
+	want := `
+# HELP scpsvpn_path_up 1 while the path's packets are acknowledged (docs/multipath.md).
+# TYPE scpsvpn_path_up gauge
+scpsvpn_path_up{path="geo",peer="site-b"} 0
+scpsvpn_path_up{path="lte",peer="site-b"} 1
+# HELP scpsvpn_path_active 1 while the path carries the association's data.
+# TYPE scpsvpn_path_active gauge
+scpsvpn_path_active{path="geo",peer="site-b"} 0
+scpsvpn_path_active{path="lte",peer="site-b"} 1
+# HELP scpsvpn_path_data_sent_bytes_total Bytes of packets sent on the path that carried stream data or datagrams.
+# TYPE scpsvpn_path_data_sent_bytes_total counter
+scpsvpn_path_data_sent_bytes_total{path="geo",peer="site-b"} 900
+scpsvpn_path_data_sent_bytes_total{path="lte",peer="site-b"} 400
+# HELP scpsvpn_path_downs_total Times the path went down.
+# TYPE scpsvpn_path_downs_total counter
+scpsvpn_path_downs_total{path="geo",peer="site-b"} 1
+scpsvpn_path_downs_total{path="lte",peer="site-b"} 0
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "scpsvpn_path_up", "scpsvpn_path_active", "scpsvpn_path_data_sent_bytes_total", "scpsvpn_path_downs_total"); err != nil {
+		t.Error(err)
+	}
+	problems, err := testutil.CollectAndLint(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+}

@@ -237,6 +237,10 @@ func TestMultipathFailover(t *testing.T) {
 	if p := onLink(t, tb, testbed.B, b, 1-used); p.DataBytesSent < size/4 {
 		t.Errorf("B sent %d data bytes on the other link: want a good part of the %d", p.DataBytesSent, size)
 	}
+	// Datagrams follow: ping crosses on the link left.
+	if out, err := tb.Exec(testbed.A, "ping", "-c", "3", "-i", "0.2", "-W", "2", tb.B.TUN4.String()); err != nil {
+		t.Errorf("ping over the link left: %v\n%s", err, out)
+	}
 }
 
 // TestMultipathBackup: a backup link carries probes only while the primary
