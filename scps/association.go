@@ -60,6 +60,9 @@ type Association struct {
 	// Receiver side.
 	ack      ackhandler.ReceivedPacketHandler
 	ackDelay time.Duration
+	// arrival times the peer's packet trains: the link's rate, which
+	// sizes the receive windows as a configured rate would (rateWindow).
+	arrival cc.ArrivalRate
 
 	streams streams.Manager // the streams, their flow control and the memory budget
 

@@ -48,6 +48,16 @@ func (a *Association) Receive(now time.Time, pn uint64, pkt []byte) error {
 	a.outage.onPacketReceived(a.now, a.sent.ElicitingInFlight())
 	a.ackDelay = max(min(MaxAckDelay, a.sent.RTT().Smoothed()/time.Duration(a.cfg.AcksPerRTT)), time.Millisecond)
 	a.ack.OnReceived(pn, a.now, eliciting, a.cfg.AckEvery, a.ackDelay)
+	if eliciting && a.cfg.RecvRate == 0 {
+		// Told no rate, the windows follow the rate the peer's
+		// trains arrive at (told one, they start at its product).
+		a.arrival.OnPacket(now, len(pkt))
+		a.streams.RateWindow = uint64(windowBDPs * a.arrival.Peak() * a.sent.RTT().Smoothed().Seconds())
+	}
+	if a.cfg.SendRate == 0 {
+		// Likewise the send buffers follow the controller's rate.
+		a.streams.SendRateWindow = max(a.streams.SendRateWindow, uint64(windowBDPs*a.sent.PacingRate()*a.sent.RTT().Smoothed().Seconds()))
+	}
 	defer a.maybeResume()
 
 	var f wire.Frame

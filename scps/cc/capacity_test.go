@@ -54,16 +54,27 @@ func TestCapacityFromTrain(t *testing.T) {
 
 func TestHybridStartsNearTheTimedRate(t *testing.T) {
 	// Told no rate, at 600 ms: the first flight is one burst (no pacing),
-	// and once its ACKs time the link at 25 MB/s, slow start paces at
-	// capacityStart of that, not at twice the initial window per RTT.
+	// also when keep-alives measured the RTT before it, and once its ACKs
+	// time the link at 25 MB/s, slow start paces at that rate (in wire
+	// bytes), not at twice the initial window per RTT nor at half the
+	// estimate.
 	rtt := 600 * time.Millisecond
-	c := NewHybrid(Params{MaxDatagramSize: mss, RTT: NewRTTStats(rtt)})
-	if r := c.PacingRate(); r != 0 {
-		t.Fatalf("first flight paced at %.0f B/s, want a burst", r)
+	const overhead = 49
+	c := NewHybrid(Params{MaxDatagramSize: mss, WireOverhead: overhead, RTT: NewRTTStats(rtt)})
+	c.p.RTT.Update(rtt, 0) // a keep-alive's sample
+	c.OnPacketSent(t0, 30, 30)
+	for i := 0; c.PacingRate() == 0; i++ {
+		if i*mss >= c.initialWindow() {
+			t.Fatalf("still unpaced after %d full packets; the initial window is %d bytes", i, c.initialWindow())
+		}
+		c.OnPacketSent(t0, mss, (i+1)*mss)
 	}
-	c.p.RTT.Update(rtt, 0)
+	if n := c.sentFull; n < c.initialWindow() {
+		t.Fatalf("paced after %d bytes of full packets, want the initial window (%d) as one burst", n, c.initialWindow())
+	}
 	train(&c.capa, t0.Add(rtt), 40, 10, 25e6, 0)
-	if got, want := c.PacingRate(), capacityStart*25e6; math.Abs(got-want)/want > 0.02 {
+	want := 25e6 * float64(mss+overhead) / mss
+	if got := c.PacingRate(); math.Abs(got-want)/want > 0.02 {
 		t.Errorf("slow start paced at %.0f B/s after the first flight, want %.0f", got, want)
 	}
 }

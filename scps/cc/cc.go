@@ -105,6 +105,10 @@ type Params struct {
 	// peer measured: a controller that supports careful resume
 	// (resume.go) starts from it; others ignore it.
 	Resume *Resume
+	// WireOverhead is what the pacer charges per packet beyond its bytes
+	// (the layers below: AEAD, UDP, IP). Rates measured from ACKs count
+	// packet bytes only; a rate to pace at counts both.
+	WireOverhead int
 }
 
 // HostNoise is the least RTT noise the delay-based parts assume: the

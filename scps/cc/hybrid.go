@@ -71,14 +71,17 @@ const (
 	// rateSamples: the delivery rate is measured over the last quarter
 	// round trip, and at least this many ACKs.
 	rateSamples = 8
-	// capacityStart and capacityOvershoot bound slow start's pacing once
-	// the first flight timed the bottleneck (capacity): it starts at
-	// capacityStart of that rate (an estimate twice too high then still
-	// starts at the link's rate) and grows beyond the larger of it and the
-	// delivery rate by at most capacityOvershoot, so the queue it builds
-	// before the delay signal returns is a quarter of the bandwidth-delay
-	// product, not one.
-	capacityStart     = 0.5
+	// capacityOvershoot bounds slow start's pacing once the first flight
+	// timed the bottleneck (capacity): it jumps to that rate at once and
+	// grows beyond the larger of it and the delivery rate by at most
+	// capacityOvershoot, so the queue it builds before the delay signal
+	// returns is a quarter of the bandwidth-delay product, not one. It
+	// used to start at half the estimate (in case the estimate were twice
+	// too high), which held a 10 Mbit/s GEO link at half its rate for a
+	// round trip and a half; a burst through a FIFO bottleneck leaves it
+	// spaced by what the link has left beside other traffic, and an
+	// estimate too high shows in the delay signal one round trip later
+	// as any slow start round's overshoot does.
 	capacityOvershoot = 1.25
 	// quietRounds: after this many rounds in a row that showed no queue
 	// while the window was full, the link has more to give (a rain fade
@@ -154,7 +157,11 @@ type Hybrid struct {
 	// judge: rounds left until the rate the last resume reached is
 	// judged once more for shared (the ACKs at its end still carry the
 	// rate of before).
-	judge        int
+	judge int
+	// sentFull counts the bytes of full-size packets sent, up to the
+	// initial window: the first flight goes out as one burst (PacingRate)
+	// whether or not keep-alives already measured the RTT.
+	sentFull     int
 	lastDecrease time.Time // when the window last shrank
 	comp         compete   // beside a loss-based flow (compete.go)
 	cr           careful   // careful resume from a saved path (resume.go)
@@ -194,7 +201,10 @@ func (c *Hybrid) Name() string { return "hybrid" }
 // OnPacketSent implements Controller. With a current RTT given up front
 // (the handshake's), careful resume confirms the path and jumps before the
 // first packet leaves.
-func (c *Hybrid) OnPacketSent(now time.Time, _, _ int) {
+func (c *Hybrid) OnPacketSent(now time.Time, bytes, _ int) {
+	if bytes >= c.mss/2 && c.sentFull < c.initialWindow() {
+		c.sentFull += bytes
+	}
 	if c.cr.phase == ResumeRecon && c.cr.rtt > 0 {
 		c.jump(c.cr.confirmUpFront(now))
 	}
@@ -243,6 +253,12 @@ func (c *Hybrid) target(now time.Time, inFlight int, rtt time.Duration) int {
 		return c.vegasTarget(inFlight, rtt)
 	}
 	return int(rate*(base+c.p.RTTNoise).Seconds()) + (hybridAlpha+hybridBeta)*c.mss/2
+}
+
+// resumePipe is the window rate (bytes/s) needs over the saved RTT, as
+// target counts it.
+func (c *Hybrid) resumePipe(rate float64) int {
+	return int(rate*(c.cr.saved.MinRTT+c.p.RTTNoise).Seconds()) + (hybridAlpha+hybridBeta)*c.mss/2
 }
 
 // vegasTarget is Vegas' target: inFlight * (BaseRTT + noise) / rtt, what
@@ -304,18 +320,22 @@ func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
 			// jump built drains.
 			w := c.target(now, in, rtt)
 			if r := c.cr.retreatRate; r > 0 {
-				w = min(w, int(r*(c.cr.saved.MinRTT+c.p.RTTNoise).Seconds())+(hybridAlpha+hybridBeta)*c.mss/2)
+				w = min(w, c.resumePipe(r))
 			}
 			c.decrease(now, float64(min(c.cwnd, w)))
 			c.ss, c.resumed, c.quiet = false, false, 0
 			c.recoveryStart, c.inRecovery = now, true
 			return
 		case c.cr.validated():
-			// The saved rate held for a round trip: the window goes to
-			// what the path delivers now, and avoidance takes over
-			// (the slow start of a confirmed rate would only overshoot
-			// it).
-			c.decrease(now, float64(min(c.cwnd, c.target(now, in, rtt))))
+			// The jump's rate held and the validating round, paced at
+			// the saved rate, is in flight: avoidance takes over (the
+			// slow start of a confirmed rate would only overshoot it)
+			// with the saved pipe. The ACKs at hand are still the
+			// jump's: cut to what they deliver, the window fell to a
+			// third of the pipe and a resumed start delivered less
+			// over its first seconds than a cold one.
+			w := max(c.target(now, in, rtt), c.resumePipe(c.cr.saved.Rate))
+			c.decrease(now, float64(min(c.cwnd, w)))
 			c.ss, c.resumed, c.quiet = false, false, 0
 			return
 		case phase == ResumeUnvalidated && c.cr.phase == ResumeValidating:
@@ -535,7 +555,7 @@ func (c *Hybrid) OnCongestionEvent(now time.Time, ev LossEvent) {
 // (the association's pacer). Otherwise, and when slow start resumed, the
 // first flight goes out as one burst (its ACKs time the bottleneck), then
 // the rate is twice the recent delivery rate, within the bounds the
-// bottleneck's estimated rate sets (capacityStart, capacityOvershoot), so
+// bottleneck's estimated rate sets (a jump to it, capacityOvershoot), so
 // it at most doubles per round trip and the delay signal arrives before
 // the queue has grown by a bandwidth-delay product.
 func (c *Hybrid) PacingRate() float64 {
@@ -566,7 +586,7 @@ func (c *Hybrid) PacingRate() float64 {
 		// any slow start round.
 		return c.cr.saved.Rate
 	}
-	if c.p.RTT.Samples() == 0 {
+	if c.firstFlight() {
 		return 0
 	}
 	// Before a round was measured, the initial window per RTT. The ACKs
@@ -574,14 +594,29 @@ func (c *Hybrid) PacingRate() float64 {
 	// twice it doubles the rate every round trip.
 	dr := max(float64(c.initialWindow())/c.p.RTT.Smoothed().Seconds(), c.ackRate, c.bestRate())
 	r = min(r, 2*dr)
-	switch est := c.capa.estimate(); {
+	switch est := c.capa.estimate() * c.wireShare(); {
 	case c.resumed:
 		// The link carried that much before (a fade has ended, a
 		// competitor left): go straight back to it, and beyond it
 		// carefully.
 		r = min(max(r, c.peakRate), capacityOvershoot*max(c.peakRate, dr))
 	case est > 0:
-		r = min(max(r, capacityStart*est), capacityOvershoot*max(est, dr))
+		r = min(max(r, est), capacityOvershoot*max(est, dr))
 	}
 	return r
+}
+
+// firstFlight reports whether the next packet belongs to the first flight
+// of a sender told no rate: no estimate of the bottleneck yet and less
+// than an initial window of full-size packets sent. It goes out as one
+// burst so that its ACKs time the bottleneck (capacity); keep-alives
+// before it are too small to.
+func (c *Hybrid) firstFlight() bool {
+	return c.capa.estimate() == 0 && c.sentFull < c.initialWindow()
+}
+
+// wireShare converts a rate of packet bytes, as ACKs measure it, to the
+// rate the pacer counts with each packet's wire overhead.
+func (c *Hybrid) wireShare() float64 {
+	return float64(c.mss+c.p.WireOverhead) / float64(c.mss)
 }

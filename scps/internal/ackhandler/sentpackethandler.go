@@ -109,6 +109,7 @@ func (h *SentPacketHandler) Init(cfg Config, epoch time.Time, now time.Duration,
 	h.loss.noise = cfg.RTTNoise
 	ctl, err := cc.New(cfg.Congestion, cc.Params{
 		MaxDatagramSize: cfg.MaxPacketSize,
+		WireOverhead:    cfg.WireOverhead,
 		RTT:             h.rtt,
 		SendRate:        cfg.SendRate,
 		RTTNoise:        cfg.RTTNoise,

@@ -67,6 +67,15 @@ type Manager struct {
 	Unsent uint64
 
 	RangeStrikes int // packets dropped in a row for the received-range bounds (recvranges.go)
+	// RateWindow is the receive window the link's measured rate calls
+	// for (the association times the peer's packet trains): a stream
+	// whose reader keeps up gets it at once instead of doubling up to it
+	// once per round trip.
+	RateWindow uint64
+	// SendRateWindow is the send buffer the controller's rate calls for
+	// (told no rate, the association's pacing rate times the RTT): a
+	// writer that finds its buffer full gets it at once.
+	SendRateWindow uint64
 }
 
 // NewStream adds a stream to the table. With a known receive rate its
@@ -96,6 +105,11 @@ func (m *Manager) NewStream(id uint64, local bool, now time.Duration) *State {
 // SendSpace is how many bytes s's send buffer accepts now
 // (MemBudget.SendSpace with the association's streams and credit).
 func (m *Manager) SendSpace(s *State) (space int, budget bool) {
+	if w := min(m.SendRateWindow, m.Limits.SendBuffer); w > s.SendWin.Size && s.WriteOff-s.AckedPrefix >= s.SendWin.Size/2 {
+		// The writer fills its buffer, and the link is faster than it
+		// drains: size it as a configured rate would.
+		s.SendWin.Size = w
+	}
 	return m.Mem.SendSpace(s, len(m.ByID), m.Flow.RecvMax-m.Flow.Consumed)
 }
 
@@ -179,11 +193,16 @@ func (m *Manager) MaybeStreamCredit(s *State, now, srtt time.Duration) {
 	if s.FinKnown || s.Aborted() || s.ReadClosed {
 		return
 	}
-	if s.RecvMax-s.ReadOff > s.RecvWin.Size*3/4 {
-		return
-	}
 	limit := m.RecvWindowLimit(s)
-	s.RecvWin.Update(s.ReadOff, limit, now, srtt)
+	if w := min(m.RateWindow, limit); w > s.RecvWin.Size && s.ReadOff == s.Contiguous() {
+		// The reader keeps up with what arrives, and the link is
+		// faster than the window: size it as a configured rate would.
+		s.RecvWin.Init(w, now, s.ReadOff)
+	} else if s.RecvMax-s.ReadOff > s.RecvWin.Size*3/4 {
+		return
+	} else {
+		s.RecvWin.Update(s.ReadOff, limit, now, srtt)
+	}
 	s.RecvWin.Size = min(s.RecvWin.Size, limit) // more streams: a smaller share
 	if want := s.RecvWin.Size * 3 / 2; want > m.Flow.Window.Size {
 		m.Flow.Window.Size = min(want, m.Limits.ConnWindow)
