@@ -56,17 +56,17 @@ func (m *Manager) AppendControl(b []byte, limit int) ([]byte, bool) {
 			m.PopCtrl()
 			continue
 		}
-		if s.ResetQueued {
-			n := wire.ResetStreamLen(s.ID, s.ResetCode, s.SentOff)
+		if s.resetQueued {
+			n := wire.ResetStreamLen(s.ID, s.resetCode, s.sentOff)
 			if len(b)+n > limit {
 				break
 			}
-			b = wire.AppendResetStream(b, s.ID, s.ResetCode, s.SentOff)
+			b = wire.AppendResetStream(b, s.ID, s.resetCode, s.sentOff)
 			f := m.Frames.AddFrame()
 			f.Kind, f.ID = ackhandler.KindReset, s.ID
-			s.ResetQueued, eliciting = false, true
+			s.resetQueued, eliciting = false, true
 		}
-		if s.MaxDataQueued && !s.FinKnown && !s.Aborted() {
+		if s.maxDataQueued && !s.finKnown && !s.Aborted() {
 			n := 1 + varint.Len(s.ID) + varint.Len(s.RecvMax)
 			if len(b)+n > limit {
 				break
@@ -76,7 +76,7 @@ func (m *Manager) AppendControl(b []byte, limit int) ([]byte, bool) {
 			f.Kind, f.ID, f.Off = ackhandler.KindMaxStreamData, s.ID, s.RecvMax
 			eliciting = true
 		}
-		s.MaxDataQueued = false
+		s.maxDataQueued = false
 		m.PopCtrl()
 	}
 	return b, eliciting
@@ -137,14 +137,14 @@ func (m *Manager) AppendStreams(b []byte, limit int) ([]byte, bool) {
 		s := q.Peek()
 		if s.Gone || s.Aborted() || !s.CanSendNew() {
 			m.PopNew(q)
-			if !s.Gone && !s.Aborted() && s.SentOff < s.WriteOff && s.SentOff >= s.PeerMax {
+			if !s.Gone && !s.Aborted() && s.sentOff < s.WriteOff && s.sentOff >= s.PeerMax {
 				s.CreditWait = true
 			}
 			continue
 		}
-		needCredit := s.SentOff < s.WriteOff
-		if needCredit && m.Flow.Sent >= m.Flow.PeerMax && !(s.OpenPending && s.SentOff == 0) &&
-			!(s.FinQueued && !s.FinSent && s.SentOff == s.WriteOff) {
+		needCredit := s.sentOff < s.WriteOff
+		if needCredit && m.Flow.Sent >= m.Flow.PeerMax && !(s.openPending && s.sentOff == 0) &&
+			!(s.finQueued && !s.finSent && s.sentOff == s.WriteOff) {
 			break // connection credit exhausted: wait for MAX_DATA
 		}
 		var done, fits bool
@@ -167,32 +167,32 @@ func (m *Manager) AppendStreams(b []byte, limit int) ([]byte, bool) {
 func (m *Manager) appendRetxFrame(b []byte, limit int, s *State) (_ []byte, done, fits bool) {
 	var off, want uint64
 	switch {
-	case !s.Retx.Empty():
-		r := s.Retx.First()
+	case !s.retx.Empty():
+		r := s.retx.First()
 		off, want = r.Start, r.Len()
-	case s.OpenPending && s.SentOff > 0:
+	case s.openPending && s.sentOff > 0:
 		off, want = 0, 0
 	default: // lost FIN whose data is all delivered
-		off, want = s.FinOffset, 0
+		off, want = s.finOffset, 0
 	}
 	b, n, fin, done, fits := m.appendStreamFrame(b, limit, s, off, want)
 	if !fits {
 		return b, done, false
 	}
 	if n > 0 {
-		s.Retx.Remove(off, off+uint64(n))
+		s.retx.Remove(off, off+uint64(n))
 		m.Sent.RetransmitBytes += uint64(n)
 	}
 	m.Sent.Retransmits++
 	if fin {
-		s.FinSent, s.FinLost = true, false
+		s.finSent, s.finLost = true, false
 	}
 	return b, done, true
 }
 
 // appendNewFrame adds one frame of new data (or the open or FIN) for s.
 func (m *Manager) appendNewFrame(b []byte, limit int, s *State) (_ []byte, done, fits bool) {
-	off := s.SentOff
+	off := s.sentOff
 	var want uint64
 	if s.PeerMax > off && m.Flow.PeerMax > m.Flow.Sent {
 		want = min(s.WriteOff-off, s.PeerMax-off, m.Flow.PeerMax-m.Flow.Sent)
@@ -201,12 +201,12 @@ func (m *Manager) appendNewFrame(b []byte, limit int, s *State) (_ []byte, done,
 	if !fits {
 		return b, done, false
 	}
-	s.SentOff += uint64(n)
+	s.sentOff += uint64(n)
 	m.Unsent -= uint64(n)
 	m.Flow.Sent += uint64(n)
 	m.Sent.BytesSent += uint64(n)
 	if fin {
-		s.FinSent = true
+		s.finSent = true
 	}
 	return b, done, true
 }
@@ -216,18 +216,18 @@ func (m *Manager) appendNewFrame(b []byte, limit int, s *State) (_ []byte, done,
 // FIN if the frame reaches it, and records the frame. n is the data it
 // carries; done: the packet is full; fits: a frame was added.
 func (m *Manager) appendStreamFrame(b []byte, limit int, s *State, off, want uint64) (_ []byte, n int, fin, done, fits bool) {
-	hasMeta := off == 0 && s.Local && !s.OpenAcked
-	n, withLen, ok := fitStream(limit-len(b), s.ID, off, len(s.Meta), hasMeta, want)
+	hasMeta := off == 0 && s.local && !s.openAcked
+	n, withLen, ok := fitStream(limit-len(b), s.ID, off, len(s.meta), hasMeta, want)
 	if !ok {
 		return b, 0, false, true, false
 	}
-	fin = s.FinQueued && off+uint64(n) == s.FinOffset
-	b = wire.AppendStreamHeader(b, s.ID, off, s.Meta, hasMeta, fin, withLen, n)
+	fin = s.finQueued && off+uint64(n) == s.finOffset
+	b = wire.AppendStreamHeader(b, s.ID, off, s.meta, hasMeta, fin, withLen, n)
 	l := len(b)
 	b = b[:l+n]
 	s.SendBuf.Read(off, b[l:])
 	if hasMeta {
-		s.OpenPending = false
+		s.openPending = false
 	}
 	f := m.Frames.AddFrame()
 	f.Kind, f.ID, f.Off, f.N, f.Fin = ackhandler.KindStream, s.ID, off, uint64(n), fin
@@ -245,13 +245,13 @@ func (m *Manager) AppendCopy(b []byte, limit int, f ackhandler.SentFrame) ([]byt
 		return b, false
 	}
 	off, end := max(f.Off, s.AckedPrefix), f.Off+f.N
-	if f.N > 0 && (off >= end || s.Acked.Covers(off, end)) {
+	if f.N > 0 && (off >= end || s.acked.Covers(off, end)) {
 		return b, false
 	}
-	if f.N == 0 && (!f.Fin || s.FinAcked) {
+	if f.N == 0 && (!f.Fin || s.finAcked) {
 		return b, false
 	}
-	if off > s.SentOff || end > s.SentOff {
+	if off > s.sentOff || end > s.sentOff {
 		return b, false // not sent as new data (cannot happen): nothing to copy
 	}
 	b, n, _, _, fits := m.appendStreamFrame(b, limit, s, off, end-off)

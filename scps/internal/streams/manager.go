@@ -86,7 +86,7 @@ type Manager struct {
 func (m *Manager) NewStream(id uint64, local bool, now time.Duration) *State {
 	s := &State{
 		ID:      id,
-		Local:   local,
+		local:   local,
 		PeerMax: settings.InitialStreamCredit,
 	}
 	m.ByID[id] = s
@@ -96,7 +96,7 @@ func (m *Manager) NewStream(id uint64, local bool, now time.Duration) *State {
 	s.RecvWin.Init(w, now, 0)
 	s.SendWin.Init(m.Limits.InitialSendBuffer, now, 0)
 	if w > settings.InitialStreamCredit {
-		s.MaxDataQueued = true
+		s.maxDataQueued = true
 		m.ScheduleCtrl(s)
 	}
 	return s
@@ -116,11 +116,11 @@ func (m *Manager) SendSpace(s *State) (space int, budget bool) {
 // AwaitRoom marks a writer waiting for room in s's send buffer: room the
 // memory budget withholds (budget) or the stream's own.
 func (m *Manager) AwaitRoom(s *State, budget bool) {
-	s.WriteWait = true
+	s.writeWait = true
 	if budget {
 		m.Mem.Wait(s)
 	} else {
-		s.SendLimited = true
+		s.sendLimited = true
 	}
 }
 
@@ -139,9 +139,9 @@ func (m *Manager) BudgetReleased() {
 	i := 0
 	for ; i < len(b.Waiters) && free > 0; i++ {
 		s := b.Waiters[i]
-		s.BudgetWait = false
-		if !s.Gone && s.WriteWait {
-			s.WriteWait = false
+		s.budgetWait = false
+		if !s.Gone && s.writeWait {
+			s.writeWait = false
 			m.Events.Notify(s)
 			free -= min(free, share)
 		}
@@ -167,7 +167,7 @@ func (m *Manager) RecvWindowLimit(s *State) uint64 {
 	if b := &m.Mem; b.Limit > 0 {
 		pool := b.Limit / 8
 		share := pool / uint64(max(len(m.ByID), 1))
-		others := b.RecvGranted - s.Credited
+		others := b.RecvGranted - s.credited
 		left := uint64(0)
 		if others < pool {
 			left = pool - others
@@ -190,7 +190,7 @@ func (m *Manager) ConnHold() uint64 {
 // MaybeStreamCredit grants more stream credit once a quarter of the
 // window was consumed; srtt is the smoothed round-trip time.
 func (m *Manager) MaybeStreamCredit(s *State, now, srtt time.Duration) {
-	if s.FinKnown || s.Aborted() || s.ReadClosed {
+	if s.finKnown || s.Aborted() || s.readClosed {
 		return
 	}
 	limit := m.RecvWindowLimit(s)
@@ -209,7 +209,7 @@ func (m *Manager) MaybeStreamCredit(s *State, now, srtt time.Duration) {
 	}
 	if e := s.ReadOff + s.RecvWin.Size; e > s.RecvMax {
 		s.RecvMax = e
-		s.MaxDataQueued = true
+		s.maxDataQueued = true
 		m.ScheduleCtrl(s)
 		m.Mem.Account(s)
 	}
@@ -224,15 +224,15 @@ func (m *Manager) MaybeConnCredit(now, srtt time.Duration) {
 // Abort drops both directions' data of s; bytes the peer sent that will
 // never be read are returned to connection credit.
 func (m *Manager) Abort(s *State, now, srtt time.Duration) {
-	if !s.SendFreed {
-		s.SendFreed = true
-		m.Unsent -= s.WriteOff - s.SentOff
+	if !s.sendFreed {
+		s.sendFreed = true
+		m.Unsent -= s.WriteOff - s.sentOff
 		m.SendReleased(s.WriteOff - s.AckedPrefix)
 	}
 	s.SendBuf.Free()
-	s.Acked.Clear()
-	s.Retx.Clear()
-	s.FinLost, s.OpenPending = false, false
+	s.acked.Clear()
+	s.retx.Clear()
+	s.finLost, s.openPending = false, false
 	if s.HighestRecv > s.ReadOff {
 		m.Flow.Consumed += s.HighestRecv - s.ReadOff
 		s.ReadOff = s.HighestRecv
@@ -242,7 +242,7 @@ func (m *Manager) Abort(s *State, now, srtt time.Duration) {
 	before := s.Recvd.Len()
 	s.Recvd.Clear()
 	m.RecvdChanged(s, before)
-	s.MaxDataQueued = false
+	s.maxDataQueued = false
 	m.Mem.Account(s)
 	m.MaybeConnCredit(now, srtt)
 }
@@ -258,9 +258,9 @@ func (m *Manager) MaybeFinish(s *State) {
 		// much the peer sent: from its own RESET_STREAM, or from its FIN
 		// when it had finished (it may have forgotten the stream then, and
 		// will not answer our reset).
-		done = s.ResetAcked && (s.PeerReset || s.FinKnown && s.HighestRecv == s.FinalSize)
+		done = s.resetAcked && (s.PeerReset || s.finKnown && s.HighestRecv == s.finalSize)
 	} else {
-		done = s.SendDone() && s.RecvDone() && (s.EOFRead || s.ReadClosed)
+		done = s.SendDone() && s.RecvDone() && (s.eofRead || s.readClosed)
 	}
 	if done {
 		m.finish(s)
@@ -282,7 +282,7 @@ func (m *Manager) finish(s *State) {
 func (m *Manager) reset(s *State, code uint64, now, srtt time.Duration) {
 	s.LocalErr = ErrStreamClosed
 	m.Abort(s, now, srtt)
-	s.ResetSent, s.ResetQueued, s.ResetCode = true, true, code
+	s.ResetSent, s.resetQueued, s.resetCode = true, true, code
 	m.ScheduleCtrl(s)
 	m.Events.Notify(s)
 }
@@ -309,16 +309,16 @@ func (m *Manager) write(s *State, p []byte) int {
 // read copies received in-order data of s into p and grants credit for
 // what was read; io.EOF after the peer's FIN once everything was read, 0
 // with a nil error when nothing is available yet (the reader waits:
-// ReadWait). srtt is the smoothed round-trip time.
+// readWait). srtt is the smoothed round-trip time.
 func (m *Manager) read(s *State, p []byte, now, srtt time.Duration) (int, error) {
 	avail := s.Contiguous() - s.ReadOff
 	if avail == 0 {
-		if s.FinKnown && s.ReadOff == s.FinalSize {
-			s.EOFRead = true
+		if s.finKnown && s.ReadOff == s.finalSize {
+			s.eofRead = true
 			m.MaybeFinish(s)
 			return 0, io.EOF
 		}
-		s.ReadWait = true
+		s.readWait = true
 		return 0, nil
 	}
 	n := int(min(uint64(len(p)), avail))

@@ -90,8 +90,8 @@ func (m *MemBudget) SendSpace(s *State, n int, recvHeld uint64) (space int, budg
 
 // Wait records that s's writer waits for the budget to free up.
 func (m *MemBudget) Wait(s *State) {
-	if !s.BudgetWait {
-		s.BudgetWait = true
+	if !s.budgetWait {
+		s.budgetWait = true
 		m.Waiters = append(m.Waiters, s)
 	}
 }
@@ -101,15 +101,15 @@ func (m *MemBudget) Wait(s *State) {
 // aborted or closed.
 func (m *MemBudget) Account(s *State) {
 	var c uint64
-	if !s.Aborted() && !s.ReadClosed && !s.Gone {
+	if !s.Aborted() && !s.readClosed && !s.Gone {
 		end := s.RecvMax
-		if s.FinKnown {
-			end = min(end, s.FinalSize)
+		if s.finKnown {
+			end = min(end, s.finalSize)
 		}
 		if end > s.ReadOff+settings.InitialStreamCredit {
 			c = end - s.ReadOff - settings.InitialStreamCredit
 		}
 	}
-	m.RecvGranted += c - s.Credited
-	s.Credited = c
+	m.RecvGranted += c - s.credited
+	s.credited = c
 }

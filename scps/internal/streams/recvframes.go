@@ -63,8 +63,8 @@ func (m *Manager) OnStreamFrame(f *wire.Frame, now, srtt time.Duration) error {
 			m.Flow.Settle(s, s.HighestRecv)
 			m.MaybeConnCredit(now, srtt)
 		}
-		if f.Fin && !s.FinKnown {
-			s.FinKnown, s.FinalSize = true, end
+		if f.Fin && !s.finKnown {
+			s.finKnown, s.finalSize = true, end
 			m.MaybeFinish(s)
 		}
 		return nil
@@ -72,8 +72,8 @@ func (m *Manager) OnStreamFrame(f *wire.Frame, now, srtt time.Duration) error {
 	if end > s.RecvMax {
 		return fmt.Errorf("stream %d flow control: data to %d, credit %d", s.ID, end, s.RecvMax)
 	}
-	if s.FinKnown && (end > s.FinalSize || f.Fin && end != s.FinalSize) {
-		return fmt.Errorf("stream %d final size %d changed (frame ends at %d)", s.ID, s.FinalSize, end)
+	if s.finKnown && (end > s.finalSize || f.Fin && end != s.finalSize) {
+		return fmt.Errorf("stream %d final size %d changed (frame ends at %d)", s.ID, s.finalSize, end)
 	}
 	if f.Fin && end < s.HighestRecv {
 		return fmt.Errorf("stream %d final size %d below data received (%d)", s.ID, end, s.HighestRecv)
@@ -81,16 +81,16 @@ func (m *Manager) OnStreamFrame(f *wire.Frame, now, srtt time.Duration) error {
 	if err := m.addRecvd(s, end); err != nil {
 		return err
 	}
-	if f.Fin && !s.FinKnown {
-		s.FinKnown, s.FinalSize = true, end
+	if f.Fin && !s.finKnown {
+		s.finKnown, s.finalSize = true, end
 		m.Mem.Account(s)
 	}
-	if f.HasMeta && !s.Local && !s.MetaKnown {
-		s.Meta = append([]byte(nil), f.Meta...)
-		s.MetaKnown = true
+	if f.HasMeta && !s.local && !s.metaKnown {
+		s.meta = append([]byte(nil), f.Meta...)
+		s.metaKnown = true
 		m.Events.Accepted(s)
 	}
-	if s.ReadClosed {
+	if s.readClosed {
 		if end > s.ReadOff {
 			// The application closed its end; new data cannot be
 			// delivered: reset, as TCP does.
@@ -113,8 +113,8 @@ func (m *Manager) OnStreamFrame(f *wire.Frame, now, srtt time.Duration) error {
 			}
 		}
 	}
-	if s.ReadWait && s.Readable() {
-		s.ReadWait = false
+	if s.readWait && s.Readable() {
+		s.readWait = false
 		m.Events.Notify(s)
 	}
 	return nil
@@ -127,7 +127,7 @@ func (m *Manager) OnResetStream(f *wire.Frame, now, srtt time.Duration) error {
 	if s == nil || s.PeerReset {
 		return nil
 	}
-	if f.FinalSize < s.HighestRecv || s.FinKnown && f.FinalSize != s.FinalSize {
+	if f.FinalSize < s.HighestRecv || s.finKnown && f.FinalSize != s.finalSize {
 		return fmt.Errorf("stream %d reset with final size %d (received %d)", s.ID, f.FinalSize, s.HighestRecv)
 	}
 	if err := m.addRecvd(s, f.FinalSize); err != nil {
@@ -138,7 +138,7 @@ func (m *Manager) OnResetStream(f *wire.Frame, now, srtt time.Duration) error {
 	if !s.ResetSent {
 		// Answer with our own RESET_STREAM so the peer learns our final
 		// size and both sides can forget the stream.
-		s.ResetSent, s.ResetQueued, s.ResetCode = true, true, f.Code
+		s.ResetSent, s.resetQueued, s.resetCode = true, true, f.Code
 		m.ScheduleCtrl(s)
 	}
 	m.Events.Notify(s)

@@ -57,7 +57,7 @@ func (m *Manager) NewRange(f *wire.Frame, fresh *int) error {
 	s := m.ByID[f.StreamID]
 	have := 0
 	if s != nil {
-		if s.Aborted() || s.ReadClosed {
+		if s.Aborted() || s.readClosed {
 			return nil // dropped on arrival, nothing kept
 		}
 		end := f.Offset + uint64(len(f.Data))

@@ -21,7 +21,7 @@ func (m *Manager) FrameAcked(f *ackhandler.SentFrame, now, srtt time.Duration) {
 		m.dataAcked(f, now, srtt)
 	case ackhandler.KindReset:
 		if s, ok := m.ByID[f.ID]; ok && s.ResetSent {
-			s.ResetAcked = true
+			s.resetAcked = true
 			m.MaybeFinish(s)
 		}
 	}
@@ -35,13 +35,13 @@ func (m *Manager) FrameLost(f *ackhandler.SentFrame) {
 	case ackhandler.KindStream:
 		m.dataLost(f)
 	case ackhandler.KindReset:
-		if s, ok := m.ByID[f.ID]; ok && s.ResetSent && !s.ResetAcked {
-			s.ResetQueued = true
+		if s, ok := m.ByID[f.ID]; ok && s.ResetSent && !s.resetAcked {
+			s.resetQueued = true
 			m.ScheduleCtrl(s)
 		}
 	case ackhandler.KindMaxStreamData:
-		if s, ok := m.ByID[f.ID]; ok && !s.FinKnown && !s.Aborted() && f.Off == s.RecvMax {
-			s.MaxDataQueued = true
+		if s, ok := m.ByID[f.ID]; ok && !s.finKnown && !s.Aborted() && f.Off == s.RecvMax {
+			s.maxDataQueued = true
 			m.ScheduleCtrl(s)
 		}
 	case ackhandler.KindMaxData:
@@ -60,29 +60,29 @@ func (m *Manager) dataAcked(f *ackhandler.SentFrame, now, srtt time.Duration) {
 	if !ok || s.Aborted() {
 		return
 	}
-	if f.Off == 0 && s.Local {
-		s.OpenAcked, s.OpenPending = true, false
+	if f.Off == 0 && s.local {
+		s.openAcked, s.openPending = true, false
 	}
 	if f.N > 0 {
 		end := f.Off + f.N
-		s.Retx.Remove(f.Off, end)
+		s.retx.Remove(f.Off, end)
 		if end > s.AckedPrefix {
-			s.Acked.Add(max(f.Off, s.AckedPrefix), end)
-			if first := s.Acked.First(); first.Start <= s.AckedPrefix {
+			s.acked.Add(max(f.Off, s.AckedPrefix), end)
+			if first := s.acked.First(); first.Start <= s.AckedPrefix {
 				m.SendReleased(first.End - s.AckedPrefix)
 				s.AckedPrefix = first.End
-				s.Acked.RemoveBelow(s.AckedPrefix)
+				s.acked.RemoveBelow(s.AckedPrefix)
 				s.SendBuf.Release(s.AckedPrefix)
 				s.MaybeGrowSendBuffer(m.Limits.SendBuffer, now, srtt)
-				if s.WriteWait {
-					s.WriteWait = false
+				if s.writeWait {
+					s.writeWait = false
 					m.Events.Notify(s)
 				}
 			}
 		}
 	}
 	if f.Fin {
-		s.FinAcked, s.FinLost = true, false
+		s.finAcked, s.finLost = true, false
 	}
 	m.MaybeFinish(s)
 }
@@ -95,22 +95,22 @@ func (m *Manager) dataLost(f *ackhandler.SentFrame) {
 	if f.N > 0 {
 		start, end := max(f.Off, s.AckedPrefix), f.Off+f.N
 		if start < end {
-			s.Retx.Add(start, end)
-			for i := 0; i < s.Acked.Len(); i++ {
-				r := s.Acked.At(i)
+			s.retx.Add(start, end)
+			for i := 0; i < s.acked.Len(); i++ {
+				r := s.acked.At(i)
 				if r.Start >= end {
 					break
 				}
 				if r.End > start {
-					s.Retx.Remove(r.Start, r.End)
+					s.retx.Remove(r.Start, r.End)
 				}
 			}
 		}
-	} else if f.Off == 0 && s.Local && !s.OpenAcked && !f.Fin {
-		s.OpenPending = true
+	} else if f.Off == 0 && s.local && !s.openAcked && !f.Fin {
+		s.openPending = true
 	}
-	if f.Fin && !s.FinAcked {
-		s.FinLost = true
+	if f.Fin && !s.finAcked {
+		s.finLost = true
 	}
 	m.ScheduleRetx(s)
 	m.ScheduleNew(s) // a lost empty open of a stream that has sent nothing else

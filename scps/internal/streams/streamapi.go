@@ -50,8 +50,8 @@ func (m *Manager) Open(meta []byte, now time.Duration) (uint64, error) {
 	id := m.NextLocalID
 	m.NextLocalID += 2
 	s := m.NewStream(id, true, now)
-	s.Meta = append([]byte(nil), meta...)
-	s.OpenPending = true
+	s.meta = append([]byte(nil), meta...)
+	s.openPending = true
 	if m.OnWire(s) {
 		m.ScheduleNew(s)
 	} else {
@@ -73,7 +73,7 @@ func (m *Manager) lookup(id uint64) (*State, error) {
 // metadata has not arrived). The slice must not be modified.
 func (m *Manager) Meta(id uint64) []byte {
 	if s, ok := m.ByID[id]; ok {
-		return s.Meta
+		return s.meta
 	}
 	return nil
 }
@@ -115,7 +115,7 @@ func (m *Manager) writable(id uint64) (*State, error) {
 		return nil, &ResetError{Code: s.PeerCode}
 	case s.LocalErr != nil:
 		return nil, s.LocalErr
-	case s.FinQueued:
+	case s.finQueued:
 		return nil, ErrWriteClosed
 	}
 	return s, nil
@@ -124,7 +124,7 @@ func (m *Manager) writable(id uint64) (*State, error) {
 // Writable is how many bytes Write would accept now.
 func (m *Manager) Writable(id uint64) int {
 	s, ok := m.ByID[id]
-	if !ok || s.Aborted() || s.FinQueued || s.LocalErr != nil {
+	if !ok || s.Aborted() || s.finQueued || s.LocalErr != nil {
 		return 0
 	}
 	space, _ := m.SendSpace(s)
@@ -146,7 +146,7 @@ func (m *Manager) Read(id uint64, p []byte, now, srtt time.Duration) (int, error
 		return 0, &ResetError{Code: s.PeerCode}
 	case s.LocalErr != nil && s.ResetSent:
 		return 0, s.LocalErr
-	case s.ReadClosed:
+	case s.readClosed:
 		return 0, ErrStreamClosed
 	}
 	return m.read(s, p, now, srtt)
@@ -173,11 +173,11 @@ func (m *Manager) CloseWrite(id uint64) error {
 		return &ResetError{Code: s.PeerCode}
 	case s.ResetSent:
 		return s.LocalErr
-	case s.FinQueued:
+	case s.finQueued:
 		return nil
 	}
-	s.FinQueued = true
-	s.FinOffset = s.WriteOff
+	s.finQueued = true
+	s.finOffset = s.WriteOff
 	m.ScheduleNew(s)
 	return nil
 }
@@ -202,13 +202,13 @@ func (m *Manager) Close(id uint64, now, srtt time.Duration) error {
 		m.reset(s, CodeStreamClosed, now, srtt)
 		return nil
 	}
-	if !s.FinQueued {
-		s.FinQueued = true
-		s.FinOffset = s.WriteOff
+	if !s.finQueued {
+		s.finQueued = true
+		s.finOffset = s.WriteOff
 		m.ScheduleNew(s)
 	}
 	s.LocalErr = ErrStreamClosed
-	s.ReadClosed = true
+	s.readClosed = true
 	s.RecvBuf.Free()
 	m.Mem.Account(s)
 	m.MaybeFinish(s)

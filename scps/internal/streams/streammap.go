@@ -52,7 +52,7 @@ func (m *Map) IsLocal(id uint64) bool {
 // OnWire reports whether s may appear in packets: a local stream needs the
 // peer's stream credit.
 func (m *Map) OnWire(s *State) bool {
-	return !s.Local || s.ID>>1 < m.PeerMax
+	return !s.local || s.ID>>1 < m.PeerMax
 }
 
 // CheckID reports a stream id a well-formed packet must not name: our own
@@ -77,7 +77,7 @@ func (m *Map) Remove(s *State) {
 	delete(m.ByID, s.ID)
 	m.RecvRanges -= s.Recvd.Len()
 	s.Recvd.Clear()
-	if !s.Local {
+	if !s.local {
 		idx := s.ID >> 1
 		m.PeerClosed.Add(idx, idx+1)
 		m.peerClosedCount++
@@ -111,13 +111,13 @@ func (m *Map) ScheduleNew(s *State) {
 		return
 	}
 	if !s.CanSendNew() {
-		if s.SentOff < s.WriteOff && s.SentOff >= s.PeerMax {
+		if s.sentOff < s.WriteOff && s.sentOff >= s.PeerMax {
 			s.CreditWait = true
 		}
 		return
 	}
 	s.queued |= inNewQ
-	if s.Unsent() <= LightThreshold && !s.WriteWait {
+	if s.Unsent() <= LightThreshold && !s.writeWait {
 		m.LightQ.Push(s)
 	} else {
 		m.BulkQ.Push(s)
@@ -179,10 +179,10 @@ func (m *Map) ReleasePending() {
 			break
 		}
 		n++
-		if s.ResetQueued || s.MaxDataQueued {
+		if s.resetQueued || s.maxDataQueued {
 			m.ScheduleCtrl(s)
 		}
-		if !s.ResetQueued {
+		if !s.resetQueued {
 			m.ScheduleNew(s)
 		}
 	}

@@ -79,10 +79,10 @@ func TestWindowGrowsOnlyWhileDraining(t *testing.T) {
 func TestScheduleLightBeforeBulk(t *testing.T) {
 	var m Map
 	m.Init(true, 100, 8)
-	light := &State{ID: 0, Local: true, WriteOff: 100, PeerMax: 1 << 20}
-	bulk := &State{ID: 2, Local: true, WriteOff: LightThreshold + 1, PeerMax: 1 << 20}
-	waiting := &State{ID: 4, Local: true, WriteOff: 100, PeerMax: 1 << 20, WriteWait: true}
-	noCredit := &State{ID: 6, Local: true, WriteOff: 100}
+	light := &State{ID: 0, local: true, WriteOff: 100, PeerMax: 1 << 20}
+	bulk := &State{ID: 2, local: true, WriteOff: LightThreshold + 1, PeerMax: 1 << 20}
+	waiting := &State{ID: 4, local: true, WriteOff: 100, PeerMax: 1 << 20, writeWait: true}
+	noCredit := &State{ID: 6, local: true, WriteOff: 100}
 	for _, s := range []*State{light, bulk, waiting, noCredit} {
 		m.ScheduleNew(s)
 	}
@@ -120,7 +120,7 @@ func TestBudgetAccountsGrantedCredit(t *testing.T) {
 	}
 	s.PeerReset = true
 	m.Account(s)
-	if m.RecvGranted != 0 || s.Credited != 0 {
+	if m.RecvGranted != 0 || s.credited != 0 {
 		t.Fatalf("after a reset: %d", m.RecvGranted)
 	}
 	var f ConnFlow
@@ -171,10 +171,10 @@ func TestBudgetReleasedWakesOldestFirst(t *testing.T) {
 	if len(ev.ids) != 2 || ev.ids[0] != 1 || ev.ids[1] != 2 {
 		t.Fatalf("woke %v, want [1 2]", ev.ids)
 	}
-	if len(m.Mem.Waiters) != 1 || m.Mem.Waiters[0] != ws[3] || !ws[3].WriteWait || !ws[3].BudgetWait {
+	if len(m.Mem.Waiters) != 1 || m.Mem.Waiters[0] != ws[3] || !ws[3].writeWait || !ws[3].budgetWait {
 		t.Fatalf("still waiting %d, want stream 3 alone", len(m.Mem.Waiters))
 	}
-	if ws[1].WriteWait || ws[1].BudgetWait || ws[0].BudgetWait {
+	if ws[1].writeWait || ws[1].budgetWait || ws[0].budgetWait {
 		t.Fatal("a woken or gone writer still marked waiting")
 	}
 }
@@ -201,7 +201,7 @@ func TestAbortFinishesOnceBothSidesKnow(t *testing.T) {
 	if len(ev.closed) != 0 || m.ByID[0] == nil {
 		t.Fatal("finished before our reset was acknowledged")
 	}
-	s.ResetAcked = true
+	s.resetAcked = true
 	m.MaybeFinish(s)
 	if len(ev.closed) != 0 {
 		t.Fatal("finished before the peer's final size was known")
@@ -223,17 +223,17 @@ func TestLostDataSkipsWhatWasAcked(t *testing.T) {
 	m := Manager{Events: ev, Limits: Limits{StreamWindow: 1 << 20, ConnWindow: 2 << 20, InitialStreamWindow: 1 << 20, InitialSendBuffer: 1 << 20, SendBuffer: 1 << 20}}
 	m.Init(true, 100, 100)
 	s := m.NewStream(0, true, time.Second)
-	s.WriteOff, s.OpenPending = 3000, false
+	s.WriteOff, s.openPending = 3000, false
 	m.Mem.SendHeld = 3000
 	m.FrameAcked(&ackhandler.SentFrame{Kind: ackhandler.KindStream, ID: 0, Off: 1000, N: 1000}, time.Second, 0)
 	m.FrameLost(&ackhandler.SentFrame{Kind: ackhandler.KindStream, ID: 0, Off: 0, N: 3000})
-	if s.Retx.Len() != 2 || s.Retx.At(0) != (ranges.Range{Start: 0, End: 1000}) || s.Retx.At(1) != (ranges.Range{Start: 2000, End: 3000}) {
-		t.Fatalf("repair queued %d ranges, want [0,1000) and [2000,3000)", s.Retx.Len())
+	if s.retx.Len() != 2 || s.retx.At(0) != (ranges.Range{Start: 0, End: 1000}) || s.retx.At(1) != (ranges.Range{Start: 2000, End: 3000}) {
+		t.Fatalf("repair queued %d ranges, want [0,1000) and [2000,3000)", s.retx.Len())
 	}
-	s.WriteWait = true
+	s.writeWait = true
 	m.FrameAcked(&ackhandler.SentFrame{Kind: ackhandler.KindStream, ID: 0, Off: 0, N: 1000}, time.Second, 0)
-	if s.AckedPrefix != 2000 || m.Mem.SendHeld != 1000 || s.Retx.Len() != 1 || len(ev.ids) != 1 {
-		t.Fatalf("acked to %d, held %d, repairs %d, woken %v", s.AckedPrefix, m.Mem.SendHeld, s.Retx.Len(), ev.ids)
+	if s.AckedPrefix != 2000 || m.Mem.SendHeld != 1000 || s.retx.Len() != 1 || len(ev.ids) != 1 {
+		t.Fatalf("acked to %d, held %d, repairs %d, woken %v", s.AckedPrefix, m.Mem.SendHeld, s.retx.Len(), ev.ids)
 	}
 }
 
@@ -269,8 +269,8 @@ func TestStreamFrameWithinCredit(t *testing.T) {
 	if n, err := m.read(s, p, time.Second, 0); n != 200 || err != nil || m.Flow.Consumed != 200 {
 		t.Fatalf("read %d, %v, consumed %d: want all 200", n, err, m.Flow.Consumed)
 	}
-	if n, err := m.read(s, p, time.Second, 0); n != 0 || err != nil || !s.ReadWait {
-		t.Fatalf("read %d, %v with nothing left, waiting %v", n, err, s.ReadWait)
+	if n, err := m.read(s, p, time.Second, 0); n != 0 || err != nil || !s.readWait {
+		t.Fatalf("read %d, %v with nothing left, waiting %v", n, err, s.readWait)
 	}
 }
 
@@ -295,10 +295,10 @@ func TestAppendStreamsRepairsFirst(t *testing.T) {
 	data := make([]byte, 1000)
 	for _, s := range []*State{old, fresh} {
 		s.SendBuf.Write(0, data)
-		s.WriteOff, s.OpenAcked = 1000, true
+		s.WriteOff, s.openAcked = 1000, true
 	}
-	old.SentOff = 1000
-	old.Retx.Add(200, 300)
+	old.sentOff = 1000
+	old.retx.Add(200, 300)
 	m.ScheduleRetx(old)
 	m.ScheduleNew(fresh)
 	b, eliciting := m.AppendStreams(make([]byte, 0, 1400), 1400) // the packet buffer

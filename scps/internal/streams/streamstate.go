@@ -24,37 +24,37 @@ const LightThreshold = 16 << 10
 // State is one stream's state in the association's core.
 type State struct {
 	ID    uint64
-	Local bool // opened by us
-	Meta  []byte
+	local bool // opened by us
+	meta  []byte
 	Gone  bool // removed from the table; queue entries are stale
 
 	// Send half.
 	SendBuf     bufq.Buffer
 	WriteOff    uint64     // end of data written by the application
-	SentOff     uint64     // next new byte to send
+	sentOff     uint64     // next new byte to send
 	AckedPrefix uint64     // every byte below is acknowledged
-	Acked       ranges.Set // acknowledged ranges above ackedPrefix
-	Retx        ranges.Set // lost ranges waiting for repair
+	acked       ranges.Set // acknowledged ranges above ackedPrefix
+	retx        ranges.Set // lost ranges waiting for repair
 	PeerMax     uint64     // send credit granted by the peer
-	FinQueued   bool       // CloseWrite called; finOffset valid
-	FinOffset   uint64
-	FinSent     bool // FIN went out at least once
-	FinLost     bool // the frame carrying FIN was lost; send it again
-	FinAcked    bool
-	OpenPending bool // a local stream whose offset-0 frame must (again) go out empty
-	OpenAcked   bool // a frame at offset 0 was acknowledged: metadata delivered
-	WriteWait   bool // the application waits for send-buffer space
+	finQueued   bool       // CloseWrite called; finOffset valid
+	finOffset   uint64
+	finSent     bool // FIN went out at least once
+	finLost     bool // the frame carrying FIN was lost; send it again
+	finAcked    bool
+	openPending bool // a local stream whose offset-0 frame must (again) go out empty
+	openAcked   bool // a frame at offset 0 was acknowledged: metadata delivered
+	writeWait   bool // the application waits for send-buffer space
 	CreditWait  bool // has new data but no stream credit
 
 	SendWin     Window // send buffer size, auto-tuned on the acknowledged offset
-	SendLimited bool   // the buffer was full for the application this epoch
-	BudgetWait  bool   // the writer waits for the memory budget (MemBudget)
-	SendFreed   bool   // aborted: the send buffer's bytes left the budget
+	sendLimited bool   // the buffer was full for the application this epoch
+	budgetWait  bool   // the writer waits for the memory budget (MemBudget)
+	sendFreed   bool   // aborted: the send buffer's bytes left the budget
 
-	ResetQueued bool // our RESET_STREAM must (again) go out
+	resetQueued bool // our RESET_STREAM must (again) go out
 	ResetSent   bool // our RESET_STREAM went out (or is queued): the stream is aborted
-	ResetAcked  bool
-	ResetCode   uint64
+	resetAcked  bool
+	resetCode   uint64
 	LocalErr    error // why the application may no longer use the stream, if it was us
 
 	// Receive half.
@@ -63,17 +63,17 @@ type State struct {
 	ReadOff     uint64     // next byte the application reads
 	HighestRecv uint64     // highest offset received (counts toward connection credit)
 	SettledOff  uint64     // below it, connection credit was returned (connflow.go)
-	FinKnown    bool
-	FinalSize   uint64
+	finKnown    bool
+	finalSize   uint64
 	RecvMax     uint64 // credit we granted
 	RecvWin     Window // receive window, auto-tuned on the read offset
-	Credited    uint64 // RecvMax-ReadOff counted in MemBudget.RecvGranted
+	credited    uint64 // RecvMax-ReadOff counted in MemBudget.RecvGranted
 
-	MaxDataQueued bool // a MAX_STREAM_DATA for this stream is queued
-	MetaKnown     bool // peer stream: its metadata arrived (accept event sent)
-	ReadWait      bool // the application waits for data
-	EOFRead       bool // the application was told io.EOF
-	ReadClosed    bool // the application closed: discard what still comes
+	maxDataQueued bool // a MAX_STREAM_DATA for this stream is queued
+	metaKnown     bool // peer stream: its metadata arrived (accept event sent)
+	readWait      bool // the application waits for data
+	eofRead       bool // the application was told io.EOF
+	readClosed    bool // the application closed: discard what still comes
 	PeerReset     bool // the peer's RESET_STREAM arrived
 	PeerCode      uint64
 
@@ -102,10 +102,15 @@ func (s *State) Contiguous() uint64 {
 
 // Readable: data or EOF is available to the application.
 func (s *State) Readable() bool {
-	return s.Contiguous() > s.ReadOff || (s.FinKnown && s.ReadOff == s.FinalSize)
+	return s.Contiguous() > s.ReadOff || (s.finKnown && s.ReadOff == s.finalSize)
 }
 
-func (s *State) Unsent() uint64 { return s.WriteOff - s.SentOff }
+// Unsent is how much written data has not gone out yet.
+func (s *State) Unsent() uint64 { return s.WriteOff - s.sentOff }
+
+// SendCredit is how much new data the peer's stream credit still lets
+// out, for traces of a stream held back by flow control.
+func (s *State) SendCredit() uint64 { return s.PeerMax - s.sentOff }
 
 // SendSpace is how many more bytes the send buffer accepts.
 func (s *State) SendSpace() int {
@@ -114,28 +119,28 @@ func (s *State) SendSpace() int {
 
 // HasRetx: something lost must go out again.
 func (s *State) HasRetx() bool {
-	return !s.Retx.Empty() || (s.OpenPending && s.SentOff > 0) || (s.FinLost && !s.FinAcked)
+	return !s.retx.Empty() || (s.openPending && s.sentOff > 0) || (s.finLost && !s.finAcked)
 }
 
 // HasNew: new data, the open or the FIN must go out.
 func (s *State) HasNew() bool {
-	return s.SentOff < s.WriteOff || (s.OpenPending && s.SentOff == 0) || (s.FinQueued && !s.FinSent)
+	return s.sentOff < s.WriteOff || (s.openPending && s.sentOff == 0) || (s.finQueued && !s.finSent)
 }
 
 // CanSendNew: new data within the peer's stream credit, the open or the
 // FIN can go out now.
 func (s *State) CanSendNew() bool {
-	return (s.SentOff < s.WriteOff && s.SentOff < s.PeerMax) ||
-		(s.OpenPending && s.SentOff == 0) ||
-		(s.FinQueued && !s.FinSent && s.SentOff == s.WriteOff)
+	return (s.sentOff < s.WriteOff && s.sentOff < s.PeerMax) ||
+		(s.openPending && s.sentOff == 0) ||
+		(s.finQueued && !s.finSent && s.sentOff == s.WriteOff)
 }
 
 func (s *State) SendDone() bool {
-	return s.FinAcked && s.AckedPrefix == s.FinOffset
+	return s.finAcked && s.AckedPrefix == s.finOffset
 }
 
 func (s *State) RecvDone() bool {
-	return s.FinKnown && s.ReadOff == s.FinalSize
+	return s.finKnown && s.ReadOff == s.finalSize
 }
 
 func (s *State) Aborted() bool { return s.ResetSent || s.PeerReset }
@@ -150,9 +155,9 @@ func (s *State) MaybeGrowSendBuffer(limit uint64, now, srtt time.Duration) {
 	if s.AckedPrefix-s.SendWin.EpochOff < s.SendWin.Size/4 {
 		return
 	}
-	if !s.SendLimited {
+	if !s.sendLimited {
 		limit = s.SendWin.Size // measure only: no growth unless the writer waited
 	}
 	s.SendWin.Update(s.AckedPrefix, limit, now, srtt)
-	s.SendLimited = false
+	s.sendLimited = false
 }
