@@ -346,3 +346,29 @@ func TestPacketsShrinkAsTheirNumberGrows(t *testing.T) {
 		t.Errorf("MaxDatagramSize %d does not leave room for the largest header growth", a.MaxDatagramSize())
 	}
 }
+
+// TestDatagramRoom: a sender that waits for DatagramRoom fills no more
+// than a quarter of the datagram queue, so datagrams that cannot wait
+// still find room behind it, and the room comes back once they are sent.
+func TestDatagramRoom(t *testing.T) {
+	link := linkParams{Rate: 10e6, Delay: 20 * time.Millisecond}
+	s := newSim(t, 2, DefaultConfig(), DefaultConfig(), link, link)
+	a := s.a[0]
+	queued := 0
+	for a.DatagramRoom(1200) {
+		if err := a.SendDatagram(make([]byte, 1200)); err != nil {
+			t.Fatal(err)
+		}
+		queued++
+	}
+	if queued == 0 || queued > datagramQueueLen/4 {
+		t.Fatalf("%d datagrams queued under DatagramRoom, want 1..%d", queued, datagramQueueLen/4)
+	}
+	if err := a.SendDatagram(make([]byte, 100)); err != nil {
+		t.Errorf("a datagram behind the waiting sender's: %v", err)
+	}
+	s.runUntil(s.now+time.Second, func() bool { return false })
+	if !a.DatagramRoom(1200) {
+		t.Error("no room once the queue was sent")
+	}
+}

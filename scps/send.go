@@ -314,13 +314,28 @@ func (a *Association) SendDatagram(p []byte) error {
 		a.stats.DatagramsDropped++
 		return ErrDatagramDropped
 	}
-	limit := 1 << 30
-	if a.cfg.SendRate > 0 {
-		limit = max(4*a.cfg.MaxPacketSize, int(float64(a.cfg.SendRate)/8*0.05))
-	}
-	if a.dgrams.bytes+len(p) > limit || !a.dgrams.push(p, a.now, a.maxDatagram) {
+	if a.dgrams.bytes+len(p) > a.datagramLimit() || !a.dgrams.push(p, a.now, a.maxDatagram) {
 		a.stats.DatagramsDropped++
 		return ErrDatagramDropped
 	}
 	return nil
+}
+
+// datagramLimit bounds the bytes of queued datagrams: 50 ms at the send
+// rate, so that a datagram waits no longer than that for its turn.
+func (a *Association) datagramLimit() int {
+	if a.cfg.SendRate > 0 {
+		return max(4*a.cfg.MaxPacketSize, int(float64(a.cfg.SendRate)/8*0.05))
+	}
+	return 1 << 30
+}
+
+// DatagramRoom reports whether a datagram of n bytes fits in the first
+// quarter of the datagram queue (its entries and bytes). A sender with a
+// queue of its own waits for that room instead of having its datagrams
+// dropped: few of them then wait here, where a stall of the association
+// would drop them all at once (datagramMaxAge), and the rest of the queue
+// is left to datagrams that cannot wait.
+func (a *Association) DatagramRoom(n int) bool {
+	return a.state == stateOpen && a.dgrams.count < datagramQueueLen/4 && a.dgrams.bytes+n <= a.datagramLimit()/4
 }

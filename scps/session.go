@@ -75,6 +75,7 @@ type Session struct {
 
 	wake     chan struct{}
 	acceptCh chan struct{}
+	sent     chan struct{} // signalled after packets left (DatagramSent)
 	done     chan struct{}
 
 	inputMu sync.Mutex
@@ -110,6 +111,7 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 		a:        a,
 		streams:  make(map[uint64]*Stream),
 		wake:     make(chan struct{}, 1),
+		sent:     make(chan struct{}, 1),
 		acceptCh: make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		bufs:     make([][]byte, maxBatch),
@@ -165,6 +167,7 @@ func (s *Session) run() {
 		if len(batch) > 0 {
 			s.cfg.Transmit(batch)
 			clear(batch) // drop references to the buffers
+			signal(s.sent)
 		}
 		s.deliverStates()
 		if finished {
@@ -390,6 +393,19 @@ func (s *Session) SetMemory(limit uint64) error {
 	s.kickLocked()
 	return nil
 }
+
+// DatagramRoom reports whether a datagram of n bytes fits in the first
+// quarter of the datagram queue (Association.DatagramRoom).
+func (s *Session) DatagramRoom(n int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.a.DatagramRoom(n)
+}
+
+// DatagramSent is signalled (at most one waiter, no backlog) after the
+// session sent packets, which may have taken datagrams off the queue: a
+// sender waiting for DatagramRoom waits on it rather than polling.
+func (s *Session) DatagramSent() <-chan struct{} { return s.sent }
 
 // MaxDatagramSize is the largest payload SendDatagram accepts.
 func (s *Session) MaxDatagramSize() int { return s.a.MaxDatagramSize() }

@@ -619,6 +619,19 @@ func (a *assoc) onDatagram(p []byte) {
 	if len(p) == 0 {
 		return
 	}
+	if p[0] == fecData || p[0] == fecParity {
+		a.onRepairFrame(p) // a repaired QUIC flow's (quic.go)
+		return
+	}
+	a.onIPDatagram(p)
+}
+
+// onIPDatagram is onDatagram for an IP packet: a datagram's, or one a
+// repaired flow delivers.
+func (a *assoc) onIPDatagram(p []byte) {
+	if len(p) == 0 {
+		return
+	}
 	info, ok := parseIP(p)
 	if !ok {
 		a.e.stats.TunMalformed.Add(1)

@@ -6,7 +6,7 @@
 //	TUN read  -> TCP?  yes -> stack (terminates TCP) -> flow -> stream of the peer's association
 //	                   no  -> datagram on the association of the peer owning the destination
 //	UDP read  -> peers (authenticate, decrypt) -> association -> streams / datagrams
-//	                   UDP on a QUIC port -> refused (ICMP), or a stream per flow (quic.go)
+//	                   UDP on a QUIC port -> refused (ICMP), or numbered with parities (quic.go)
 //	stream opened by a peer -> stack dial from the client's own address -> TUN
 //	datagram from a peer    -> TUN, unchanged
 //
@@ -56,7 +56,10 @@ package tunnel
 //	quota.go              per-peer quotas at a hub: flows and relayed
 //	                      datagrams
 //	quic.go               the quic policy for UDP on quic_ports: fallback
-//	                      (ICMP port unreachable), repair (a stream per flow)
+//	                      (ICMP port unreachable), repair (the sender's
+//	                      blocks, the receiver's in-order delivery)
+//	fec.go                repair's erasure coding (P and Q parities) and
+//	                      its frames
 //	uplink.go             the uplink rate measured toward each peer, for
 //	                      peers' bound on cookie replies
 //

@@ -90,8 +90,9 @@ type Stats struct {
 	// per-peer quotas count against it (quota.go).
 	FlowsHeld atomic.Int64
 	// The quic policy (quic.go): datagrams refused with ICMP (fallback),
-	// carried on a repair stream, and given up (queue full, or later
-	// than the deadline).
+	// rebuilt from a block's parities by the receiver, and given up (the
+	// sender's queue full or held too long; a gap the receiver could not
+	// rebuild).
 	QuicRefused  atomic.Uint64
 	QuicRepaired atomic.Uint64
 	QuicGivenUp  atomic.Uint64

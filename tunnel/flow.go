@@ -126,10 +126,6 @@ func (e *Endpoint) serveStream(a *assoc, st *scps.Stream) {
 		return
 	}
 	defer e.releaseFlow(&a.quota.served)
-	if m.kind == metaKindQuic {
-		e.serveQuic(a, st, m)
-		return
-	}
 	ctx, cancel := context.WithTimeout(e.ctx, dialTimeout)
 	conn, err := e.stk.DialTCP(ctx, m.src, m.dst)
 	cancel()

@@ -12,18 +12,12 @@ import (
 	"net/netip"
 )
 
-// Stream kinds: a TCP connection, or the datagrams of one QUIC flow
-// carried for repair (quic.go).
-const (
-	metaKindTCP  = 1
-	metaKindQuic = 2
-)
+const metaKindTCP = 1
 
 var errBadMeta = errors.New("malformed stream metadata")
 
-// flowMeta names one TCP connection or repaired QUIC flow.
+// flowMeta names one TCP connection.
 type flowMeta struct {
-	kind     byte // metaKindTCP when zero
 	src, dst netip.AddrPort
 }
 
@@ -33,12 +27,8 @@ func (m flowMeta) marshal() []byte {
 	if !src.Is4() {
 		fam = 6
 	}
-	kind := m.kind
-	if kind == 0 {
-		kind = metaKindTCP
-	}
 	b := make([]byte, 0, 2+2*(16+2))
-	b = append(b, kind, fam)
+	b = append(b, metaKindTCP, fam)
 	b = appendAddr(b, src, fam)
 	b = binary.BigEndian.AppendUint16(b, m.src.Port())
 	b = appendAddr(b, dst, fam)
@@ -56,7 +46,7 @@ func appendAddr(b []byte, a netip.Addr, fam byte) []byte {
 }
 
 func parseMeta(b []byte) (flowMeta, error) {
-	if len(b) < 2 || (b[0] != metaKindTCP && b[0] != metaKindQuic) {
+	if len(b) < 2 || b[0] != metaKindTCP {
 		return flowMeta{}, errBadMeta
 	}
 	var alen int
@@ -80,5 +70,5 @@ func parseMeta(b []byte) (flowMeta, error) {
 	if !src.IsValid() || !dst.IsValid() || sport == 0 || dport == 0 {
 		return flowMeta{}, errBadMeta
 	}
-	return flowMeta{kind: b[0], src: netip.AddrPortFrom(src, sport), dst: netip.AddrPortFrom(dst, dport)}, nil
+	return flowMeta{src: netip.AddrPortFrom(src, sport), dst: netip.AddrPortFrom(dst, dport)}, nil
 }

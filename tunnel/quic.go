@@ -7,46 +7,57 @@ package tunnel
 //   - fallback: a datagram toward such a port is answered at once with ICMP
 //     port unreachable from its destination, so the client gives QUIC up
 //     and uses TCP, which the endpoint accelerates; nothing crosses the hop.
-//   - repair: each such flow (5-tuple, one direction) is carried on a stream
-//     of the association of its own, one message per datagram (spec.md,
-//     "Repaired datagrams"). The hop's losses are then resent by the
-//     association and the datagrams behind a loss wait for it: QUIC sees
-//     delay, not loss, and its congestion control does not back off for
-//     the hop. A datagram that would arrive later than the give-up
-//     deadline is dropped instead.
+//   - repair: each such flow (5-tuple, one direction) is numbered and
+//     carried in association datagrams with one or two parity datagrams
+//     per short block (fec.go; spec.md, "Repaired datagrams"), so the
+//     receiving endpoint rebuilds what the hop lost without a round trip,
+//     and holds the datagrams behind a gap for the few milliseconds until
+//     the block's parity arrives: QUIC sees neither the loss nor a
+//     reordering, and its congestion control does not back off for the
+//     hop, nor does its RTT grow (a resend's round trip of hold did: it
+//     took QUIC out of slow start far below the link's capacity).
 
 import (
 	"encoding/binary"
-	"errors"
-	"io"
 	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"scpsvpn/scps"
 )
 
 const (
 	icmpv4PortUnreach = 3
 	icmpv6PortUnreach = 4
-	// quicIdle ends a repaired flow's stream after this long without a
-	// datagram (QUIC's idle timeouts are of this order); the next datagram
-	// opens another.
+	// quicIdle ends a repaired flow after this long without a datagram
+	// (QUIC's idle timeouts are of this order); the next datagram starts
+	// it anew.
 	quicIdle = 30 * time.Second
 	// quicQueue bounds the datagrams of one repaired flow waiting for room
-	// in its stream, and quicQueuedBytes all of a peer's; more are given
-	// up (the QUIC sender sees loss and slows down, as it would at a full
-	// router queue). The streams' own buffers are in the association's
-	// memory budget.
-	quicQueue       = 128
+	// in the association's datagram queue, and quicQueuedBytes all of a
+	// peer's; more are given up (the QUIC sender sees loss and slows down,
+	// as it would at a full router queue). Deeper than the association's
+	// own 50 ms of datagrams: QUIC's start-up overshoots by far more, and
+	// dropped there it backed off below the link's capacity.
+	quicQueue       = 512
 	quicQueuedBytes = 2 << 20
 	// maxQuicFlows bounds a peer's repaired flows at this end; further
 	// flows are carried as plain datagrams.
 	maxQuicFlows = 256
-	// quicHeaderLen is a repaired datagram's header (spec.md).
-	quicHeaderLen = 6
+	// fecSpan closes a block that has not filled up this long after its
+	// first datagram left, so a slow flow's parity is not held back.
+	fecSpan = 20 * time.Millisecond
+	// quicHold is the longest the receiver holds a flow's datagrams
+	// behind a gap for its block's parity (which follows the block within
+	// fecSpan and the association's queue of datagrams).
+	quicHold = 100 * time.Millisecond
+	// quicHeldMax bounds the datagrams a flow holds behind a gap, and
+	// quicRxBytes those and the parity sums of all of a peer's flows.
+	quicHeldMax = 256
+	quicRxBytes = 1 << 20
+	// fecRxBlocks is how many recent blocks of a flow the receiver keeps
+	// the sums of.
+	fecRxBlocks = 4
 )
 
 // quicDeadline is how late a repaired datagram may be before it is given
@@ -105,27 +116,30 @@ func (e *Endpoint) routeQuic(a *assoc, pkt []byte, info ipInfo) bool {
 // quicFlowKey names one direction of a UDP flow.
 type quicFlowKey struct{ src, dst netip.AddrPort }
 
-// quicFlows are a peer's repaired flows leaving this end.
+// quicFlows are a peer's repaired flows: those leaving this end, and the
+// receiver's state of those arriving.
 type quicFlows struct {
 	mu     sync.Mutex
 	m      map[quicFlowKey]*quicFlow
-	queued atomic.Int64 // bytes in the flows' queues
+	queued atomic.Int64  // bytes in the flows' queues
+	ids    atomic.Uint32 // the last flow number given out
+	rx     quicRx
 }
 
-// quicFlow is one repaired flow: its datagrams wait in q for the routine
-// that writes them to the flow's stream.
+// quicFlow is one repaired flow leaving: its datagrams wait in q for the
+// routine that numbers them, adds the parities and hands them to the
+// association.
 type quicFlow struct {
 	q chan quicDatagram
 }
 
 type quicDatagram struct {
-	frame []byte // header and packet
-	at    time.Time
+	pkt []byte
+	at  time.Time
 }
 
-// repair queues a datagram of a repaired flow for its stream, starting
-// the flow if it is new. false: carry it as a plain datagram (too many
-// flows).
+// repair queues a datagram of a repaired flow, starting the flow if it
+// is new. false: carry it as a plain datagram (too many flows).
 func (a *assoc) repair(pkt []byte, info ipInfo, sport, dport uint16) bool {
 	e := a.e
 	as := a.cur.Load()
@@ -139,13 +153,12 @@ func (a *assoc) repair(pkt []byte, info ipInfo, sport, dport uint16) bool {
 	}
 	key := quicFlowKey{netip.AddrPortFrom(info.src, sport), netip.AddrPortFrom(info.dst, dport)}
 	fs := &a.quic
-	size := int64(quicHeaderLen + len(pkt))
+	size := int64(len(pkt))
 	if fs.queued.Load()+size > quicQueuedBytes {
 		e.stats.QuicGivenUp.Add(1)
 		return true
 	}
-	now := time.Now()
-	d := quicDatagram{frame: appendQuicDatagram(make([]byte, 0, size), pkt, now), at: now}
+	d := quicDatagram{pkt: slices.Clone(pkt), at: time.Now()}
 
 	fs.mu.Lock()
 	f := fs.m[key]
@@ -175,38 +188,133 @@ func (a *assoc) repair(pkt []byte, info ipInfo, sport, dport uint16) bool {
 	return true
 }
 
-// appendQuicDatagram appends the frame of pkt sent at now to b (spec.md,
-// "Repaired datagrams").
-func appendQuicDatagram(b, pkt []byte, now time.Time) []byte {
-	b = binary.BigEndian.AppendUint16(b, uint16(len(pkt)))
-	b = binary.BigEndian.AppendUint32(b, uint32(now.UnixMilli()))
-	return append(b, pkt...)
+// quicSender numbers a repaired flow's datagrams into blocks and sends
+// them with the blocks' parities on association as.
+type quicSender struct {
+	a        *assoc
+	as       *association
+	id       uint32
+	seq      uint32 // the next datagram's number
+	first    uint32 // the open block's first
+	n        int    // datagrams in the open block
+	k, m     int    // the open block's shape
+	sums     fecSums
+	buf      []byte
+	deadline time.Duration
 }
 
-// runQuicFlow opens the flow's stream on association as and writes the
-// flow's datagrams to it until the flow is idle or the association ends.
+// send hands frame b to the association once its datagram queue has
+// room; false if the flow or the association ended first, or the
+// datagram (read at) grew older than the deadline meanwhile.
+func (s *quicSender) send(b []byte, at time.Time) bool {
+	sess := s.as.sess
+	for !sess.DatagramRoom(len(b)) {
+		if time.Since(at) > s.deadline {
+			return false
+		}
+		// Woken when the association sent packets; the timer is for a
+		// wake another flow took.
+		t := time.NewTimer(5 * time.Millisecond)
+		select {
+		case <-sess.DatagramSent():
+		case <-t.C:
+		case <-sess.Done():
+			t.Stop()
+			return false
+		case <-s.a.e.ctx.Done():
+			t.Stop()
+			return false
+		}
+		t.Stop()
+	}
+	return sess.SendDatagram(b) == nil
+}
+
+// add sends one datagram of the flow; true when it closed the block.
+func (s *quicSender) add(d quicDatagram) bool {
+	e := s.a.e
+	if s.n == 0 {
+		st := s.as.sess.Stats()
+		// The forward loss the association has seen, from a prior of 1%
+		// (a satellite hop's) until it has sent a few hundred packets.
+		s.k, s.m = fecShape(float64(st.PacketsLost+1) / float64(st.PacketsSent+100))
+		s.first = s.seq
+		s.sums.p, s.sums.q = s.sums.p[:0], s.sums.q[:0]
+	}
+	s.buf = appendFecData(s.buf[:0], s.id, s.seq, s.n, d.pkt)
+	if len(s.buf) > s.as.sess.MaxDatagramSize() {
+		// Too large with the header: it goes as it is, outside the
+		// flow's numbering.
+		if s.as.sess.SendDatagram(d.pkt) != nil {
+			e.stats.QuicGivenUp.Add(1)
+		}
+		return false
+	}
+	if !s.send(s.buf, d.at) {
+		// Its parity may still rebuild it at the far end.
+		e.stats.QuicGivenUp.Add(1)
+	}
+	s.sums.addShard(s.n, d.pkt)
+	s.n++
+	s.seq++
+	if s.n == s.k {
+		s.close()
+		return true
+	}
+	return false
+}
+
+// close sends the open block's parities.
+func (s *quicSender) close() {
+	if s.n == 0 {
+		return
+	}
+	now := time.Now()
+	for w := range s.m {
+		sum := s.sums.p
+		if w == 1 {
+			sum = s.sums.q
+		}
+		s.buf = appendFecParity(s.buf[:0], s.id, s.first, s.n, s.m, byte(w), sum)
+		s.send(s.buf, now)
+	}
+	s.n = 0
+}
+
+// runQuicFlow sends the flow's datagrams on association as until the flow
+// is idle or the association ends.
 func (a *assoc) runQuicFlow(as *association, key quicFlowKey, f *quicFlow) {
 	e := a.e
-	deadline := quicDeadline(a.cfg.Link.RTT)
-	st, err := as.sess.OpenStream(flowMeta{kind: metaKindQuic, src: key.src, dst: key.dst}.marshal())
-	if err != nil {
-		a.log.Debug("repaired flow: cannot open stream", "src", key.src, "dst", key.dst, "err", err)
-	}
+	s := &quicSender{a: a, as: as, id: a.quic.ids.Add(1), deadline: quicDeadline(a.cfg.Link.RTT)}
 	idle := time.NewTimer(quicIdle)
 	defer idle.Stop()
+	span := time.NewTimer(fecSpan)
+	span.Stop()
+	rtt := max(a.cfg.Link.RTT, 100*time.Millisecond)
+	var lastDrop time.Time
 	write := func(d quicDatagram) {
-		a.quic.queued.Add(-int64(len(d.frame)))
-		if st == nil || time.Since(d.at) > deadline {
+		a.quic.queued.Add(-int64(len(d.pkt)))
+		now := time.Now()
+		wait := now.Sub(d.at)
+		if wait > s.deadline {
 			e.stats.QuicGivenUp.Add(1)
 			return
 		}
-		if _, err := st.Write(d.frame); err != nil {
+		if wait > rtt/2 && now.Sub(lastDrop) > 2*rtt {
+			// The flow's queue has held half a round trip: one datagram
+			// dropped now tells QUIC to slow down (cubic takes its window
+			// to 0.7, which the queue still covers, so the link stays
+			// full), where a full queue later dropped hundreds at once.
+			lastDrop = now
 			e.stats.QuicGivenUp.Add(1)
-			st.Reset(codeReset)
-			st = nil
 			return
 		}
-		e.stats.QuicRepaired.Add(1)
+		opened := s.n == 0
+		if s.add(d) {
+			span.Stop()
+		} else if opened && s.n > 0 {
+			span.Reset(fecSpan)
+		}
 	}
 	for done := false; !done; {
 		select {
@@ -216,9 +324,8 @@ func (a *assoc) runQuicFlow(as *association, key quicFlowKey, f *quicFlow) {
 				<-idle.C
 			}
 			idle.Reset(quicIdle)
-			if st == nil {
-				done = true // the next datagram starts the flow anew
-			}
+		case <-span.C:
+			s.close()
 		case <-idle.C:
 			done = true
 		case <-as.sess.Done():
@@ -240,120 +347,374 @@ func (a *assoc) runQuicFlow(as *association, key quicFlowKey, f *quicFlow) {
 		}
 		break
 	}
-	if st != nil {
-		st.Close()
+	s.close()
+}
+
+// quicRx is the receiver's state of a peer's repaired flows, by the
+// sender's flow number.
+type quicRx struct {
+	mu    sync.Mutex
+	flows map[uint32]*quicRxFlow
+	bytes int // held datagrams and parity sums, against quicRxBytes
+}
+
+// quicRxFlow delivers one repaired flow in order: a datagram behind a
+// gap is held until the gap is rebuilt from its block's parities, or is
+// given up (the parities could not rebuild it, a later block's parity
+// came, or quicHold passed).
+type quicRxFlow struct {
+	id     uint32
+	next   uint32 // the number of the datagram to deliver next
+	held   map[uint32][]byte
+	since  time.Time // when the oldest gap began to hold datagrams
+	timer  *time.Timer
+	blocks [fecRxBlocks]*fecRxBlock
+	last   time.Time // the flow's last frame
+}
+
+// fecRxBlock is what the receiver knows of one block.
+type fecRxBlock struct {
+	first    uint32
+	count    int    // 0 until a parity tells
+	parities int    // likewise
+	got      uint64 // indexes received or rebuilt
+	haveP    bool
+	haveQ    bool
+	sums     fecSums
+	done     bool // rebuilt, or known to be beyond repair
+}
+
+// before reports whether sequence number x comes before y.
+func before(x, y uint32) bool { return int32(x-y) < 0 }
+
+// onRepairFrame takes a repaired flow's frame from the peer's association
+// datagrams and delivers what it completes, in order.
+func (a *assoc) onRepairFrame(b []byte) {
+	rx := &a.quic.rx
+	now := time.Now()
+	rx.mu.Lock()
+	defer rx.mu.Unlock()
+	out, f := rx.take(&a.e.stats, b, now)
+	if f != nil {
+		rx.arm(a, f, now)
+	}
+	// Delivered under the lock, so that the hold timer's deliveries do not
+	// overtake these.
+	for _, p := range out {
+		a.onIPDatagram(p)
 	}
 }
 
-var errQuicFrame = errors.New("malformed repaired datagram")
-
-// readQuicDatagram reads one repaired datagram's frame from r into buf
-// (at least quicHeaderLen+0xffff bytes): the IP packet and the sender's
-// clock in ms when it was sent.
-func readQuicDatagram(r io.Reader, buf []byte) (pkt []byte, sentMS uint32, err error) {
-	if _, err := io.ReadFull(r, buf[:quicHeaderLen]); err != nil {
-		return nil, 0, err
+// take takes one frame (rx.mu held): it returns the datagrams to deliver,
+// in order, and the frame's flow (nil if there was no room for it).
+func (rx *quicRx) take(st *Stats, b []byte, now time.Time) ([][]byte, *quicRxFlow) {
+	h, body, err := parseFec(b)
+	if err != nil {
+		st.TunMalformed.Add(1)
+		return nil, nil
 	}
-	n := int(binary.BigEndian.Uint16(buf))
-	sentMS = binary.BigEndian.Uint32(buf[2:])
-	if n == 0 {
-		return nil, 0, errQuicFrame
-	}
-	if _, err := io.ReadFull(r, buf[:n]); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
+	f := rx.flow(h, now)
+	if f == nil {
+		if h.typ == fecData {
+			return [][]byte{body}, nil // no room to keep its order: as it is
 		}
-		return nil, 0, err
+		return nil, nil
 	}
-	return buf[:n], sentMS, nil
-}
-
-// lateness tells how much later than the earliest a repaired flow's
-// datagrams arrive: the sender's clock is not ours, so the delay is
-// measured against the smallest difference of the two clocks seen on the
-// flow (the path's own delay).
-type lateness struct {
-	base int32
-	seen bool
-}
-
-// late returns how late a datagram sent at sentMS (sender's clock) and
-// received at nowMS (ours) is.
-func (l *lateness) late(sentMS, nowMS uint32) time.Duration {
-	d := int32(nowMS - sentMS)
-	if !l.seen || d < l.base {
-		l.base, l.seen = d, true
+	f.last = now
+	if h.typ == fecData {
+		return rx.data(st, f, h, body, nil), f
 	}
-	return time.Duration(d-l.base) * time.Millisecond
+	return rx.parity(st, f, h, body, nil), f
 }
 
-// quicCatchUp is how much faster than the sender sent them a repaired
-// flow's datagrams held behind a repair are delivered.
-const quicCatchUp = 2
-
-// quicPacer spaces the delivery of a repaired flow's datagrams. Those
-// held behind a loss arrive together once it is repaired: written to the
-// TUN at once, up to a round trip of them, they overflowed the receiving
-// program's socket buffer (a QUIC client's, 200 KB by default on Linux),
-// which lost them after all. They are delivered with the gaps the
-// sender's clock gives them instead, quicCatchUp times shorter, so the
-// flow catches up within half the stall and nothing is dropped.
-type quicPacer struct {
-	prevSent uint32
-	prevAt   time.Time
-}
-
-// at returns when the datagram sent at sentMS (sender's clock), which
-// arrived at now, is to be delivered.
-func (p *quicPacer) at(sentMS uint32, now time.Time) time.Time {
-	at := now
-	if !p.prevAt.IsZero() {
-		gap := max(int32(sentMS-p.prevSent), 0)
-		if next := p.prevAt.Add(time.Duration(gap) * time.Millisecond / quicCatchUp); next.After(now) {
-			at = next
-		}
+// flow returns the state of the flow h belongs to, new if need be (and
+// anew when h is far from where the flow was: the peer restarted its
+// numbering); nil when there is no room for another.
+func (rx *quicRx) flow(h fecHeader, now time.Time) *quicRxFlow {
+	start := h.seq
+	if h.typ == fecData {
+		start -= uint32(h.index)
 	}
-	p.prevSent, p.prevAt = sentMS, at
-	return at
-}
-
-// serveQuic writes the datagrams of a flow a peer repairs to the TUN
-// (or, at a hub, on to the peer owning the destination), each checked as
-// a datagram from the peer would be. Datagrams later than the deadline
-// are given up.
-func (e *Endpoint) serveQuic(a *assoc, st *scps.Stream, m flowMeta) {
-	defer st.Close()
-	st.CloseWrite()
-	deadline := quicDeadline(a.cfg.Link.RTT)
-	bp := tunBufs.Get().(*[]byte)
-	defer tunBufs.Put(bp)
-	var l lateness
-	var pace quicPacer
-	for {
-		pkt, sent, err := readQuicDatagram(st, *bp)
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				e.stats.TunMalformed.Add(1)
-				st.Reset(codeDenied)
+	f := rx.flows[h.flow]
+	if f != nil && int32(h.seq-f.next) > -1<<16 && int32(h.seq-f.next) < 1<<16 {
+		return f
+	}
+	if f != nil {
+		rx.drop(f)
+	}
+	if len(rx.flows) >= maxQuicFlows {
+		for id, g := range rx.flows {
+			if now.Sub(g.last) > quicIdle {
+				rx.drop(g)
+				delete(rx.flows, id)
 			}
-			return
 		}
-		info, ok := parseIP(pkt)
-		if !ok || info.src != m.src.Addr() || info.dst != m.dst.Addr() {
-			e.stats.TunMalformed.Add(1)
-			st.Reset(codeDenied)
-			return
+		if len(rx.flows) >= maxQuicFlows {
+			return nil
 		}
-		now := time.Now()
-		if l.late(sent, uint32(now.UnixMilli())) > deadline {
-			e.stats.QuicGivenUp.Add(1)
+	}
+	if rx.flows == nil {
+		rx.flows = map[uint32]*quicRxFlow{}
+	}
+	f = &quicRxFlow{id: h.flow, next: start, held: map[uint32][]byte{}}
+	rx.flows[h.flow] = f
+	return f
+}
+
+// drop forgets a flow's held datagrams and sums.
+func (rx *quicRx) drop(f *quicRxFlow) {
+	for _, p := range f.held {
+		rx.bytes -= len(p)
+	}
+	clear(f.held)
+	for i, blk := range f.blocks {
+		if blk != nil {
+			rx.bytes -= 2 * cap(blk.sums.p)
+			f.blocks[i] = nil
+		}
+	}
+	if f.timer != nil {
+		f.timer.Stop()
+	}
+}
+
+// block returns the flow's block starting at first, new if need be (in
+// place of the oldest); nil if over the budget.
+func (rx *quicRx) block(f *quicRxFlow, first uint32) *fecRxBlock {
+	oldest := 0
+	for i, blk := range f.blocks {
+		if blk == nil {
+			oldest = i
 			continue
 		}
-		if at := pace.at(sent, now); at.After(now) {
-			time.Sleep(at.Sub(now))
+		if blk.first == first {
+			return blk
 		}
-		a.onDatagram(pkt)
+		if f.blocks[oldest] != nil && before(blk.first, f.blocks[oldest].first) {
+			oldest = i
+		}
 	}
+	if old := f.blocks[oldest]; old != nil {
+		rx.bytes -= 2 * cap(old.sums.p)
+	}
+	f.blocks[oldest] = nil
+	if rx.bytes > quicRxBytes {
+		return nil
+	}
+	blk := &fecRxBlock{first: first}
+	f.blocks[oldest] = blk
+	return blk
+}
+
+// grow adds a block's sums' growth to the budget.
+func (rx *quicRx) grow(blk *fecRxBlock, add func()) {
+	c := cap(blk.sums.p)
+	add()
+	rx.bytes += 2 * (cap(blk.sums.p) - c)
+}
+
+func (rx *quicRx) data(st *Stats, f *quicRxFlow, h fecHeader, pkt []byte, out [][]byte) [][]byte {
+	if before(h.seq, f.next) {
+		return out // delivered or given up already
+	}
+	blk := rx.block(f, h.seq-uint32(h.index))
+	if blk != nil {
+		bit := uint64(1) << h.index
+		if blk.got&bit != 0 {
+			return out
+		}
+		blk.got |= bit
+		if !blk.done {
+			rx.grow(blk, func() { blk.sums.addShard(int(h.index), pkt) })
+		}
+	}
+	out = rx.put(st, f, h.seq, pkt, true, out)
+	if blk != nil {
+		out = rx.rebuild(st, f, blk, out)
+	}
+	return out
+}
+
+func (rx *quicRx) parity(st *Stats, f *quicRxFlow, h fecHeader, sum []byte, out [][]byte) [][]byte {
+	if !before(f.next, h.seq+uint32(h.count)) {
+		return out // the whole block is past
+	}
+	blk := rx.block(f, h.seq)
+	if blk == nil {
+		return out
+	}
+	if blk.count == 0 {
+		blk.count, blk.parities = int(h.count), int(h.parities)
+	}
+	if blk.count != int(h.count) || blk.parities != int(h.parities) {
+		st.TunMalformed.Add(1)
+		return out
+	}
+	if h.which == 0 && !blk.haveP {
+		blk.haveP = true
+		if !blk.done {
+			rx.grow(blk, func() { blk.sums.foldParity(0, sum) })
+		}
+	}
+	if h.which == 1 && !blk.haveQ {
+		blk.haveQ = true
+		if !blk.done {
+			rx.grow(blk, func() { blk.sums.foldParity(1, sum) })
+		}
+	}
+	// The frames of earlier blocks were all sent before this one: a gap
+	// before the block cannot fill any more.
+	out = rx.giveUpBefore(st, f, h.seq, out)
+	return rx.rebuild(st, f, blk, out)
+}
+
+// rebuild rebuilds a block's missing datagrams once its parities allow,
+// and gives them up once its last parity came and they do not.
+func (rx *quicRx) rebuild(st *Stats, f *quicRxFlow, blk *fecRxBlock, out [][]byte) [][]byte {
+	if blk.done || blk.count == 0 || (!blk.haveP && !blk.haveQ) {
+		return out
+	}
+	var missing []int
+	for i := range blk.count {
+		if blk.got&(1<<i) == 0 {
+			missing = append(missing, i)
+		}
+	}
+	if len(missing) == 0 {
+		blk.done = true
+		return out
+	}
+	if pkts := fecRecover(&blk.sums, blk.haveP, blk.haveQ, missing); pkts != nil {
+		blk.done = true
+		for j, i := range missing {
+			blk.got |= 1 << i
+			st.QuicRepaired.Add(1)
+			out = rx.put(st, f, blk.first+uint32(i), slices.Clone(pkts[j]), false, out)
+		}
+		return out
+	}
+	// The parities go in order, P then Q: once the last came, or more
+	// are missing than there are parities, nothing more will help.
+	if blk.parities == 1 && blk.haveP || blk.haveQ || len(missing) > blk.parities {
+		// Beyond repair: deliver what the block has.
+		blk.done = true
+		out = rx.giveUpBefore(st, f, blk.first+uint32(blk.count), out)
+	}
+	return out
+}
+
+// put delivers datagram seq if it is the next, holding it otherwise
+// (copy: pkt aliases the association's packet).
+func (rx *quicRx) put(st *Stats, f *quicRxFlow, seq uint32, pkt []byte, copyIt bool, out [][]byte) [][]byte {
+	if before(seq, f.next) {
+		return out
+	}
+	if seq == f.next {
+		f.next++
+		return rx.drain(f, append(out, pkt))
+	}
+	if _, ok := f.held[seq]; ok {
+		return out
+	}
+	if len(f.held) >= quicHeldMax || rx.bytes+len(pkt) > quicRxBytes {
+		// No room to wait for the gap: give it up.
+		out = rx.giveUpBefore(st, f, seq, out)
+		f.next++
+		return rx.drain(f, append(out, pkt))
+	}
+	if copyIt {
+		pkt = slices.Clone(pkt)
+	}
+	if len(f.held) == 0 {
+		f.since = time.Now()
+	}
+	f.held[seq] = pkt
+	rx.bytes += len(pkt)
+	return out
+}
+
+// drain delivers the held datagrams that follow on.
+func (rx *quicRx) drain(f *quicRxFlow, out [][]byte) [][]byte {
+	for len(f.held) > 0 {
+		p, ok := f.held[f.next]
+		if !ok {
+			break
+		}
+		delete(f.held, f.next)
+		rx.bytes -= len(p)
+		out = append(out, p)
+		f.next++
+	}
+	if len(f.held) > 0 {
+		f.since = time.Now()
+	}
+	return out
+}
+
+// giveUpBefore gives up the gaps before seq and delivers what was held
+// behind them.
+func (rx *quicRx) giveUpBefore(st *Stats, f *quicRxFlow, seq uint32, out [][]byte) [][]byte {
+	if !before(f.next, seq) {
+		return out
+	}
+	// Over the held datagrams (at most quicHeldMax), not the numbers.
+	var seqs []uint32
+	for s := range f.held {
+		if before(s, seq) {
+			seqs = append(seqs, s)
+		}
+	}
+	slices.SortFunc(seqs, func(x, y uint32) int { return int(int32(x - y)) })
+	for _, s := range seqs {
+		out = append(out, f.held[s])
+		rx.bytes -= len(f.held[s])
+		delete(f.held, s)
+	}
+	st.QuicGivenUp.Add(uint64(seq-f.next) - uint64(len(seqs)))
+	f.next = seq
+	return rx.drain(f, out)
+}
+
+// arm starts the flow's hold timer while it holds datagrams.
+func (rx *quicRx) arm(a *assoc, f *quicRxFlow, now time.Time) {
+	if len(f.held) == 0 {
+		return
+	}
+	wait := quicHold - now.Sub(f.since)
+	if f.timer == nil {
+		id := f.id
+		f.timer = time.AfterFunc(wait, func() { a.quicHoldOver(id) })
+		return
+	}
+	f.timer.Reset(wait)
+}
+
+// quicHoldOver gives up a flow's gap that held datagrams for quicHold.
+func (a *assoc) quicHoldOver(id uint32) {
+	rx := &a.quic.rx
+	rx.mu.Lock()
+	f := rx.flows[id]
+	if f == nil || len(f.held) == 0 {
+		rx.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	var out [][]byte
+	if now.Sub(f.since) >= quicHold {
+		var low uint32
+		first := true
+		for seq := range f.held {
+			if first || before(seq, low) {
+				low, first = seq, false
+			}
+		}
+		out = rx.giveUpBefore(&a.e.stats, f, low, out)
+	}
+	rx.arm(a, f, now)
+	for _, p := range out {
+		a.onIPDatagram(p)
+	}
+	rx.mu.Unlock()
 }
 
 // portUnreachable is the ICMP / ICMPv6 port unreachable answering pkt,

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -97,27 +98,31 @@ func TestQuicPassAndPorts(t *testing.T) {
 	}
 }
 
-// TestQuicRepairHidesLoss: with quic = "repair" on a wire losing 10% of
-// the packets each way, every datagram of a QUIC flow arrives, once and
-// in order, both from the client (to port 443) and from the server (from
-// port 443); other UDP is still carried as plain datagrams.
+// TestQuicRepairHidesLoss: with quic = "repair" on a wire losing 2% of
+// the packets each way, a QUIC flow's datagrams arrive in order and
+// without duplicates, both from the client (to port 443) and from the
+// server (from port 443), and the parities rebuild most of what the wire
+// lost (all of it on an idle machine; under the race detector a loaded
+// association also drops a few datagrams it could not send in time);
+// other UDP is still carried as plain datagrams.
 func TestQuicRepairHidesLoss(t *testing.T) {
-	// A configured RTT of 1 s puts the give-up deadline at 3 s: a loaded
-	// machine's delays do not give datagrams up.
-	h, a, b := quicSites(t, "quic = \"repair\"\n", `rtt = "1s"`)
+	// A configured RTT of 2 s puts the sender's early drop at a queue of
+	// 1 s and its give-up at 6 s: a loaded machine's delays (the race
+	// detector's) give nothing up.
+	h, a, b := quicSites(t, "quic = \"repair\"\n", `rtt = "2s"`)
 	var mu sync.Mutex
 	rng := rand.New(rand.NewPCG(1, 2))
 	var dropped atomic.Uint64
-	h.wire.SetFilter(func(from, to netip.AddrPort) bool {
+	h.wire.SetLoss(func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		if rng.IntN(10) == 0 {
+		if rng.IntN(50) == 0 {
 			dropped.Add(1)
-			return false
+			return true
 		}
-		return true
+		return false
 	})
-	const n = 300
+	const n = 1000
 	flows := []struct {
 		from, to *site
 		src, dst string
@@ -127,115 +132,223 @@ func TestQuicRepairHidesLoss(t *testing.T) {
 	}
 	for _, f := range flows {
 		src, dst := netip.MustParseAddrPort(f.src), netip.MustParseAddrPort(f.dst)
-		// In rounds of a quarter of a flow's queue: the test checks what
-		// the hop loses, not what a loaded machine's queue would.
-		const round = quicQueue / 4
-		for i := range n {
-			if i%round == 0 {
-				for j := i; j < min(i+round, n); j++ {
-					var seq [1000]byte
-					binary.BigEndian.PutUint32(seq[:], uint32(j))
-					f.from.inject(udpPacket(src, dst, seq[:]))
+		got, last := 0, -1
+		peer := a
+		if f.from == a {
+			peer = b
+		}
+		expired := f.from.assoc(peer).stats().DatagramsDropped
+		// In rounds of 16, each awaited: the test checks what the hop
+		// loses, not what a loaded machine's queues would.
+		const round = 16
+		for r := 0; r < n; r += round {
+			end := min(r+round, n)
+			for i := r; i < end; i++ {
+				var seq [1000]byte
+				binary.BigEndian.PutUint32(seq[:], uint32(i))
+				f.from.inject(udpPacket(src, dst, seq[:]))
+			}
+		recv:
+			for last < end-1 {
+				select {
+				case p := <-f.to.datagrams:
+					info, ok := parseIP(p)
+					if !ok || info.src != src.Addr() || info.dst != dst.Addr() {
+						t.Fatalf("%s: datagram from %v to %v", f.dst, info.src, info.dst)
+					}
+					seq := int(binary.BigEndian.Uint32(p[info.hlen+8:]))
+					if seq <= last {
+						t.Fatalf("%s: datagram %d after %d: out of order or twice", f.dst, seq, last)
+					}
+					last = seq
+					got++
+				case <-time.After(waitTime / 4):
+					break recv // the round's last ones were given up
 				}
 			}
-			var p []byte
-			select {
-			case p = <-f.to.datagrams:
-			case <-time.After(waitTime):
-				for _, s := range []*site{a, b} {
-					st := s.ep.Stats()
-					t.Logf("%s: repaired %d, given up %d", s.name, st.QuicRepaired.Load(), st.QuicGivenUp.Load())
-				}
-				t.Fatalf("%s: datagram %d did not arrive", f.dst, i)
-			}
-			info, ok := parseIP(p)
-			if !ok || info.src != src.Addr() || info.dst != dst.Addr() {
-				t.Fatalf("%s: datagram %d from %v to %v", f.dst, i, info.src, info.dst)
-			}
-			if got := binary.BigEndian.Uint32(p[info.hlen+8:]); got != uint32(i) {
-				t.Fatalf("%s: datagram %d carries %d: lost or out of order", f.dst, i, got)
-			}
+		}
+		lost := dropped.Swap(0)
+		if lost == 0 {
+			t.Errorf("%s: the wire dropped no packet: its loss did not happen", f.dst)
+		}
+		// Datagrams the sending association could not send within its
+		// 100 ms (a loaded machine's) are no loss of the hop's.
+		expired = f.from.assoc(peer).stats().DatagramsDropped - expired
+		t.Logf("%s: %d of %d datagrams arrived; the wire lost %d packets, the sender dropped %d unsent", f.dst, got, n, lost, expired)
+		if n-got > int(lost)/2+int(expired) {
+			t.Errorf("%s: %d of %d datagrams arrived: fewer than half of the wire's %d losses were hidden", f.dst, got, n, lost)
 		}
 	}
 	for _, s := range []*site{a, b} {
 		st := s.ep.Stats()
-		if st.QuicRepaired.Load() != n || st.QuicGivenUp.Load() != 0 {
-			t.Errorf("%s: repaired %d, given up %d, want %d and 0", s.name, st.QuicRepaired.Load(), st.QuicGivenUp.Load(), n)
+		t.Logf("%s: repaired %d, given up %d", s.name, st.QuicRepaired.Load(), st.QuicGivenUp.Load())
+		other := a
+		if s == a {
+			other = b
+		}
+		as := s.assoc(other).stats()
+		t.Logf("%s: association sent %d, lost %d, datagrams sent %d, dropped %d", s.name, as.PacketsSent, as.PacketsLost, as.DatagramsSent, as.DatagramsDropped)
+		if st.QuicRepaired.Load() == 0 {
+			t.Errorf("%s rebuilt no datagram", s.name)
 		}
 	}
-	if dropped.Load() == 0 {
-		t.Errorf("the wire dropped no packet: its loss did not happen")
-	}
-	opened := a.assoc(b).stats().StreamsOpened
-	h.wire.SetFilter(nil)
+	h.wire.SetLoss(nil)
 	dns := udpPacket(netip.MustParseAddrPort("10.1.0.7:40000"), netip.MustParseAddrPort("10.2.0.5:53"), []byte("dns"))
 	a.inject(dns)
 	if got := b.nextDatagram(); !bytes.Equal(got, dns) {
 		t.Errorf("DNS changed on the way: %x", got)
 	}
-	if st := a.assoc(b).stats(); st.StreamsOpened != opened || a.ep.Stats().QuicRepaired.Load() != n {
-		t.Errorf("DNS went on a repair stream")
+}
+
+// TestFecRecover: every single loss in a block is rebuilt from P alone
+// and from Q alone, every pair of losses from both, whatever the
+// datagrams' lengths.
+func TestFecRecover(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, k := range []int{1, 2, 5, 16, fecMaxBlock} {
+		pkts := make([][]byte, k)
+		var sent fecSums
+		for i := range pkts {
+			pkts[i] = make([]byte, 1+rng.IntN(1400))
+			for j := range pkts[i] {
+				pkts[i][j] = byte(rng.Uint32())
+			}
+			sent.addShard(i, pkts[i])
+		}
+		// recv sums what arrived (all but lost) with the parities folded in.
+		recv := func(lost []int, p, q bool) [][]byte {
+			var s fecSums
+			if p {
+				s.foldParity(0, sent.p)
+			}
+			if q {
+				s.foldParity(1, sent.q)
+			}
+			for i, pkt := range pkts {
+				if !slices.Contains(lost, i) {
+					s.addShard(i, pkt)
+				}
+			}
+			return fecRecover(&s, p, q, lost)
+		}
+		check := func(lost []int, got [][]byte) {
+			t.Helper()
+			if got == nil {
+				t.Fatalf("k=%d lost %v: not rebuilt", k, lost)
+			}
+			for j, i := range lost {
+				if !bytes.Equal(got[j], pkts[i]) {
+					t.Fatalf("k=%d lost %v: datagram %d rebuilt wrong", k, lost, i)
+				}
+			}
+		}
+		for x := range k {
+			check([]int{x}, recv([]int{x}, true, false))
+			check([]int{x}, recv([]int{x}, false, true))
+			for y := x + 1; y < k; y++ {
+				check([]int{x, y}, recv([]int{x, y}, true, true))
+				if recv([]int{x, y}, true, false) != nil {
+					t.Fatalf("k=%d: two losses rebuilt from P alone", k)
+				}
+			}
+		}
 	}
 }
 
-// TestQuicLateness: the delay is measured against the earliest arrival,
-// whatever the offset of the two clocks, across the wrap of the ms clock.
-func TestQuicLateness(t *testing.T) {
-	for _, offset := range []uint32{0, 5000, 1<<32 - 300} {
-		var l lateness
-		sent := uint32(1<<32 - 1000)
-		at := func(delay uint32) uint32 { return sent + offset + delay }
-		if d := l.late(sent, at(300)); d != 0 {
-			t.Errorf("offset %d: first datagram %v late", offset, d)
+// TestFecShape: the measured loss sets the blocks: little parity on a
+// clean link, more as the loss grows, and never more than fecMaxBlock.
+func TestFecShape(t *testing.T) {
+	prev := 0.0
+	for _, p := range []float64{0, 0.001, 0.003, 0.01, 0.02, 0.1} {
+		k, m := fecShape(p)
+		if k < 4 || k > fecMaxBlock || m < 1 || m > 2 {
+			t.Fatalf("loss %v: k=%d m=%d", p, k, m)
 		}
-		sent += 100
-		if d := l.late(sent, at(1300)); d != time.Second {
-			t.Errorf("offset %d: %v late, want 1s", offset, d)
+		o := float64(m) / float64(k)
+		if o < prev {
+			t.Errorf("loss %v: overhead %.3f, less than at a lower loss", p, o)
 		}
-		sent += 2000 // past the wrap
-		if d := l.late(sent, at(250)); d != 0 {
-			t.Errorf("offset %d: a faster arrival is %v late", offset, d)
-		}
-		if d := l.late(sent, at(400)); d != 150*time.Millisecond {
-			t.Errorf("offset %d: %v late, want 150ms against the new base", offset, d)
-		}
+		prev = o
+		t.Logf("loss %v: %d datagrams and %d parities a block (%.1f%%)", p, k, m, 100*o)
 	}
-	if quicDeadline(600*time.Millisecond) != 1800*time.Millisecond || quicDeadline(20*time.Millisecond) != time.Second {
-		t.Error("deadline is not three round trips, at least 1 s")
+	if k, m := fecShape(0.01); float64(m)/float64(k) > 0.15 {
+		t.Errorf("1%% loss: k=%d m=%d, more than 15%% overhead", k, m)
 	}
 }
 
-// TestQuicPacer: datagrams that arrive as sent go at once; a burst
-// released by a repair goes with the sender's gaps halved, and the flow
-// is on time again once the burst is through.
-func TestQuicPacer(t *testing.T) {
-	var p quicPacer
-	t0 := time.Unix(100, 0)
-	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
-	if at := p.at(1000, t0); !at.Equal(t0) {
-		t.Fatalf("first datagram at %v", at.Sub(t0))
+// fecFrames encodes n datagrams of one flow as a sender does, in blocks
+// of k with m parities; datagram i is 20+i%50 bytes carrying i.
+func fecFrames(flow uint32, n, k, m int) (frames [][]byte, pkts [][]byte) {
+	var s fecSums
+	first, in := 0, 0
+	closeBlock := func() {
+		for w := range m {
+			sum := s.p
+			if w == 1 {
+				sum = s.q
+			}
+			frames = append(frames, appendFecParity(nil, flow, uint32(first), in, m, byte(w), sum))
+		}
+		s, in = fecSums{}, 0
 	}
-	if at := p.at(1010, t0.Add(ms(10))); !at.Equal(t0.Add(ms(10))) {
-		t.Errorf("an on-time datagram waits %v", at.Sub(t0.Add(ms(10))))
-	}
-	// Sent 10 ms apart after that one, held by a repair, all arriving at
-	// 700 ms: they go 5 ms apart from then on.
-	now := t0.Add(ms(700))
-	for i := 1; i <= 40; i++ {
-		at := p.at(uint32(1010+10*i), now)
-		if want := t0.Add(ms(700 + 5*(i-1))); !at.Equal(want) {
-			t.Fatalf("datagram %d at %v, want %v", i, at.Sub(t0), want.Sub(t0))
+	for i := range n {
+		if in == 0 {
+			first = i
+		}
+		pkt := make([]byte, 20+i%50)
+		binary.BigEndian.PutUint32(pkt, uint32(i))
+		pkts = append(pkts, pkt)
+		frames = append(frames, appendFecData(nil, flow, uint32(i), in, pkt))
+		s.addShard(in, pkt)
+		in++
+		if in == k {
+			closeBlock()
 		}
 	}
-	// One sent on time after the burst is through goes at once.
-	late := t0.Add(ms(1100))
-	if at := p.at(1010+10*41+300, late); !at.Equal(late) {
-		t.Errorf("after the burst: waits %v", at.Sub(late))
+	closeBlock()
+	return frames, pkts
+}
+
+// TestQuicRxInOrder: the receiver delivers a flow in order whatever is
+// lost or swapped on the way: a gap its block's parity fills is rebuilt,
+// one beyond repair is given up as soon as the block's last parity (or a
+// later block's) comes, with no wait for the hold timer; its budget is
+// whole again at the end.
+func TestQuicRxInOrder(t *testing.T) {
+	frames, pkts := fecFrames(9, 2000, 16, 2)
+	rng := rand.New(rand.NewPCG(5, 6))
+	var st Stats
+	var rx quicRx
+	var got [][]byte
+	for i := 0; i < len(frames); i++ {
+		if rng.IntN(100) < 4 {
+			continue // lost
+		}
+		if i+1 < len(frames) && rng.IntN(100) < 2 {
+			frames[i], frames[i+1] = frames[i+1], frames[i] // swapped
+		}
+		out, _ := rx.take(&st, frames[i], time.Now())
+		for _, p := range out {
+			got = append(got, slices.Clone(p))
+		}
 	}
-	// The clock wraps between two datagrams.
-	var q quicPacer
-	q.at(1<<32-5, t0)
-	if at := q.at(5, t0); !at.Equal(t0.Add(ms(5))) {
-		t.Errorf("across the wrap: at %v, want 5ms", at.Sub(t0))
+	last := -1
+	for _, p := range got {
+		seq := int(binary.BigEndian.Uint32(p))
+		if seq <= last || !bytes.Equal(p, pkts[seq]) {
+			t.Fatalf("datagram %d after %d, or changed", seq, last)
+		}
+		last = seq
+	}
+	t.Logf("delivered %d of %d, rebuilt %d, given up %d", len(got), len(pkts), st.QuicRepaired.Load(), st.QuicGivenUp.Load())
+	if len(got) < len(pkts)*99/100 || st.QuicRepaired.Load() < 40 {
+		t.Errorf("delivered %d of %d, rebuilt %d", len(got), len(pkts), st.QuicRepaired.Load())
+	}
+	if f := rx.flows[9]; len(f.held) > 0 {
+		t.Errorf("%d datagrams still held at the end", len(f.held))
+	}
+	rx.drop(rx.flows[9])
+	if rx.bytes != 0 {
+		t.Errorf("budget off by %d bytes after the flow was dropped", rx.bytes)
 	}
 }

@@ -63,7 +63,7 @@ type Counters struct {
 	SYNCookiesRejected uint64 `json:"syn_cookies_rejected"`
 	SYNCookieDrops     uint64 `json:"syn_cookie_drops"`
 	// The quic policy: datagrams refused with ICMP port unreachable
-	// (fallback), carried on repair streams, and given up (repair).
+	// (fallback), rebuilt from parities, and given up (repair).
 	QuicRefused  uint64 `json:"quic_refused"`
 	QuicRepaired uint64 `json:"quic_repaired"`
 	QuicGivenUp  uint64 `json:"quic_given_up"`

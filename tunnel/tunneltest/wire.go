@@ -22,6 +22,7 @@ type Wire struct {
 	mu     sync.Mutex
 	conns  map[netip.AddrPort]*Conn
 	filter atomic.Pointer[func(from, to netip.AddrPort) bool]
+	loss   atomic.Pointer[func() bool]
 	drops  atomic.Uint64
 }
 
@@ -36,6 +37,18 @@ func (w *Wire) SetFilter(f func(from, to netip.AddrPort) bool) {
 		return
 	}
 	w.filter.Store(&f)
+}
+
+// SetLoss installs lose (nil removes it), asked for each datagram of a
+// batch: those for which it returns true are lost, as a lossy link loses
+// packets one by one (a filter drops a whole batch). It is safe to call
+// while datagrams flow.
+func (w *Wire) SetLoss(lose func() bool) {
+	if lose == nil {
+		w.loss.Store(nil)
+		return
+	}
+	w.loss.Store(&lose)
 }
 
 // Drops counts the datagrams lost to full receive queues.
@@ -121,7 +134,11 @@ func (c *Conn) Send(pkts [][]byte, to netip.AddrPort) error {
 	if dst == nil || dst.Closed() {
 		return nil
 	}
+	lose := c.w.loss.Load()
 	for _, p := range pkts {
+		if lose != nil && (*lose)() {
+			continue
+		}
 		select {
 		case dst.q <- datagram{src: c.addr, data: append([]byte(nil), p...)}:
 		default:
