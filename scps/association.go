@@ -50,6 +50,7 @@ type Association struct {
 	// packet being copied, and a switch for tests that compare.
 	copyFrames   []ackhandler.SentFrame
 	noTailCopies bool
+	idleSince    time.Duration // when Send last found nothing to send after having had some; 0 = busy
 
 	outage outageDetector
 
@@ -240,8 +241,12 @@ func (a *Association) Deadline() time.Time {
 		a.ackBudget.Refill(a.now)
 		consider(max(t, a.ackBudget.ReadyAt(a.now, a.ackPacketCost())))
 	}
-	if a.sent.WindowOpen() && (a.hasWork() || !a.silenceHold() && a.copyReady()) {
-		consider(a.sent.PacedAt(a.now))
+	if a.sent.WindowOpen() {
+		if a.hasWork() {
+			consider(a.sent.PacedAt(a.now))
+		} else if at, ok := a.copyAt(); ok && !a.silenceHold() {
+			consider(max(at, a.sent.PacedAt(a.now)))
+		}
 	}
 	if d == 0 {
 		return time.Time{}

@@ -113,7 +113,8 @@ func loadPage(t testing.TB, s *sim, html int, objects []int, conns int) pageLoad
 // 0.5% loss each way, no rates configured, on eight loss patterns, with
 // and without tail copies: the copies take a loss at the end of the page
 // (or of the HTML, or of a request) out of its load time, on average by
-// more than a tenth of a round trip (docs/pageload.md).
+// more than 0.3 s of the 7.7 (docs/pageload.md), for less than a tenth
+// more bytes.
 func TestPageLoadTailCopies(t *testing.T) {
 	objs := make([]int, 50)
 	for i := range objs {
@@ -128,6 +129,9 @@ func TestPageLoadTailCopies(t *testing.T) {
 			l := loadPage(t, s, 30_000, objs, 1)
 			st := s.a[1].Stats()
 			sum[i] += l.last
+			if copies && st.TailCopyBytes*10 > st.StreamBytesSent {
+				t.Errorf("seed %d: %d bytes of tail copies for %d of the page", seed, st.TailCopyBytes, st.StreamBytesSent)
+			}
 			line += fmt.Sprintf("  copies %-5v: HTML %v, page %v (%.3fx the floor %v), %d lost, %d copies (%d bytes)",
 				copies, l.html.Round(time.Millisecond), l.last.Round(time.Millisecond), l.ratio(), l.floor.Round(time.Millisecond), st.PacketsLost, st.TailCopies, st.TailCopyBytes)
 		}
@@ -135,8 +139,8 @@ func TestPageLoadTailCopies(t *testing.T) {
 	}
 	without, with := sum[0]/8, sum[1]/8
 	t.Logf("mean load: %v without tail copies, %v with", without.Round(time.Millisecond), with.Round(time.Millisecond))
-	if without-with < 65*time.Millisecond {
-		t.Errorf("tail copies saved %v on average, want more than a tenth of the 650 ms round trip", without-with)
+	if without-with < 300*time.Millisecond {
+		t.Errorf("tail copies saved %v on average, want more than 0.3 s", without-with)
 	}
 }
 

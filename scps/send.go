@@ -119,6 +119,12 @@ func (a *Association) plan() (p sendPlan, ok bool) {
 		}
 	}
 	p.work = p.canSend && a.hasWork()
+	switch {
+	case a.hasWork():
+		a.idleSince = 0
+	case a.idleSince == 0:
+		a.idleSince = a.now
+	}
 	if p.canSend && !p.work && !p.probe && a.copyReady() {
 		p.copy = true
 		a.copyFrames = a.sent.TakeCopy(a.sent.NextCopy(a.now), a.copyFrames[:0])
@@ -126,13 +132,28 @@ func (a *Association) plan() (p sendPlan, ok bool) {
 	return p, p.ackDue || p.work || p.probe || p.copy
 }
 
-// copyReady reports whether a tail copy may go out once the pacer allows:
-// tail copies are on, nothing else waits (not even data held back by flow
-// control: that is no burst's end), and a packet qualifies
-// (internal/ackhandler/tailcopy.go).
+// copyReady reports whether a tail copy may go out now, once the pacer
+// allows (copyAt).
 func (a *Association) copyReady() bool {
-	return !a.noTailCopies && a.streams.Unsent == 0 && a.sent.NextCopy(a.now) != nil
+	at, ok := a.copyAt()
+	return ok && at <= a.now
 }
+
+// copyAt is when a tail copy may go out: tail copies are on, nothing else
+// waits (not even data held back by flow control: that is no burst's
+// end), a packet qualifies (internal/ackhandler/tailcopy.go), and nothing
+// was sent for copyIdle: a sender fed in chunks (a TCP connection read
+// as its segments come) runs dry for moments mid-transfer, and copies
+// there would take the link from the data that follows.
+func (a *Association) copyAt() (time.Duration, bool) {
+	if a.noTailCopies || a.idleSince == 0 || a.streams.Unsent != 0 || a.sent.NextCopy(a.now) == nil {
+		return 0, false
+	}
+	return a.idleSince + max(a.sent.RTT().Smoothed()/8, minCopyIdle), true
+}
+
+// minCopyIdle is the least idle time before tail copies go out.
+const minCopyIdle = 20 * time.Millisecond
 
 // builtPacket is what assemble put in a packet.
 type builtPacket struct {

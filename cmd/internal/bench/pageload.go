@@ -86,11 +86,13 @@ func (c Condition) PageFloor(bytes int64) time.Duration {
 	return 2*c.RTT + time.Duration(float64(bytes)/c.PayloadCapacity()*float64(time.Second))
 }
 
-// PageFloorHTTP1 is PageFloor for HTTP/1.1 over pageConns connections
-// without pipelining: each connection asks for its next object only once
-// the last has arrived, so the objects cost a round trip per pageConns of
-// them beyond the HTML's: RTT x (1 + ceil(objects/pageConns)) plus the
-// bytes at the payload capacity.
+// PageFloorHTTP1 is HTTP/1.1's floor over pageConns connections without
+// pipelining as the targets state it: each connection asks for its next
+// object only once the last has arrived, so the objects cost a round trip
+// per pageConns of them beyond the HTML's: RTT x (1 + ceil(objects /
+// pageConns)) plus the bytes at the payload capacity. It is not a strict
+// bound: one connection's round trip overlaps another's bytes, so a load
+// may beat it (PageFloor is the bound).
 func (c Condition) PageFloorHTTP1(bytes int64, objects int) time.Duration {
 	rounds := 1 + (objects+pageConns-1)/pageConns
 	return time.Duration(rounds)*c.RTT + time.Duration(float64(bytes)/c.PayloadCapacity()*float64(time.Second))
