@@ -135,13 +135,15 @@ func TestPeerDatagramQuota(t *testing.T) {
 		return last >= 400 || time.Since(lastAt) > 2*time.Second
 	})
 	elapsed := lastAt.Sub(start)
-	if last < 300 {
-		t.Fatalf("hub: %d of 400 datagrams in", last)
-	}
 	in, over := st.DatagramsIn.Load(), st.DatagramsOverQuota.Load()
 	passed := in - over
 	// The burst plus the rate over the run, with a datagram's slack.
 	allowed := (65535 + 62500*elapsed.Seconds()) / 1000
+	// A loaded machine loses some of the 400 on the way to the hub; what
+	// matters is that more arrived than the quota lets through.
+	if float64(in) < allowed+20 {
+		t.Fatalf("hub: %d of 400 datagrams in over %v, too few to exceed the quota of about %.0f", in, elapsed.Round(time.Millisecond), allowed)
+	}
 	t.Logf("in %d, relayed %d, dropped over quota %d in %v (allowed about %.0f)", in, passed, over, elapsed.Round(time.Millisecond), allowed)
 	if float64(passed) > allowed+2 {
 		t.Errorf("hub relayed %d datagrams of 1000 bytes in %v, the quota allows %.0f", passed, elapsed, allowed)
