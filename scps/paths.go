@@ -97,8 +97,14 @@ type PathStats struct {
 	ProbesSent      uint64 // path probes
 	PacketsReceived uint64
 	BytesReceived   uint64
-	Downs           uint64 // times it went down
-	Failovers       uint64 // times the data left it because it went down
+	// Loss is the share of the packets awaited on the path (every
+	// ack-eliciting one, at most one each 5 ms) whose acknowledgement never
+	// came while a later one's did: its loss rate, both ways of the path's
+	// round trip. Checked and Lost are the counts behind it.
+	Loss          float64
+	Checked, Lost uint64
+	Downs         uint64 // times it went down
+	Failovers     uint64 // times the data left it because it went down
 }
 
 // pathCheck is an ack-eliciting packet sent on a path, awaiting its
@@ -191,6 +197,9 @@ func (a *Association) Paths() []PathStats {
 		s.Up, s.Retired, s.Active = p.up, p.retired, i == a.paths.data
 		if p.rtt.Samples() > 0 {
 			s.SRTT, s.MinRTT = p.rtt.Smoothed(), p.rtt.Min()
+		}
+		if s.Checked > 0 {
+			s.Loss = float64(s.Lost) / float64(s.Checked)
 		}
 		out = append(out, s)
 	}
@@ -401,6 +410,12 @@ func (a *Association) onPathAck(f *wire.Ack) {
 		if newest < 0 {
 			continue
 		}
+		for k := range newest {
+			if !acked(p.checks[(p.head+k)%pathChecks].pn) {
+				p.stats.Lost++
+			}
+		}
+		p.stats.Checked += uint64(newest + 1)
 		c := p.checks[(p.head+newest)%pathChecks]
 		p.head, p.n = (p.head+newest+1)%pathChecks, p.n-newest-1
 		p.rtt.Update(a.now-c.at, 0)

@@ -189,3 +189,20 @@ func TestSetPathBounds(t *testing.T) {
 		t.Errorf("paths %+v", p)
 	}
 }
+
+// TestPathLoss: each path measures its own loss from the packets awaited
+// on it: a path losing a tenth of what goes out on it says so, a clean
+// one says none.
+func TestPathLoss(t *testing.T) {
+	s, _ := pathSim(t, false, 0)
+	s.pathDir[0][1].p.Loss = 0.1
+	s.runUntil(20*time.Second, func() bool { return false })
+	clean, lossy := pathOf(s.a[0], 0), pathOf(s.a[0], 1)
+	if clean.Checked < 100 || clean.Loss != 0 {
+		t.Errorf("clean path: %+v: want some hundred packets awaited, none lost", clean)
+	}
+	if lossy.Checked < 100 || lossy.Loss < 0.04 || lossy.Loss > 0.2 {
+		t.Errorf("path losing 10%% outbound: loss %.3f (%d of %d): want about 0.1", lossy.Loss, lossy.Lost, lossy.Checked)
+	}
+	t.Logf("measured loss: clean %.3f, lossy %.3f of %d", clean.Loss, lossy.Loss, lossy.Checked)
+}

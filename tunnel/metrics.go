@@ -119,6 +119,7 @@ var (
 	descPathUp        = desc("path_up", "1 while the path's packets are acknowledged (docs/multipath.md).", "peer", "path")
 	descPathActive    = desc("path_active", "1 while the path carries the association's data.", "peer", "path")
 	descPathRTT       = desc("path_rtt_seconds", "Smoothed round-trip time of packets sent on the path.", "peer", "path")
+	descPathLoss      = desc("path_loss_ratio", "Share of the packets awaited on the path whose acknowledgement never came while a later one's did.", "peer", "path")
 	descPathSent      = desc("path_sent_bytes_total", "Association packet bytes sent on the path.", "peer", "path")
 	descPathDataSent  = desc("path_data_sent_bytes_total", "Bytes of packets sent on the path that carried stream data or datagrams.", "peer", "path")
 	descPathReceived  = desc("path_received_bytes_total", "Association packet bytes accepted from the path.", "peer", "path")
@@ -156,7 +157,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range peerMetrics {
 		ch <- m.desc
 	}
-	for _, d := range []*prometheus.Desc{descPathUp, descPathActive, descPathRTT, descPathSent, descPathDataSent, descPathReceived, descPathProbes, descPathDowns, descLossEvents, descStreamsOpened, descPeerDrops, descInfo, descFlowsActive,
+	for _, d := range []*prometheus.Desc{descPathUp, descPathActive, descPathRTT, descPathLoss, descPathSent, descPathDataSent, descPathReceived, descPathProbes, descPathDowns, descLossEvents, descStreamsOpened, descPeerDrops, descInfo, descFlowsActive,
 		descFlows, descFlowsRefused, descBuffered, descTunPackets, descTunDrops, descStreamsBadSrc, descUDPPackets, descUDPDrops,
 		descInitiations, descHandshakeTimeo, descCookiesSent, descCookiesRcvd,
 		descSYNDropped, descSYNEvicted, descCookies, descFlowsOverQuota, descDgramsOverQ, descQuic, descControlBound} {
@@ -197,6 +198,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(descPathUp, b2f(ph.Up), p.Name, ph.Name)
 			gauge(descPathActive, b2f(ph.Active), p.Name, ph.Name)
 			gauge(descPathRTT, ph.SRTT.Seconds(), p.Name, ph.Name)
+			gauge(descPathLoss, ph.Loss, p.Name, ph.Name)
 			counter(descPathSent, ph.BytesSent, p.Name, ph.Name)
 			counter(descPathDataSent, ph.DataBytesSent, p.Name, ph.Name)
 			counter(descPathReceived, ph.BytesReceived, p.Name, ph.Name)

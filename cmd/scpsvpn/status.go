@@ -126,7 +126,7 @@ func printPaths(out io.Writer, st *tunnel.Status) {
 	for _, p := range st.Peers {
 		for _, ph := range p.Paths {
 			if !header {
-				fmt.Fprintln(w, "\nPEER\tPATH\tSTATE\tROLE\tENDPOINT\tSRTT\tSENT\tDATA SENT\tRECEIVED\tPROBES\tDOWNS")
+				fmt.Fprintln(w, "\nPEER\tPATH\tSTATE\tROLE\tENDPOINT\tSRTT\tLOSS\tSENT\tDATA SENT\tRECEIVED\tPROBES\tDOWNS")
 				header = true
 			}
 			state, role := "down", "primary"
@@ -142,8 +142,8 @@ func printPaths(out io.Writer, st *tunnel.Status) {
 			case ph.Learned:
 				role = "learned"
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", p.Name, ph.Name, state, role, ph.Endpoint,
-				ph.SRTT.Round(time.Millisecond), ph.BytesSent, ph.DataBytesSent, ph.BytesReceived, ph.ProbesSent, ph.Downs)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%.1f%%\t%d\t%d\t%d\t%d\t%d\n", p.Name, ph.Name, state, role, ph.Endpoint,
+				ph.SRTT.Round(time.Millisecond), 100*ph.Loss, ph.BytesSent, ph.DataBytesSent, ph.BytesReceived, ph.ProbesSent, ph.Downs)
 		}
 	}
 	w.Flush()

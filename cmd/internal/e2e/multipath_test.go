@@ -237,6 +237,12 @@ func TestMultipathFailover(t *testing.T) {
 	if p := onLink(t, tb, testbed.B, b, 1-used); p.DataBytesSent < size/4 {
 		t.Errorf("B sent %d data bytes on the other link: want a good part of the %d", p.DataBytesSent, size)
 	}
+	// status prints the paths.
+	out, err := tb.Command(testbed.A, binary, "status", "--interface", tb.A.TUNName).Output()
+	if err != nil || !strings.Contains(string(out), "PATH") || !strings.Contains(string(out), testbed.PathNames[1-used]) {
+		t.Errorf("status at A: %v\n%s", err, out)
+	}
+	t.Logf("status at A after the cut:\n%s", out)
 	// Datagrams follow: ping crosses on the link left.
 	if out, err := tb.Exec(testbed.A, "ping", "-c", "3", "-i", "0.2", "-W", "2", tb.B.TUN4.String()); err != nil {
 		t.Errorf("ping over the link left: %v\n%s", err, out)
