@@ -200,6 +200,12 @@ func percentile(ds []time.Duration, p int) time.Duration {
 
 func countersOf(t *testing.T, tb *testbed.Testbed, side testbed.Side) tunnel.Counters {
 	t.Helper()
+	return statusOf(t, tb, side).Counters
+}
+
+// statusOf is a site's `status --json`.
+func statusOf(t *testing.T, tb *testbed.Testbed, side testbed.Side) tunnel.Status {
+	t.Helper()
 	out, err := statusIn(t, tb, side)
 	if err != nil {
 		t.Fatalf("status %s: %v\n%s", side, err, out)
@@ -208,7 +214,7 @@ func countersOf(t *testing.T, tb *testbed.Testbed, side testbed.Side) tunnel.Cou
 	if err := json.Unmarshal(out, &st); err != nil {
 		t.Fatalf("status %s: %v\n%s", side, err, out)
 	}
-	return st.Counters
+	return st
 }
 
 // TestSYNFlood: 10,000 spoofed SYNs a second from site A toward a server
