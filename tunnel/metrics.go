@@ -97,6 +97,8 @@ var peerMetrics = []peerMetric{
 		func(p *PeerStatus) float64 { return float64(p.Association.RetransmitBytes) }),
 	peerCounter("peer_retransmitted_frames_total", "Stream frames sent again after a loss or a probe.",
 		func(p *PeerStatus) float64 { return float64(p.Association.Retransmits) }),
+	peerCounter("peer_tail_copy_bytes_total", "Stream bytes sent again as tail copies: a burst's last packets, into an otherwise idle link, before any loss was known.",
+		func(p *PeerStatus) float64 { return float64(p.Association.TailCopyBytes) }),
 	peerCounter("peer_lost_packets_total", "Packets declared lost.",
 		func(p *PeerStatus) float64 { return float64(p.Association.PacketsLost) }),
 	peerCounter("peer_outages_total", "Times the association entered outage mode (the link went silent).",
