@@ -62,6 +62,7 @@ type Stats struct {
 	// the phase the saved path took it to); empty for a controller
 	// without careful resume.
 	Resume        string
+	ResumeRetreat string // the signal a retreat came on (cc.Retreat*), "" when none
 	InSlowStart   bool
 	Cwnd          int // congestion window, bytes
 	BytesInFlight int
@@ -86,7 +87,7 @@ func (s *Stats) addSent(h *ackhandler.SentPacketHandler) {
 	ctl, rtt := h.Controller(), h.RTT()
 	s.InSlowStart = ctl.InSlowStart()
 	if r, ok := ctl.(cc.Resumer); ok {
-		s.Resume = r.ResumePhase().String()
+		s.Resume, s.ResumeRetreat = r.ResumePhase().String(), r.RetreatCause()
 	}
 	s.Cwnd = ctl.Window()
 	s.BytesInFlight = h.BytesInFlight()

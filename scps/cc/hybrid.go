@@ -223,6 +223,9 @@ func (c *Hybrid) PathRate() float64 { return c.bestRate() }
 // ResumePhase implements Resumer.
 func (c *Hybrid) ResumePhase() ResumePhase { return c.cr.phase }
 
+// RetreatCause implements Resumer.
+func (c *Hybrid) RetreatCause() string { return c.cr.cause }
+
 // InSlowStart implements Controller.
 func (c *Hybrid) InSlowStart() bool { return c.ss }
 
@@ -346,7 +349,7 @@ func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
 	}
 	if c.ss {
 		if queue > hybridGamma*float64(c.mss) {
-			c.cr.retreat(now, c.ackRate)
+			c.cr.retreat(now, c.ackRate, RetreatQueue)
 			c.resumeFound()
 			c.decrease(now, float64(min(c.cwnd, c.target(now, in, rtt))))
 			c.ss, c.resumed, c.quiet = false, false, 0
@@ -527,7 +530,7 @@ func (c *Hybrid) OnCongestionEvent(now time.Time, ev LossEvent) {
 	if ev.Persistent {
 		// The path may have changed: start over, slow start up to half
 		// the old window.
-		c.cr.retreat(now, 0)
+		c.cr.retreat(now, 0, RetreatPersistent)
 		c.ssthresh = max(c.cwnd/2, minWindowPackets*c.mss)
 		c.cwnd, c.ss, c.resumed, c.lastDecrease = minWindowPackets*c.mss, true, false, now
 		c.rates, c.ackRate, c.peakRate = [rateRounds]float64{}, 0, 0 // pace the new slow start from scratch
@@ -544,7 +547,7 @@ func (c *Hybrid) OnCongestionEvent(now time.Time, ev LossEvent) {
 		w = min(w, float64(c.target(now, ev.PriorInFlight, rtt)))
 	}
 	c.decrease(now, w)
-	c.cr.retreat(now, c.ackRate)
+	c.cr.retreat(now, c.ackRate, RetreatLoss)
 	if c.ss {
 		c.resumeFound()
 	}

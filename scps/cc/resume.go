@@ -76,9 +76,10 @@ const (
 	// of a round trip: a host that stalls the receiver for a few
 	// milliseconds spreads a shorter span's arrivals by as much as a
 	// slower bottleneck would (a false retreat costs the start and the
-	// saved rate). The RTT of the packets sent into the queue often
-	// tells first (resumeRetreatQueue); the arrivals are the second
-	// signal, for a path whose RTT noise hides the queue's first growth.
+	// saved rate). The delay signal of the packets sent into the queue
+	// often tells first (slow start's exit, resumeRetreatQueue); the
+	// arrivals are the next signal, for a path whose RTT noise hides the
+	// queue's first growth.
 	// At least resumeJudgePackets packets of the jump are judged, so a
 	// slow path is not judged on one ACK.
 	resumeJudge        = 4
@@ -119,7 +120,19 @@ type Resumer interface {
 	PathRate() float64
 	// ResumePhase names the careful resume phase (ResumeOff when none).
 	ResumePhase() ResumePhase
+	// RetreatCause names the signal a retreat came on (RetreatRTT, ...;
+	// "" when none came).
+	RetreatCause() string
 }
+
+// The signals a careful resume retreats on (Resumer.RetreatCause).
+const (
+	RetreatRTT        = "rtt"        // an RTT sample above the saved minimum by resumeRetreatQueue
+	RetreatArrivals   = "arrivals"   // the jump's packets arrived slower than sent (careful.judge)
+	RetreatQueue      = "queue"      // slow start's exit on the delay signal
+	RetreatLoss       = "loss"       // a congestion loss
+	RetreatPersistent = "persistent" // persistent congestion
+)
 
 // ResumePhase is a careful resume phase.
 type ResumePhase uint8
@@ -161,6 +174,7 @@ type careful struct {
 	// it would leave the link idle once the queue is gone); 0 after.
 	retreatRate float64
 	retreatAt   time.Time
+	cause       string // the signal the retreat came on (Retreat*)
 }
 
 func newCareful(p Params) careful {
@@ -207,11 +221,11 @@ func (r *careful) active() bool {
 	return r.phase == ResumeUnvalidated || r.phase == ResumeValidating
 }
 
-// retreat ends the resume at now: the path proved different; it
-// delivers rate (bytes/s, 0 if not measured).
-func (r *careful) retreat(now time.Time, rate float64) {
+// retreat ends the resume at now on the signal cause: the path proved
+// different; it delivers rate (bytes/s, 0 if not measured).
+func (r *careful) retreat(now time.Time, rate float64, cause string) {
 	if r.active() {
-		r.phase, r.retreatRate, r.retreatAt = ResumeRetreated, rate, now
+		r.phase, r.retreatRate, r.retreatAt, r.cause = ResumeRetreated, rate, now, cause
 	}
 }
 
@@ -241,7 +255,7 @@ func (r *careful) onAck(now time.Time, ev AckEvent, rate float64, mss int) bool 
 		return false
 	}
 	if ev.RTT > 0 && ev.RTT > r.queueLimit() {
-		r.retreat(now, rate)
+		r.retreat(now, rate, RetreatRTT)
 		return true
 	}
 	switch {
@@ -251,7 +265,7 @@ func (r *careful) onAck(now time.Time, ev AckEvent, rate float64, mss int) bool 
 			break
 		}
 		if r.judge(now, ev, mss) {
-			r.retreat(now, float64(r.acked)/now.Add(-ev.AckDelay).Sub(r.firstRecv).Seconds())
+			r.retreat(now, float64(r.acked)/now.Add(-ev.AckDelay).Sub(r.firstRecv).Seconds(), RetreatArrivals)
 			return true
 		}
 	case !ev.LargestSentAt.Before(r.check):

@@ -109,7 +109,10 @@ func TestCarefulResumeRetreatsOnTheJumpsFirstACKs(t *testing.T) {
 	}
 	quarter := saved.MinRTT / 4
 	late := p.retreatAt.Sub(p.firstAck)
-	t.Logf("retreat %v after the jump's first ACK, the jump queued %v at most", late, p.maxQueue)
+	t.Logf("retreat on %q %v after the jump's first ACK, the jump queued %v at most", p.c.RetreatCause(), late, p.maxQueue)
+	if cause := p.c.RetreatCause(); cause != RetreatRTT && cause != RetreatArrivals && cause != RetreatQueue {
+		t.Errorf("retreated on %q, want the jump's RTT, queue or arrivals", cause)
+	}
 	if late > quarter+20*time.Millisecond {
 		t.Errorf("retreat %v after the jump's first ACK, want within %v", late, quarter)
 	}

@@ -111,7 +111,7 @@ type BurstResult struct {
 	// at for this download's association (scpsvpn; 0: it did not resume).
 	ResumedKbps float64 `json:"resumed_kbps,omitempty"`
 	// Phase is the far endpoint's careful resume phase at the
-	// download's end (its status: off, validated, retreated, ...).
+	// download's end (its status: off, validated, retreated (rtt), ...).
 	Phase string `json:"resume_phase,omitempty"`
 	Err   string `json:"error,omitempty"`
 }
@@ -280,13 +280,17 @@ func resumePhase(tb *testbed.Testbed, binary string) string {
 	out, err := tb.Command(testbed.B, binary, "status", "--json", "--interface", tb.Site(testbed.B).TUNName).Output()
 	var st struct {
 		Peers []struct {
-			Association struct{ Resume string }
+			Association struct{ Resume, ResumeRetreat string }
 		} `json:"peers"`
 	}
 	if err != nil || json.Unmarshal(out, &st) != nil || len(st.Peers) != 1 || st.Peers[0].Association.Resume == "" {
 		return "?"
 	}
-	return st.Peers[0].Association.Resume
+	a := st.Peers[0].Association
+	if a.ResumeRetreat != "" {
+		return a.Resume + " (" + a.ResumeRetreat + ")"
+	}
+	return a.Resume
 }
 
 func logSize(tb *testbed.Testbed, side testbed.Side) int {
