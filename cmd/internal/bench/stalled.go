@@ -87,7 +87,10 @@ type SlowBeside struct {
 	// download's bytes: what the slow reader cost the link.
 	LinkKBps float64 `json:"link_kBps"`
 	CostKBps float64 `json:"cost_kBps"`
-	Err      string  `json:"error,omitempty"`
+	// LateCostKBps is the cost over the second half of the window, once
+	// what was in flight when the reader fell behind has landed.
+	LateCostKBps float64 `json:"late_cost_kBps"`
+	Err          string  `json:"error,omitempty"`
 }
 
 // check says which flag is out of range.
@@ -382,15 +385,23 @@ func measureSlowBeside(ctx context.Context, dial Dialer, emu *linkemu.Emulator, 
 	start := time.Now()
 	wg.Go(func() { get(&bulk, 0) })
 	wg.Go(func() { get(&slow, spec.SlowRate) })
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
+	wait := func(until time.Time) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Until(until)):
+		}
 	}
+	wait(start.Add(d / 2))
+	half, halfAt, halfBulk := emu.Counters(), time.Now(), bulk.Load()
+	wait(start.Add(d))
 	after := emu.Counters()
 	window := time.Since(start).Seconds()
 	b, s := bulk.Load(), slow.Load()
 	cancel()
 	wg.Wait()
+	if late := time.Since(halfAt).Seconds(); late > 0 {
+		res.LateCostKBps = payloadKB(half, after)/late - float64(b-halfBulk)/late/1000
+	}
 	res.BulkKBps = float64(b) / window / 1000
 	res.SlowKBps = float64(s) / window / 1000
 	res.BulkShare = res.BulkKBps * 1000 / c.PayloadCapacity()
@@ -407,7 +418,7 @@ func stalledSummary(r *Result) string {
 			f.Opened, f.KBps, f.WholeShare*100, f.SteadyShare*100, f.StalledKB)
 	}
 	if w := r.Stalled.Slow; w != nil {
-		s += fmt.Sprintf("slow reader %.0f kB/s costs %.0f kB/s, bulk %.0f%% of the limit", w.SlowKBps, w.CostKBps, w.BulkShare*100)
+		s += fmt.Sprintf("slow reader %.0f kB/s costs %.0f kB/s (%.0f in the second half), bulk %.0f%% of the limit", w.SlowKBps, w.CostKBps, w.LateCostKBps, w.BulkShare*100)
 	}
 	if r.Note != "" {
 		s += " (" + r.Note + ")"
@@ -421,14 +432,14 @@ func (rep *Report) renderStalled(w io.Writer) {
 	p("## Stalled and slow readers\n\n")
 	p("Fresh: the fresh download beside the stalled ones, kB/s and share of the payload limit from its dial to its last byte, and after its start-up (from %d RTTs after its first byte). "+
 		"Stalled took: what the link carried toward the clients beyond the fresh download from the stalled downloads' dials to its last byte (payload equivalent). "+
-		"Slow: the slow reader's rate, what it cost the link (the link's bytes beyond the bulk download's), and the bulk download's share of the limit.\n\n", steadyAfterRTTs)
-	p("| condition | contender | fresh kB/s (share) | after start-up | first byte ms | stalled took kB | slow reader kB/s | its cost kB/s | bulk beside it |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+		"Slow: the slow reader's rate, what it cost the link (the link's bytes beyond the bulk download's) over the whole window and over its second half, and the bulk download's share of the limit.\n\n", steadyAfterRTTs)
+	p("| condition | contender | fresh kB/s (share) | after start-up | first byte ms | stalled took kB | slow reader kB/s | its cost kB/s (second half) | bulk beside it |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	rep.workloadRows(w, 7, func(r *Result) bool {
 		return r.Stalled != nil && r.Stalled.Fresh != nil && r.Stalled.Slow != nil
 	}, func(r *Result) string {
 		f, s := r.Stalled.Fresh, r.Stalled.Slow
-		return fmt.Sprintf("%.0f (%.0f%%) | %.0f (%.0f%%) | %.0f | %.0f | %.0f | %.0f | %.0f%%",
-			f.KBps, f.WholeShare*100, f.SteadyKBps, f.SteadyShare*100, f.TTFBMs, f.StalledKB, s.SlowKBps, s.CostKBps, s.BulkShare*100)
+		return fmt.Sprintf("%.0f (%.0f%%) | %.0f (%.0f%%) | %.0f | %.0f | %.0f | %.0f (%.0f) | %.0f%%",
+			f.KBps, f.WholeShare*100, f.SteadyKBps, f.SteadyShare*100, f.TTFBMs, f.StalledKB, s.SlowKBps, s.CostKBps, s.LateCostKBps, s.BulkShare*100)
 	})
 	p("\n")
 }
