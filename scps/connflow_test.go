@@ -49,6 +49,11 @@ func TestStalledReadersIsolated(t *testing.T) {
 // from side 0 to side 1 and ba back, both rates configured, and memory the
 // budget of both associations (0: none); the applications are attached.
 func newGEOSim(t *testing.T, ab, ba float64, memory uint64) *sim {
+	return newGEOSimTold(t, ab, ba, memory, true)
+}
+
+// newGEOSimTold is newGEOSim with the rates configured (told) or not.
+func newGEOSimTold(t *testing.T, ab, ba float64, memory uint64, told bool) *sim {
 	const rtt = 600 * time.Millisecond
 	dir := func(rate float64) linkParams {
 		return linkParams{Rate: rate, Delay: rtt / 2, QueueBytes: int(rate / 8 * rtt.Seconds()), Overhead: tunnelOverhead}
@@ -58,8 +63,10 @@ func newGEOSim(t *testing.T, ab, ba float64, memory uint64) *sim {
 	cfg.InitialRTT = rtt
 	cfg.Memory = memory
 	ca, cb := cfg, cfg
-	ca.SendRate, ca.RecvRate = int64(ab), int64(ba)
-	cb.SendRate, cb.RecvRate = int64(ba), int64(ab)
+	if told {
+		ca.SendRate, ca.RecvRate = int64(ab), int64(ba)
+		cb.SendRate, cb.RecvRate = int64(ba), int64(ab)
+	}
 	s := newSim(t, 1, ca, cb, dir(ab), dir(ba))
 	s.attach()
 	return s

@@ -64,7 +64,7 @@ func (a *Association) Receive(now time.Time, pn uint64, pkt []byte) error {
 	for p := 0; p < len(pkt); {
 		n, _ := wire.ParseFrame(pkt[p:], &f) // validated above
 		p += n
-		if err := a.apply(&f); err != nil {
+		if err := a.apply(&f, pn); err != nil {
 			return err
 		}
 		if a.state != stateOpen {
@@ -111,7 +111,8 @@ func (a *Association) validate(payload []byte) (eliciting bool, err error) {
 	return eliciting, full
 }
 
-func (a *Association) apply(f *wire.Frame) error {
+// apply acts on one frame of packet pn.
+func (a *Association) apply(f *wire.Frame, pn uint64) error {
 	switch f.Type {
 	case wire.FramePadding, wire.FramePing:
 	case wire.FrameAck:
@@ -132,13 +133,8 @@ func (a *Association) apply(f *wire.Frame) error {
 			a.streams.Flow.PeerMax = f.Max
 		}
 	case wire.FrameMaxStreamData:
-		s := a.streams.StreamFor(f.StreamID, a.now)
-		if s != nil && f.Max > s.PeerMax {
-			s.PeerMax = f.Max
-			if s.CreditWait {
-				s.CreditWait = false
-				a.streams.ScheduleNew(s)
-			}
+		if s := a.streams.StreamFor(f.StreamID, a.now); s != nil {
+			a.streams.OnMaxStreamData(s, f.Max, pn)
 		}
 	case wire.FrameMaxStreams:
 		if f.Max > a.streams.PeerMax {

@@ -7,6 +7,8 @@ package scps
 import (
 	"testing"
 	"time"
+
+	"scpsvpn/scps/internal/streams"
 )
 
 // TestWindowsFindFastLinkUnconfigured: the high-rate GEO of
@@ -57,9 +59,10 @@ func TestWindowsFindFastLinkUnconfigured(t *testing.T) {
 	}
 }
 
-// TestWindowsStayPutWhileStalled: once the reader stops, neither its
-// receive window nor the writer's send buffer grows any more, and what
-// each side holds stays within them.
+// TestWindowsStayPutWhileStalled: once the reader stops, its receive
+// window falls to StallWindow and grows no more, nor does the writer's
+// send buffer; the receiver holds what arrived and no credit beyond the
+// window, the sender no more than its buffer.
 func TestWindowsStayPutWhileStalled(t *testing.T) {
 	link := linkParams{Rate: 200e6, Delay: 50 * time.Millisecond, QueueBytes: 2_500_000}
 	cfg := DefaultConfig()
@@ -87,7 +90,10 @@ func TestWindowsStayPutWhileStalled(t *testing.T) {
 	s.runUntil(3*time.Second, func() bool { return false }) // data in flight lands
 	sendStalled, recvStalled := snd.SendWin.Size, rcv.RecvWin.Size
 	s.runUntil(30*time.Second, func() bool {
-		if held := rcv.HighestRecv - rcv.ReadOff; held > rcv.RecvMax-rcv.ReadOff || rcv.RecvMax-rcv.ReadOff > rcv.RecvWin.Size {
+		// The credit covers what arrived (what was in flight when the
+		// credit was cut, streams/readerstall.go), and beyond it no more
+		// than the window, which fell to StallWindow.
+		if held := rcv.HighestRecv - rcv.ReadOff; held > rcv.RecvMax-rcv.ReadOff || rcv.RecvMax-rcv.ReadOff > max(held, rcv.RecvWin.Size) {
 			t.Fatalf("receiver holds %d bytes, credit %d, window %d", held, rcv.RecvMax-rcv.ReadOff, rcv.RecvWin.Size)
 		}
 		if held := snd.WriteOff - snd.AckedPrefix; held > snd.SendWin.Size {
@@ -97,7 +103,7 @@ func TestWindowsStayPutWhileStalled(t *testing.T) {
 	})
 	t.Logf("send buffer %d -> %d while reading, %d stalled; receive window %d -> %d, %d stalled",
 		cfg.initialSendBuffer(), sendBefore, snd.SendWin.Size, cfg.initialStreamWindow(), recvBefore, rcv.RecvWin.Size)
-	if snd.SendWin.Size != sendStalled || rcv.RecvWin.Size != recvStalled {
+	if snd.SendWin.Size != sendStalled || rcv.RecvWin.Size != recvStalled || recvStalled != streams.StallWindow {
 		t.Errorf("grew while stalled: send buffer %d -> %d, receive window %d -> %d",
 			sendStalled, snd.SendWin.Size, recvStalled, rcv.RecvWin.Size)
 	}

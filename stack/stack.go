@@ -35,8 +35,8 @@ const (
 	rcvBufDefault = 256 << 10
 	rcvBufMax     = 4 << 20
 	sndBufMin     = 4 << 10
-	sndBufDefault = 1 << 20
-	sndBufMax     = 4 << 20
+	sndBufDefault = 128 << 10
+	sndBufMax     = 128 << 10
 
 	timeWaitTimeout   = 10 * time.Second
 	keepaliveIdle     = 60 * time.Second
@@ -209,8 +209,12 @@ func configureTCP(gs *gstack.Stack) error {
 		{"receive buffer", &tcpip.TCPReceiveBufferSizeRangeOption{Min: rcvBufMin, Default: rcvBufDefault, Max: rcvBufMax}},
 		{"moderate receive buffer", &moderate},
 		// Send buffers hold data from the far site until the LAN client
-		// ACKs it; 1 MiB covers the LAN BDP at multi-Gbit/s, 4 MiB caps
-		// it for a client that reads slowly.
+		// ACKs it. 128 KiB covers the LAN BDP at 1 Gbit/s and 1 ms, and
+		// is all a client that stops reading holds here: the tunnel
+		// stops reading the stream once it is full, and the stream's
+		// credit is cut (scps/internal/streams/readerstall.go). With
+		// 1 MiB, growing to 4, every stalled download drew that much
+		// more across the satellite link for nobody.
 		{"send buffer", &tcpip.TCPSendBufferSizeRangeOption{Min: sndBufMin, Default: sndBufDefault, Max: sndBufMax}},
 		// Nagle off: the tunnel writes whatever arrived from the satellite;
 		// holding back a small segment for an ACK adds latency to

@@ -231,6 +231,7 @@ func TestStalledReadersIsolated(t *testing.T) {
 		return float64(b1-b0) * 8 / t1.Sub(t0).Seconds(), b1
 	}
 	alone, _ := downloadRate()
+	sent0 := assocStats(t, tb, testbed.B).StreamBytesSent
 	for range 10 {
 		c, err := tb.Dial(testbed.A, "tcp", ln.Addr().String())
 		if err != nil {
@@ -252,7 +253,16 @@ func TestStalledReadersIsolated(t *testing.T) {
 		}
 	}
 	held := assocStats(t, tb, testbed.A).BufferedBytes
-	t.Logf("ten stalled downloads took %d MB in %v; %d MB held in site A's streams", last>>20, time.Since(start).Round(time.Second), held>>20)
+	took := last - sent0
+	t.Logf("ten stalled downloads took %d kB in %v; %d kB held in site A's streams", took/1000, time.Since(start).Round(time.Second), held/1000)
+	// Each holds what its client's socket, the netstack's send buffer
+	// and its stream took before its credit was cut, and what was in
+	// flight then (scps/internal/streams/readerstall.go): well under a
+	// megabyte. With the credit left as granted, each took its initial
+	// window (1 MiB) and the netstack's buffer (1 MiB) more.
+	if took > 10<<20 {
+		t.Errorf("ten stalled downloads took %d MB of the link, want at most a megabyte each", took>>20)
+	}
 
 	mbps, total := downloadRate()
 	limit := float64(rate) * 1460 / 1500

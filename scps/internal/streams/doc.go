@@ -38,4 +38,6 @@
 //	memory.go       MemBudget: the memory budget's account and shares
 //	window.go       Window: the auto-tuned size of receive windows and
 //	                send buffers
+//	readerstall.go  the cut of a stream's credit when its reader falls
+//	                behind
 package streams

@@ -91,7 +91,7 @@ func (m *Manager) NewStream(id uint64, local bool, now time.Duration) *State {
 	}
 	m.ByID[id] = s
 	w := min(m.Limits.InitialStreamWindow, m.RecvWindowLimit(s))
-	s.RecvMax = w
+	s.RecvMax, s.recvBound = w, w
 	m.Mem.Account(s)
 	s.RecvWin.Init(w, now, 0)
 	s.SendWin.Init(m.Limits.InitialSendBuffer, now, 0)
@@ -194,9 +194,11 @@ func (m *Manager) MaybeStreamCredit(s *State, now, srtt time.Duration) {
 		return
 	}
 	limit := m.RecvWindowLimit(s)
-	if w := min(m.RateWindow, limit); w > s.RecvWin.Size && s.ReadOff == s.Contiguous() {
+	if w := min(m.RateWindow, limit); w > s.RecvWin.Size && s.ReadOff == s.Contiguous() && !s.cut {
 		// The reader keeps up with what arrives, and the link is
 		// faster than the window: size it as a configured rate would.
+		// Not once it fell behind (readerstall.go): a slow reader
+		// catches up now and then, and would draw the link's window.
 		s.RecvWin.Init(w, now, s.ReadOff)
 	} else if s.RecvMax-s.ReadOff > s.RecvWin.Size*3/4 {
 		return
@@ -209,6 +211,7 @@ func (m *Manager) MaybeStreamCredit(s *State, now, srtt time.Duration) {
 	}
 	if e := s.ReadOff + s.RecvWin.Size; e > s.RecvMax {
 		s.RecvMax = e
+		s.recvBound = max(s.recvBound, e)
 		s.maxDataQueued = true
 		m.ScheduleCtrl(s)
 		m.Mem.Account(s)
@@ -327,6 +330,7 @@ func (m *Manager) read(s *State, p []byte, now, srtt time.Duration) (int, error)
 	}
 	s.RecvBuf.Read(s.ReadOff, p[:n])
 	s.ReadOff += uint64(n)
+	s.readAt()
 	s.RecvBuf.Release(s.ReadOff)
 	before := s.Recvd.Len()
 	s.Recvd.RemoveBelow(s.ReadOff)

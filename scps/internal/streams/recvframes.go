@@ -69,8 +69,8 @@ func (m *Manager) OnStreamFrame(f *wire.Frame, now, srtt time.Duration) error {
 		}
 		return nil
 	}
-	if end > s.RecvMax {
-		return fmt.Errorf("stream %d flow control: data to %d, credit %d", s.ID, end, s.RecvMax)
+	if end > s.recvBound {
+		return fmt.Errorf("stream %d flow control: data to %d, credit %d", s.ID, end, s.recvBound)
 	}
 	if s.finKnown && (end > s.finalSize || f.Fin && end != s.finalSize) {
 		return fmt.Errorf("stream %d final size %d changed (frame ends at %d)", s.ID, s.finalSize, end)
@@ -81,6 +81,9 @@ func (m *Manager) OnStreamFrame(f *wire.Frame, now, srtt time.Duration) error {
 	if err := m.addRecvd(s, end); err != nil {
 		return err
 	}
+	// Data sent before a cut of the credit arrived (readerstall.go): the
+	// credit covers it.
+	s.RecvMax = max(s.RecvMax, s.HighestRecv)
 	if f.Fin && !s.finKnown {
 		s.finKnown, s.finalSize = true, end
 		m.Mem.Account(s)
@@ -111,6 +114,7 @@ func (m *Manager) OnStreamFrame(f *wire.Frame, now, srtt time.Duration) error {
 				m.Flow.Settle(s, c)
 				m.MaybeConnCredit(now, srtt)
 			}
+			m.checkReader(s, now, srtt)
 		}
 	}
 	if s.readWait && s.Readable() {
@@ -118,6 +122,25 @@ func (m *Manager) OnStreamFrame(f *wire.Frame, now, srtt time.Duration) error {
 		m.Events.Notify(s)
 	}
 	return nil
+}
+
+// OnMaxStreamData applies a MAX_STREAM_DATA of packet pn granting max
+// on s. The newest packet's frame sets the credit, up or down: the peer
+// withdraws credit we have not used when its reader falls behind
+// (readerstall.go), and an older frame that arrives late must not undo
+// that. Data sent beyond a withdrawn credit is in flight and the peer
+// takes it; repairs need no credit.
+func (m *Manager) OnMaxStreamData(s *State, max, pn uint64) {
+	if pn+1 < s.peerMaxPN {
+		return
+	}
+	s.peerMaxPN = pn + 1
+	raised := max > s.PeerMax
+	s.PeerMax = max
+	if raised && s.CreditWait {
+		s.CreditWait = false
+		m.ScheduleNew(s)
+	}
 }
 
 // OnResetStream applies a RESET_STREAM frame; an error is the peer's

@@ -315,3 +315,68 @@ func TestAppendStreamsRepairsFirst(t *testing.T) {
 		t.Fatalf("counts %+v, packet %d bytes", m.Sent, len(b))
 	}
 }
+
+// TestCutCreditWhenReaderStalls: data that waits unread for stallAfter
+// cuts the stream's window to StallWindow and its credit to what arrived
+// or that window beyond what was read; data in flight under the old
+// credit is still taken, and reading grows the credit again.
+func TestCutCreditWhenReaderStalls(t *testing.T) {
+	const srtt = 600 * time.Millisecond
+	m := Manager{Events: &recordedEvents{}, Limits: Limits{StreamWindow: 8 << 20, ConnWindow: 16 << 20, InitialStreamWindow: 4 << 20, InitialSendBuffer: 1 << 20}}
+	m.Map.Init(true, 100, 8)
+	m.Flow.Init(settings.InitialConnCredit, 16<<20, 0)
+	s := m.NewStream(1, false, 0)
+	data := make([]byte, 1000)
+	frame := func(off uint64, now time.Duration) {
+		t.Helper()
+		f := wire.Frame{Type: wire.FrameStream, StreamID: 1, Offset: off, Data: data}
+		if err := m.OnStreamFrame(&f, now, srtt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	frame(0, 0)
+	frame(1000, stallAfter(srtt)-time.Millisecond) // not waited long enough yet
+	if s.RecvMax != 4<<20 || s.RecvWin.Size != 4<<20 {
+		t.Fatalf("cut too early: credit %d, window %d", s.RecvMax, s.RecvWin.Size)
+	}
+	m.CtrlQ.Clear()
+	s.maxDataQueued = false
+	frame(2000, stallAfter(srtt))
+	if s.RecvWin.Size != StallWindow || s.RecvMax != StallWindow || !s.maxDataQueued {
+		t.Fatalf("after the reader stalled: credit %d, window %d, announced %v; want %d", s.RecvMax, s.RecvWin.Size, s.maxDataQueued, StallWindow)
+	}
+	// What the peer sent before it heard of the cut arrives: taken.
+	frame(1<<20, stallAfter(srtt)+srtt)
+	if s.RecvMax != 1<<20+1000 || s.recvBound != 4<<20 {
+		t.Fatalf("in flight: credit %d, bound %d", s.RecvMax, s.recvBound)
+	}
+	// Reading catches up: credit returns beyond what was read.
+	buf := make([]byte, 3000)
+	if n, err := m.Read(s.ID, buf, 2*srtt, srtt); n != 3000 || err != nil {
+		t.Fatalf("read %d, %v", n, err)
+	}
+	if s.waiting {
+		t.Fatal("nothing waits after the reader caught up")
+	}
+}
+
+// TestMaxStreamDataNewestWins: the credit a stream's sender may use is
+// the newest packet's MAX_STREAM_DATA, lower or higher; an older frame
+// that arrives late changes nothing, and a raise wakes a stream waiting
+// for credit.
+func TestMaxStreamDataNewestWins(t *testing.T) {
+	m := Manager{Events: &recordedEvents{}, Limits: Limits{StreamWindow: 1 << 20, ConnWindow: 2 << 20, InitialStreamWindow: 1 << 20, InitialSendBuffer: 1 << 20}}
+	m.Map.Init(true, 100, 8)
+	s := m.NewStream(0, true, 0)
+	m.OnMaxStreamData(s, 1<<20, 10)
+	m.OnMaxStreamData(s, 300_000, 20) // cut
+	m.OnMaxStreamData(s, 1<<20, 10)   // the old grant, late
+	if s.PeerMax != 300_000 {
+		t.Fatalf("credit %d after a late old grant, want the cut's 300000", s.PeerMax)
+	}
+	s.WriteOff, s.sentOff, s.CreditWait = 400_000, 300_000, true
+	m.OnMaxStreamData(s, 500_000, 30)
+	if s.PeerMax != 500_000 || s.CreditWait || m.BulkQ.Len()+m.LightQ.Len() != 1 {
+		t.Fatalf("after a new grant: credit %d, waiting %v", s.PeerMax, s.CreditWait)
+	}
+}

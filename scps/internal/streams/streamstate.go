@@ -36,6 +36,7 @@ type State struct {
 	acked       ranges.Set // acknowledged ranges above ackedPrefix
 	retx        ranges.Set // lost ranges waiting for repair
 	PeerMax     uint64     // send credit granted by the peer
+	peerMaxPN   uint64     // 1 + the packet number of the MAX_STREAM_DATA that set PeerMax; 0: none yet
 	finQueued   bool       // CloseWrite called; finOffset valid
 	finOffset   uint64
 	finSent     bool // FIN went out at least once
@@ -65,16 +66,21 @@ type State struct {
 	SettledOff  uint64     // below it, connection credit was returned (connflow.go)
 	finKnown    bool
 	finalSize   uint64
-	RecvMax     uint64 // credit we granted
+	RecvMax     uint64 // credit we grant now; a stalled reader's is cut (readerstall.go)
+	recvBound   uint64 // the most credit we ever granted: the peer may have sent up to it
 	RecvWin     Window // receive window, auto-tuned on the read offset
 	credited    uint64 // RecvMax-ReadOff counted in MemBudget.RecvGranted
 
-	maxDataQueued bool // a MAX_STREAM_DATA for this stream is queued
-	metaKnown     bool // peer stream: its metadata arrived (accept event sent)
-	readWait      bool // the application waits for data
-	eofRead       bool // the application was told io.EOF
-	readClosed    bool // the application closed: discard what still comes
-	PeerReset     bool // the peer's RESET_STREAM arrived
+	maxDataQueued bool          // a MAX_STREAM_DATA for this stream is queued
+	metaKnown     bool          // peer stream: its metadata arrived (accept event sent)
+	readWait      bool          // the application waits for data
+	waiting       bool          // in-order data waited unread ever since waitSince (readerstall.go)
+	waitSince     time.Duration // when it began to wait
+	waitOff       uint64        // the read offset then
+	cut           bool          // its window was cut: it grows by doubling only
+	eofRead       bool          // the application was told io.EOF
+	readClosed    bool          // the application closed: discard what still comes
+	PeerReset     bool          // the peer's RESET_STREAM arrived
 	PeerCode      uint64
 
 	EventQueued bool // an EventStream is pending for the application

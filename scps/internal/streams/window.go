@@ -9,7 +9,8 @@ package streams
 // the auto-tuning of quic-go's flow controller: a window that limits the
 // transfer grows until the bandwidth-delay product fits twice, whatever
 // rate the link turns out to have. Nothing grows while nothing drains: a
-// stalled reader's window, or a stalled writer's buffer, stays where it was.
+// stalled writer's buffer stays where it was, and a stalled reader's
+// window shrinks (readerstall.go).
 
 import "time"
 
