@@ -133,12 +133,10 @@ var Conditions = []Condition{
 	{Name: "LEO-NORATE", Desc: "LEO, scpsvpn told no rates", Down: 100_000_000, Up: 20_000_000, RTT: 40 * time.Millisecond,
 		LossDown: 0.005, LossUp: 0.005, OutageEvery: linkemu.Periodic{Every: 15 * time.Second, Duration: 100 * time.Millisecond},
 		AdaptationTable: true, BDPQueue: true, PeerNoRate: true, PeerLossAuto: true},
-	// Clients that stop reading or read slowly (--workload stalled), told
-	// the rates and not.
-	{Name: "GEO-CLEAN", Desc: "GEO 10/2 Mbit/s without loss", Down: 10_000_000, Up: 2_000_000, RTT: 600 * time.Millisecond,
+	// Clients that stop reading or read slowly (--workload stalled) on
+	// GEO-10/2-CLEAN-NORATE below, and told the rates here.
+	{Name: "GEO-10/2-CLEAN", Desc: "GEO 10/2 Mbit/s, 600 ms, lossless", Down: 10_000_000, Up: 2_000_000, RTT: 600 * time.Millisecond,
 		BDPQueue: true, PeerLossAuto: true},
-	{Name: "GEO-CLEAN-NORATE", Desc: "GEO 10/2 Mbit/s without loss, scpsvpn told no rates", Down: 10_000_000, Up: 2_000_000, RTT: 600 * time.Millisecond,
-		BDPQueue: true, PeerNoRate: true, PeerLossAuto: true},
 	{Name: "BEAM", Desc: "one GEO beam for the shared-link workloads, 1% loss", Down: 10_000_000, Up: 2_000_000, RTT: 600 * time.Millisecond,
 		LossDown: 0.01, LossUp: 0.001, AdaptationTable: true, BDPQueue: true, PeerLossAuto: true, MinDuration: shareMinDuration},
 	// Careful resume's path (the resume workload): GEO 10/2, lossless,

@@ -46,8 +46,7 @@ func TestConditionTable(t *testing.T) {
 		"BEAM":                  {10_000_000, 2_000_000, 600 * time.Millisecond, 0.01},
 		"GEO-10/2-CLEAN-NORATE": {10_000_000, 2_000_000, 600 * time.Millisecond, 0},
 		"BEAM-CLEAN":            {10_000_000, 2_000_000, 600 * time.Millisecond, 0},
-		"GEO-CLEAN":             {10_000_000, 2_000_000, 600 * time.Millisecond, 0},
-		"GEO-CLEAN-NORATE":      {10_000_000, 2_000_000, 600 * time.Millisecond, 0},
+		"GEO-10/2-CLEAN":        {10_000_000, 2_000_000, 600 * time.Millisecond, 0},
 	}
 	if len(Conditions) != len(want) {
 		t.Fatalf("%d conditions, want %d", len(Conditions), len(want))
