@@ -6,7 +6,6 @@ package scps
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"scpsvpn/scps/internal/ackhandler"
@@ -310,20 +309,12 @@ func (a *Association) closeByPeer(code uint64, reason string) {
 	a.emit(Event{Kind: EventClosed, Err: err})
 }
 
+// shutdownStreams ends every stream with streamErr and drops the queued
+// datagrams (the association ended).
 func (a *Association) shutdownStreams(streamErr error) {
-	ids := make([]uint64, 0, len(a.streams.ByID))
-	for id := range a.streams.ByID {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids) // deterministic event order
-	for _, id := range ids {
-		s := a.streams.ByID[id]
-		s.Gone = true
-		s.SendBuf.Free()
-		s.RecvBuf.Free()
+	for _, id := range a.streams.Shutdown() {
 		a.emit(Event{Kind: EventStreamClosed, StreamID: id, Err: streamErr})
 	}
-	a.streams.Clear()
 	for a.dgrams.count > 0 {
 		a.dgrams.pop()
 	}
@@ -341,9 +332,7 @@ func (a *Association) protocolError(format string, args ...any) error {
 func (a *Association) Stats() Stats {
 	s := a.stats
 	s.StreamsOpen = len(a.streams.ByID)
-	for _, st := range a.streams.ByID {
-		s.BufferedBytes += st.SendBuf.Bytes() + st.RecvBuf.Bytes()
-	}
+	s.BufferedBytes = a.streams.Buffered()
 	s.addSent(&a.sent)
 	s.Retransmits += a.streams.Sent.Retransmits
 	s.RetransmitBytes += a.streams.Sent.RetransmitBytes

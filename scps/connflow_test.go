@@ -91,7 +91,7 @@ func TestAbortReturnsHeldCredit(t *testing.T) {
 	holes := false
 	s.runUntil(20*time.Second, func() bool {
 		for _, st := range b.streams.ByID {
-			if st.HighestRecv > st.SettledOff {
+			if st.Unsettled() > 0 {
 				holes = true
 			}
 		}

@@ -46,7 +46,7 @@ func (a *Association) PollEvent() (Event, bool) {
 		a.events, a.evHead = a.events[:0], 0
 	}
 	if ev.Kind == EventStream && ev.s != nil {
-		ev.s.EventQueued = false
+		ev.s.EventTaken()
 	}
 	ev.s = nil
 	return ev, true
@@ -54,36 +54,24 @@ func (a *Association) PollEvent() (Event, bool) {
 
 func (a *Association) emit(ev Event) { a.events = append(a.events, ev) }
 
-// notify queues one EventStream for s unless one is pending.
-func (a *Association) notify(s *streams.State) {
-	if s.EventQueued || s.Gone {
-		return
-	}
-	s.EventQueued = true
-	a.emit(Event{Kind: EventStream, StreamID: s.ID, s: s})
-}
-
 // assocEvents is the association's event queue as the streams' event sink
 // (streams.Events).
 type assocEvents struct{ a *Association }
 
-func (e assocEvents) Notify(s *streams.State) { e.a.notify(s) }
+// Notify queues an EventStream for s (one at a time: the streams hold
+// back the next until PollEvent hands this one out).
+func (e assocEvents) Notify(s *streams.State) {
+	e.a.emit(Event{Kind: EventStream, StreamID: s.ID(), s: s})
+}
 
 // Accepted counts and reports a stream the peer opened.
 func (e assocEvents) Accepted(s *streams.State) {
 	e.a.stats.StreamsAccepted++
-	e.a.emit(Event{Kind: EventAccept, StreamID: s.ID})
+	e.a.emit(Event{Kind: EventAccept, StreamID: s.ID()})
 }
 
 // Closed reports that s left the table, with why: the peer's reset, or
 // our own reason when we reset it.
 func (e assocEvents) Closed(s *streams.State) {
-	var err error
-	switch {
-	case s.LocalErr == nil && s.PeerReset:
-		err = &ResetError{Code: s.PeerCode}
-	case s.ResetSent:
-		err = s.LocalErr
-	}
-	e.a.emit(Event{Kind: EventStreamClosed, StreamID: s.ID, Err: err})
+	e.a.emit(Event{Kind: EventStreamClosed, StreamID: s.ID(), Err: s.CloseErr()})
 }

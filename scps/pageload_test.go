@@ -84,7 +84,7 @@ func loadPage(t testing.TB, s *sim, html int, objects []int, conns int) pageLoad
 				st.SRTT.Round(time.Millisecond), st.RTTVar.Round(time.Millisecond), st.PacketsLost, st.Retransmits, st.PTOs, s.dir[1].queueDrop, st.InSlowStart)
 			for _, x := range sts {
 				if rs, ok := s.a[0].streams.ByID[x.id]; ok {
-					t.Logf("   client stream %d: win %d granted-read %d highest-read %d; conn win %d granted-settled %d", x.id, rs.RecvWin.Size, rs.RecvMax-rs.ReadOff, rs.HighestRecv-rs.ReadOff, s.a[0].streams.Flow.Window.Size, s.a[0].streams.Flow.RecvMax-s.a[0].streams.Flow.Settled)
+					t.Logf("   client stream %d: win %d granted-read %d highest-read %d; conn win %d granted-settled %d", x.id, rs.RecvWindow(), rs.RecvCredit(), rs.RecvHeld(), s.a[0].streams.Flow.Window.Size, s.a[0].streams.Flow.RecvMax-s.a[0].streams.Flow.Settled)
 				}
 				if ss, ok := s.a[1].streams.ByID[x.id]; ok {
 					t.Logf("   server stream %d: peermax-sent %d written-sent %d conn peermax-sent %d retxq %d", x.id, ss.SendCredit(), ss.Unsent(), s.a[1].streams.Flow.PeerMax-s.a[1].streams.Flow.Sent, s.a[1].streams.RetxQ.Len())

@@ -160,7 +160,7 @@ func TestGEOWindowAutotune(t *testing.T) {
 	var window uint64
 	recv := func() uint64 {
 		if st := s.a[1].streams.ByID[0]; st != nil {
-			window = max(window, st.RecvWin.Size)
+			window = max(window, st.RecvWindow())
 		}
 		if st := s.apps[1].streams[0]; st != nil {
 			return st.received

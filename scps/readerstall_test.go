@@ -52,7 +52,7 @@ func stalledReadersLeaveTheLink(t *testing.T, told bool) {
 	limit := payloadLimit(10e6, 0)
 	var took uint64
 	for i := range 10 {
-		took += s.a[1].streams.ByID[uint64(2*i)].HighestRecv
+		took += s.a[1].streams.ByID[uint64(2*i)].Received()
 	}
 	t.Logf("ten stalled streams took %d bytes of the link; the fresh one then got %.2f Mbit/s (%.1f%% of the payload limit)", took, rate/1e6, 100*rate/limit)
 	if rate < 0.9*limit {
@@ -100,7 +100,7 @@ func slowReaderCostsItsRate(t *testing.T, told bool) {
 		return false
 	})
 	slow := s.a[1].streams.ByID[2]
-	cost := float64(slow.HighestRecv) / 20
+	cost := float64(slow.Received()) / 20
 	bulk := float64(s.apps[1].streams[0].received) * 8 / 20
 	limit := payloadLimit(10e6, 0)
 	t.Logf("slow reader read %.0f kB/s, the link carried %.0f kB/s for it; the bulk stream got %.2f Mbit/s (%.1f%% of the payload limit)",

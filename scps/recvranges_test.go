@@ -36,42 +36,42 @@ func TestSparseFramesBounded(t *testing.T) {
 	}
 	// Stream 0: holes up to the stream bound, 64 per packet.
 	off := uint64(0)
-	for b.streams.ByID[0] == nil || b.streams.ByID[0].Recvd.Len() < streams.MaxStreamRanges {
+	for b.streams.ByID[0] == nil || b.streams.ByID[0].Ranges() < streams.MaxStreamRanges {
 		var offs []uint64
 		for range 64 {
 			offs = append(offs, off)
 			off += 2
 		}
 		if err := recv(sparsePacket(0, offs...)); err != nil {
-			t.Fatalf("packet %d (stream at %d ranges): %v", pn, b.streams.ByID[0].Recvd.Len(), err)
+			t.Fatalf("packet %d (stream at %d ranges): %v", pn, b.streams.ByID[0].Ranges(), err)
 		}
 	}
 	st := b.streams.ByID[0]
-	if st.Recvd.Len() != streams.MaxStreamRanges || b.streams.RecvRanges != streams.MaxStreamRanges {
-		t.Fatalf("stream holds %d ranges, association counts %d, want %d", st.Recvd.Len(), b.streams.RecvRanges, streams.MaxStreamRanges)
+	if st.Ranges() != streams.MaxStreamRanges || b.streams.RecvRanges != streams.MaxStreamRanges {
+		t.Fatalf("stream holds %d ranges, association counts %d, want %d", st.Ranges(), b.streams.RecvRanges, streams.MaxStreamRanges)
 	}
 	// One more hole: dropped, and not acknowledged.
 	acked := b.ack.ReceivedTotal()
 	if err := recv(sparsePacket(0, off)); !errors.Is(err, ErrRangesFull) {
 		t.Fatalf("a packet past the stream bound: %v", err)
 	}
-	if b.ack.ReceivedTotal() != acked || b.Stats().RecvRangeDrops != 1 || st.Recvd.Len() != streams.MaxStreamRanges {
-		t.Fatalf("the refused packet was recorded: acked %d -> %d, drops %d, ranges %d", acked, b.ack.ReceivedTotal(), b.Stats().RecvRangeDrops, st.Recvd.Len())
+	if b.ack.ReceivedTotal() != acked || b.Stats().RecvRangeDrops != 1 || st.Ranges() != streams.MaxStreamRanges {
+		t.Fatalf("the refused packet was recorded: acked %d -> %d, drops %d, ranges %d", acked, b.ack.ReceivedTotal(), b.Stats().RecvRangeDrops, st.Ranges())
 	}
 	// Data that fills holes is always taken: [1, 2) merges two ranges.
 	if err := recv(sparsePacket(0, 1)); err != nil {
 		t.Fatalf("a repair: %v", err)
 	}
-	if st.Recvd.Len() != streams.MaxStreamRanges-1 || b.streams.RecvRanges != streams.MaxStreamRanges-1 {
-		t.Fatalf("after a repair: %d ranges (association %d)", st.Recvd.Len(), b.streams.RecvRanges)
+	if st.Ranges() != streams.MaxStreamRanges-1 || b.streams.RecvRanges != streams.MaxStreamRanges-1 {
+		t.Fatalf("after a repair: %d ranges (association %d)", st.Ranges(), b.streams.RecvRanges)
 	}
 	// Reading returns the ranges below the read offset.
 	buf := make([]byte, 3)
 	if n, err := b.StreamRead(0, buf); n != 3 || err != nil {
 		t.Fatalf("read: %d %v", n, err)
 	}
-	if st.Recvd.Len() != streams.MaxStreamRanges-2 || b.streams.RecvRanges != streams.MaxStreamRanges-2 {
-		t.Fatalf("after reading 3 bytes: %d ranges (association %d)", st.Recvd.Len(), b.streams.RecvRanges)
+	if st.Ranges() != streams.MaxStreamRanges-2 || b.streams.RecvRanges != streams.MaxStreamRanges-2 {
+		t.Fatalf("after reading 3 bytes: %d ranges (association %d)", st.Ranges(), b.streams.RecvRanges)
 	}
 
 	// Other streams up to the association bound, each below its own.

@@ -154,12 +154,13 @@ func TestFlowControlBoundsMemory(t *testing.T) {
 		b := s.a[1]
 		var held int
 		for _, st := range b.streams.ByID {
-			held += st.RecvBuf.Bytes()
+			_, recv := st.Buffered()
+			held += recv
 			// A stalled reader's window is cut below what it holds
 			// (streams/readerstall.go); what it holds stays within the
 			// most it was granted, never beyond StreamWindow.
-			if st.HighestRecv-st.ReadOff > cfg.StreamWindow || st.RecvWin.Size > cfg.StreamWindow {
-				t.Fatalf("stream %d buffers %d bytes, window %d", st.ID, st.HighestRecv-st.ReadOff, st.RecvWin.Size)
+			if st.RecvHeld() > cfg.StreamWindow || st.RecvWindow() > cfg.StreamWindow {
+				t.Fatalf("stream %d buffers %d bytes, window %d", st.ID(), st.RecvHeld(), st.RecvWindow())
 			}
 		}
 		if b.streams.Flow.Recvd-b.streams.Flow.Consumed > cfg.ConnWindow {
@@ -169,8 +170,8 @@ func TestFlowControlBoundsMemory(t *testing.T) {
 			t.Fatalf("receiver holds %d bytes of buffers", held)
 		}
 		for _, st := range s.a[0].streams.ByID {
-			if st.WriteOff-st.AckedPrefix > s.a[0].Config().initialSendBuffer() {
-				t.Fatalf("sender buffers %d bytes", st.WriteOff-st.AckedPrefix)
+			if st.SendHeld() > s.a[0].Config().initialSendBuffer() {
+				t.Fatalf("sender buffers %d bytes", st.SendHeld())
 			}
 		}
 	}

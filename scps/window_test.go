@@ -40,10 +40,10 @@ func TestWindowsFindFastLinkUnconfigured(t *testing.T) {
 		s.runUntil(at, func() bool { return false })
 		inFlight = max(inFlight, s.a[0].Stats().BytesInFlight)
 		if st := s.a[0].streams.ByID[0]; st != nil {
-			sendBuf = max(sendBuf, st.SendWin.Size)
+			sendBuf = max(sendBuf, st.SendWindow())
 		}
 		if st := s.a[1].streams.ByID[0]; st != nil {
-			recvWin = max(recvWin, st.RecvWin.Size)
+			recvWin = max(recvWin, st.RecvWindow())
 		}
 	}
 	b0 := s.a[1].streams.Flow.Recvd
@@ -82,29 +82,29 @@ func TestWindowsStayPutWhileStalled(t *testing.T) {
 	}
 	// 200 Mbit/s x 100 ms is 2.5 MB: both grew past their start (4 MiB
 	// and 1 MiB) while the reader kept up.
-	sendBefore, recvBefore := snd.SendWin.Size, rcv.RecvWin.Size
+	sendBefore, recvBefore := snd.SendWindow(), rcv.RecvWindow()
 	if sendBefore <= cfg.initialSendBuffer() || recvBefore <= cfg.initialStreamWindow() {
 		t.Fatalf("no growth while reading: send buffer %d, receive window %d", sendBefore, recvBefore)
 	}
 	reader.stallRead = true
 	s.runUntil(3*time.Second, func() bool { return false }) // data in flight lands
-	sendStalled, recvStalled := snd.SendWin.Size, rcv.RecvWin.Size
+	sendStalled, recvStalled := snd.SendWindow(), rcv.RecvWindow()
 	s.runUntil(30*time.Second, func() bool {
 		// The credit covers what arrived (what was in flight when the
 		// credit was cut, streams/readerstall.go), and beyond it no more
 		// than the window, which fell to StallWindow.
-		if held := rcv.HighestRecv - rcv.ReadOff; held > rcv.RecvMax-rcv.ReadOff || rcv.RecvMax-rcv.ReadOff > max(held, rcv.RecvWin.Size) {
-			t.Fatalf("receiver holds %d bytes, credit %d, window %d", held, rcv.RecvMax-rcv.ReadOff, rcv.RecvWin.Size)
+		if held := rcv.RecvHeld(); held > rcv.RecvCredit() || rcv.RecvCredit() > max(held, rcv.RecvWindow()) {
+			t.Fatalf("receiver holds %d bytes, credit %d, window %d", held, rcv.RecvCredit(), rcv.RecvWindow())
 		}
-		if held := snd.WriteOff - snd.AckedPrefix; held > snd.SendWin.Size {
-			t.Fatalf("sender holds %d bytes in a %d-byte buffer", held, snd.SendWin.Size)
+		if held := snd.SendHeld(); held > snd.SendWindow() {
+			t.Fatalf("sender holds %d bytes in a %d-byte buffer", held, snd.SendWindow())
 		}
 		return false
 	})
 	t.Logf("send buffer %d -> %d while reading, %d stalled; receive window %d -> %d, %d stalled",
-		cfg.initialSendBuffer(), sendBefore, snd.SendWin.Size, cfg.initialStreamWindow(), recvBefore, rcv.RecvWin.Size)
-	if snd.SendWin.Size != sendStalled || rcv.RecvWin.Size != recvStalled || recvStalled != streams.StallWindow {
+		cfg.initialSendBuffer(), sendBefore, snd.SendWindow(), cfg.initialStreamWindow(), recvBefore, rcv.RecvWindow())
+	if snd.SendWindow() != sendStalled || rcv.RecvWindow() != recvStalled || recvStalled != streams.StallWindow {
 		t.Errorf("grew while stalled: send buffer %d -> %d, receive window %d -> %d",
-			sendStalled, snd.SendWin.Size, recvStalled, rcv.RecvWin.Size)
+			sendStalled, snd.SendWindow(), recvStalled, rcv.RecvWindow())
 	}
 }

@@ -52,28 +52,28 @@ func (m *Manager) AppendControl(b []byte, limit int) ([]byte, bool) {
 	}
 	for m.CtrlQ.Len() > 0 {
 		s := m.CtrlQ.Peek()
-		if s.Gone {
+		if s.gone {
 			m.PopCtrl()
 			continue
 		}
 		if s.resetQueued {
-			n := wire.ResetStreamLen(s.ID, s.resetCode, s.sentOff)
+			n := wire.ResetStreamLen(s.id, s.resetCode, s.sentOff)
 			if len(b)+n > limit {
 				break
 			}
-			b = wire.AppendResetStream(b, s.ID, s.resetCode, s.sentOff)
+			b = wire.AppendResetStream(b, s.id, s.resetCode, s.sentOff)
 			f := m.Frames.AddFrame()
-			f.Kind, f.ID = ackhandler.KindReset, s.ID
+			f.Kind, f.ID = ackhandler.KindReset, s.id
 			s.resetQueued, eliciting = false, true
 		}
 		if s.maxDataQueued && !s.finKnown && !s.Aborted() {
-			n := 1 + varint.Len(s.ID) + varint.Len(s.RecvMax)
+			n := 1 + varint.Len(s.id) + varint.Len(s.recvMax)
 			if len(b)+n > limit {
 				break
 			}
-			b = wire.AppendMaxStreamData(b, s.ID, s.RecvMax)
+			b = wire.AppendMaxStreamData(b, s.id, s.recvMax)
 			f := m.Frames.AddFrame()
-			f.Kind, f.ID, f.Off = ackhandler.KindMaxStreamData, s.ID, s.RecvMax
+			f.Kind, f.ID, f.Off = ackhandler.KindMaxStreamData, s.id, s.recvMax
 			eliciting = true
 		}
 		s.maxDataQueued = false
@@ -110,7 +110,7 @@ func (m *Manager) AppendStreams(b []byte, limit int) ([]byte, bool) {
 	eliciting := false
 	for m.RetxQ.Len() > 0 && limit-len(b) > 8 {
 		s := m.RetxQ.Peek()
-		if s.Gone || s.Aborted() || !s.HasRetx() {
+		if s.gone || s.Aborted() || !s.HasRetx() {
 			m.PopRetx()
 			continue
 		}
@@ -135,16 +135,16 @@ func (m *Manager) AppendStreams(b []byte, limit int) ([]byte, bool) {
 			}
 		}
 		s := q.Peek()
-		if s.Gone || s.Aborted() || !s.CanSendNew() {
+		if s.gone || s.Aborted() || !s.CanSendNew() {
 			m.PopNew(q)
-			if !s.Gone && !s.Aborted() && s.sentOff < s.WriteOff && s.sentOff >= s.PeerMax {
-				s.CreditWait = true
+			if !s.gone && !s.Aborted() && s.sentOff < s.writeOff && s.sentOff >= s.peerMax {
+				s.creditWait = true
 			}
 			continue
 		}
-		needCredit := s.sentOff < s.WriteOff
+		needCredit := s.sentOff < s.writeOff
 		if needCredit && m.Flow.Sent >= m.Flow.PeerMax && !(s.openPending && s.sentOff == 0) &&
-			!(s.finQueued && !s.finSent && s.sentOff == s.WriteOff) {
+			!(s.finQueued && !s.finSent && s.sentOff == s.writeOff) {
 			break // connection credit exhausted: wait for MAX_DATA
 		}
 		var done, fits bool
@@ -194,8 +194,8 @@ func (m *Manager) appendRetxFrame(b []byte, limit int, s *State) (_ []byte, done
 func (m *Manager) appendNewFrame(b []byte, limit int, s *State) (_ []byte, done, fits bool) {
 	off := s.sentOff
 	var want uint64
-	if s.PeerMax > off && m.Flow.PeerMax > m.Flow.Sent {
-		want = min(s.WriteOff-off, s.PeerMax-off, m.Flow.PeerMax-m.Flow.Sent)
+	if s.peerMax > off && m.Flow.PeerMax > m.Flow.Sent {
+		want = min(s.writeOff-off, s.peerMax-off, m.Flow.PeerMax-m.Flow.Sent)
 	}
 	b, n, fin, done, fits := m.appendStreamFrame(b, limit, s, off, want)
 	if !fits {
@@ -217,20 +217,20 @@ func (m *Manager) appendNewFrame(b []byte, limit int, s *State) (_ []byte, done,
 // carries; done: the packet is full; fits: a frame was added.
 func (m *Manager) appendStreamFrame(b []byte, limit int, s *State, off, want uint64) (_ []byte, n int, fin, done, fits bool) {
 	hasMeta := off == 0 && s.local && !s.openAcked
-	n, withLen, ok := fitStream(limit-len(b), s.ID, off, len(s.meta), hasMeta, want)
+	n, withLen, ok := fitStream(limit-len(b), s.id, off, len(s.meta), hasMeta, want)
 	if !ok {
 		return b, 0, false, true, false
 	}
 	fin = s.finQueued && off+uint64(n) == s.finOffset
-	b = wire.AppendStreamHeader(b, s.ID, off, s.meta, hasMeta, fin, withLen, n)
+	b = wire.AppendStreamHeader(b, s.id, off, s.meta, hasMeta, fin, withLen, n)
 	l := len(b)
 	b = b[:l+n]
-	s.SendBuf.Read(off, b[l:])
+	s.sendBuf.Read(off, b[l:])
 	if hasMeta {
 		s.openPending = false
 	}
 	f := m.Frames.AddFrame()
-	f.Kind, f.ID, f.Off, f.N, f.Fin = ackhandler.KindStream, s.ID, off, uint64(n), fin
+	f.Kind, f.ID, f.Off, f.N, f.Fin = ackhandler.KindStream, s.id, off, uint64(n), fin
 	return b, n, fin, !withLen, true
 }
 
@@ -241,10 +241,10 @@ func (m *Manager) appendStreamFrame(b []byte, limit int, s *State, off, want uin
 // own loss queues the repair.
 func (m *Manager) AppendCopy(b []byte, limit int, f ackhandler.SentFrame) ([]byte, bool) {
 	s, ok := m.ByID[f.ID]
-	if !ok || s.Gone || s.Aborted() {
+	if !ok || s.gone || s.Aborted() {
 		return b, false
 	}
-	off, end := max(f.Off, s.AckedPrefix), f.Off+f.N
+	off, end := max(f.Off, s.ackedPrefix), f.Off+f.N
 	if f.N > 0 && (off >= end || s.acked.Covers(off, end)) {
 		return b, false
 	}

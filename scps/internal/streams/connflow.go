@@ -57,8 +57,8 @@ func (f *ConnFlow) MaybeCredit(now, srtt time.Duration, limit, hold uint64) {
 // arrived in order (or were discarded) and need only the stream's credit
 // from now on.
 func (f *ConnFlow) Settle(s *State, off uint64) {
-	if off > s.SettledOff {
-		f.Settled += off - s.SettledOff
-		s.SettledOff = off
+	if off > s.settledOff {
+		f.Settled += off - s.settledOff
+		s.settledOff = off
 	}
 }

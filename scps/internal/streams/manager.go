@@ -13,6 +13,7 @@ package streams
 import (
 	"errors"
 	"io"
+	"slices"
 	"time"
 
 	"scpsvpn/scps/settings"
@@ -22,7 +23,8 @@ import (
 // act on.
 type Events interface {
 	// Notify: s became readable or writable, or was reset: the driver
-	// retries its blocked reads and writes.
+	// retries its blocked reads and writes. Once per change until the
+	// driver calls s.EventTaken.
 	Notify(s *State)
 	// Closed: s left the stream table.
 	Closed(s *State)
@@ -85,16 +87,16 @@ type Manager struct {
 // second round trip on.
 func (m *Manager) NewStream(id uint64, local bool, now time.Duration) *State {
 	s := &State{
-		ID:      id,
+		id:      id,
 		local:   local,
-		PeerMax: settings.InitialStreamCredit,
+		peerMax: settings.InitialStreamCredit,
 	}
 	m.ByID[id] = s
 	w := min(m.Limits.InitialStreamWindow, m.RecvWindowLimit(s))
-	s.RecvMax, s.recvBound = w, w
+	s.recvMax, s.recvBound = w, w
 	m.Mem.Account(s)
-	s.RecvWin.Init(w, now, 0)
-	s.SendWin.Init(m.Limits.InitialSendBuffer, now, 0)
+	s.recvWin.Init(w, now, 0)
+	s.sendWin.Init(m.Limits.InitialSendBuffer, now, 0)
 	if w > settings.InitialStreamCredit {
 		s.maxDataQueued = true
 		m.ScheduleCtrl(s)
@@ -102,13 +104,53 @@ func (m *Manager) NewStream(id uint64, local bool, now time.Duration) *State {
 	return s
 }
 
+// notify tells the driver that s became readable or writable, or was
+// reset, once until it takes the event (State.EventTaken): a stream that
+// changes many times before the driver looks costs one event.
+func (m *Manager) notify(s *State) {
+	if s.eventQueued || s.gone {
+		return
+	}
+	s.eventQueued = true
+	m.Events.Notify(s)
+}
+
+// Shutdown forgets every stream, their buffers and queue entries (the
+// association ended), and returns their ids in order, for the driver's
+// events.
+func (m *Manager) Shutdown() []uint64 {
+	ids := make([]uint64, 0, len(m.ByID))
+	for id := range m.ByID {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids) // deterministic event order
+	for _, id := range ids {
+		s := m.ByID[id]
+		s.gone = true
+		s.sendBuf.Free()
+		s.recvBuf.Free()
+	}
+	m.Clear()
+	return ids
+}
+
+// Buffered is how many bytes the streams' buffers hold in memory.
+func (m *Manager) Buffered() int {
+	n := 0
+	for _, s := range m.ByID {
+		send, recv := s.Buffered()
+		n += send + recv
+	}
+	return n
+}
+
 // SendSpace is how many bytes s's send buffer accepts now
 // (MemBudget.SendSpace with the association's streams and credit).
 func (m *Manager) SendSpace(s *State) (space int, budget bool) {
-	if w := min(m.SendRateWindow, m.Limits.SendBuffer); w > s.SendWin.Size && s.WriteOff-s.AckedPrefix >= s.SendWin.Size/2 {
+	if w := min(m.SendRateWindow, m.Limits.SendBuffer); w > s.sendWin.Size && s.writeOff-s.ackedPrefix >= s.sendWin.Size/2 {
 		// The writer fills its buffer, and the link is faster than it
 		// drains: size it as a configured rate would.
-		s.SendWin.Size = w
+		s.sendWin.Size = w
 	}
 	return m.Mem.SendSpace(s, len(m.ByID), m.Flow.RecvMax-m.Flow.Consumed)
 }
@@ -140,9 +182,9 @@ func (m *Manager) BudgetReleased() {
 	for ; i < len(b.Waiters) && free > 0; i++ {
 		s := b.Waiters[i]
 		s.budgetWait = false
-		if !s.Gone && s.writeWait {
+		if !s.gone && s.writeWait {
 			s.writeWait = false
-			m.Events.Notify(s)
+			m.notify(s)
 			free -= min(free, share)
 		}
 	}
@@ -194,23 +236,23 @@ func (m *Manager) MaybeStreamCredit(s *State, now, srtt time.Duration) {
 		return
 	}
 	limit := m.RecvWindowLimit(s)
-	if w := min(m.RateWindow, limit); w > s.RecvWin.Size && s.ReadOff == s.Contiguous() && !s.cut {
+	if w := min(m.RateWindow, limit); w > s.recvWin.Size && s.readOff == s.Contiguous() && !s.cut {
 		// The reader keeps up with what arrives, and the link is
 		// faster than the window: size it as a configured rate would.
 		// Not once it fell behind (readerstall.go): a slow reader
 		// catches up now and then, and would draw the link's window.
-		s.RecvWin.Init(w, now, s.ReadOff)
-	} else if s.RecvMax-s.ReadOff > s.RecvWin.Size*3/4 {
+		s.recvWin.Init(w, now, s.readOff)
+	} else if s.recvMax-s.readOff > s.recvWin.Size*3/4 {
 		return
 	} else {
-		s.RecvWin.Update(s.ReadOff, limit, now, srtt)
+		s.recvWin.Update(s.readOff, limit, now, srtt)
 	}
-	s.RecvWin.Size = min(s.RecvWin.Size, limit) // more streams: a smaller share
-	if want := s.RecvWin.Size * 3 / 2; want > m.Flow.Window.Size {
+	s.recvWin.Size = min(s.recvWin.Size, limit) // more streams: a smaller share
+	if want := s.recvWin.Size * 3 / 2; want > m.Flow.Window.Size {
 		m.Flow.Window.Size = min(want, m.Limits.ConnWindow)
 	}
-	if e := s.ReadOff + s.RecvWin.Size; e > s.RecvMax {
-		s.RecvMax = e
+	if e := s.readOff + s.recvWin.Size; e > s.recvMax {
+		s.recvMax = e
 		s.recvBound = max(s.recvBound, e)
 		s.maxDataQueued = true
 		m.ScheduleCtrl(s)
@@ -229,21 +271,21 @@ func (m *Manager) MaybeConnCredit(now, srtt time.Duration) {
 func (m *Manager) Abort(s *State, now, srtt time.Duration) {
 	if !s.sendFreed {
 		s.sendFreed = true
-		m.Unsent -= s.WriteOff - s.sentOff
-		m.SendReleased(s.WriteOff - s.AckedPrefix)
+		m.Unsent -= s.writeOff - s.sentOff
+		m.SendReleased(s.writeOff - s.ackedPrefix)
 	}
-	s.SendBuf.Free()
+	s.sendBuf.Free()
 	s.acked.Clear()
 	s.retx.Clear()
 	s.finLost, s.openPending = false, false
-	if s.HighestRecv > s.ReadOff {
-		m.Flow.Consumed += s.HighestRecv - s.ReadOff
-		s.ReadOff = s.HighestRecv
+	if s.highestRecv > s.readOff {
+		m.Flow.Consumed += s.highestRecv - s.readOff
+		s.readOff = s.highestRecv
 	}
-	m.Flow.Settle(s, s.HighestRecv) // bytes behind holes are discarded too
-	s.RecvBuf.Free()
-	before := s.Recvd.Len()
-	s.Recvd.Clear()
+	m.Flow.Settle(s, s.highestRecv) // bytes behind holes are discarded too
+	s.recvBuf.Free()
+	before := s.recvd.Len()
+	s.recvd.Clear()
 	m.RecvdChanged(s, before)
 	s.maxDataQueued = false
 	m.Mem.Account(s)
@@ -252,7 +294,7 @@ func (m *Manager) Abort(s *State, now, srtt time.Duration) {
 
 // MaybeFinish removes s when both sides are done with it.
 func (m *Manager) MaybeFinish(s *State) {
-	if s.Gone {
+	if s.gone {
 		return
 	}
 	var done bool
@@ -261,7 +303,7 @@ func (m *Manager) MaybeFinish(s *State) {
 		// much the peer sent: from its own RESET_STREAM, or from its FIN
 		// when it had finished (it may have forgotten the stream then, and
 		// will not answer our reset).
-		done = s.resetAcked && (s.PeerReset || s.finKnown && s.HighestRecv == s.finalSize)
+		done = s.resetAcked && (s.peerReset || s.finKnown && s.highestRecv == s.finalSize)
 	} else {
 		done = s.SendDone() && s.RecvDone() && (s.eofRead || s.readClosed)
 	}
@@ -272,10 +314,10 @@ func (m *Manager) MaybeFinish(s *State) {
 
 // finish takes s out of the table and frees its buffers.
 func (m *Manager) finish(s *State) {
-	s.Gone = true
+	s.gone = true
 	m.Mem.Account(s)
-	s.SendBuf.Free()
-	s.RecvBuf.Free()
+	s.sendBuf.Free()
+	s.recvBuf.Free()
 	m.Remove(s)
 	m.Events.Closed(s)
 }
@@ -283,11 +325,11 @@ func (m *Manager) finish(s *State) {
 // reset aborts s from our side (the application's reset or close, or data
 // for a stream the application closed) with code.
 func (m *Manager) reset(s *State, code uint64, now, srtt time.Duration) {
-	s.LocalErr = ErrStreamClosed
+	s.localErr = ErrStreamClosed
 	m.Abort(s, now, srtt)
-	s.ResetSent, s.resetQueued, s.resetCode = true, true, code
+	s.resetSent, s.resetQueued, s.resetCode = true, true, code
 	m.ScheduleCtrl(s)
-	m.Events.Notify(s)
+	m.notify(s)
 }
 
 // write copies as much of p into s's send buffer as fits and returns how
@@ -301,8 +343,8 @@ func (m *Manager) write(s *State, p []byte) int {
 	if n <= 0 {
 		return 0
 	}
-	s.SendBuf.Write(s.WriteOff, p[:n])
-	s.WriteOff += uint64(n)
+	s.sendBuf.Write(s.writeOff, p[:n])
+	s.writeOff += uint64(n)
 	m.Mem.SendHeld += uint64(n)
 	m.Unsent += uint64(n)
 	m.ScheduleNew(s)
@@ -314,9 +356,9 @@ func (m *Manager) write(s *State, p []byte) int {
 // with a nil error when nothing is available yet (the reader waits:
 // readWait). srtt is the smoothed round-trip time.
 func (m *Manager) read(s *State, p []byte, now, srtt time.Duration) (int, error) {
-	avail := s.Contiguous() - s.ReadOff
+	avail := s.Contiguous() - s.readOff
 	if avail == 0 {
-		if s.finKnown && s.ReadOff == s.finalSize {
+		if s.finKnown && s.readOff == s.finalSize {
 			s.eofRead = true
 			m.MaybeFinish(s)
 			return 0, io.EOF
@@ -328,12 +370,12 @@ func (m *Manager) read(s *State, p []byte, now, srtt time.Duration) (int, error)
 	if n == 0 {
 		return 0, nil
 	}
-	s.RecvBuf.Read(s.ReadOff, p[:n])
-	s.ReadOff += uint64(n)
+	s.recvBuf.Read(s.readOff, p[:n])
+	s.readOff += uint64(n)
 	s.readAt()
-	s.RecvBuf.Release(s.ReadOff)
-	before := s.Recvd.Len()
-	s.Recvd.RemoveBelow(s.ReadOff)
+	s.recvBuf.Release(s.readOff)
+	before := s.recvd.Len()
+	s.recvd.RemoveBelow(s.readOff)
 	m.RecvdChanged(s, before)
 	m.Flow.Consumed += uint64(n)
 	m.Mem.Account(s)

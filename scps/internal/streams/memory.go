@@ -75,7 +75,7 @@ func (m *MemBudget) SendSpace(s *State, n int, recvHeld uint64) (space int, budg
 	if m.Limit == 0 {
 		return space, false
 	}
-	held := s.WriteOff - s.AckedPrefix
+	held := s.writeOff - s.ackedPrefix
 	limit := int(m.SendShare(n)) - int(held)
 	if held >= SendFloor {
 		limit = min(limit, int(m.SendFree(recvHeld)))
@@ -101,13 +101,13 @@ func (m *MemBudget) Wait(s *State) {
 // aborted or closed.
 func (m *MemBudget) Account(s *State) {
 	var c uint64
-	if !s.Aborted() && !s.readClosed && !s.Gone {
-		end := s.RecvMax
+	if !s.Aborted() && !s.readClosed && !s.gone {
+		end := s.recvMax
 		if s.finKnown {
 			end = min(end, s.finalSize)
 		}
-		if end > s.ReadOff+settings.InitialStreamCredit {
-			c = end - s.ReadOff - settings.InitialStreamCredit
+		if end > s.readOff+settings.InitialStreamCredit {
+			c = end - s.readOff - settings.InitialStreamCredit
 		}
 	}
 	m.RecvGranted += c - s.credited

@@ -45,7 +45,7 @@ const StallWindow = settings.InitialStreamCredit
 
 // readAt notes a read: once nothing waits, the reader has caught up.
 func (s *State) readAt() {
-	if s.Contiguous() == s.ReadOff {
+	if s.Contiguous() == s.readOff {
 		s.waiting = false
 	}
 }
@@ -57,19 +57,19 @@ func (s *State) readAt() {
 // up empties what waits now and then; one that works through a burst
 // drains far more than its window meanwhile and keeps it.
 func (m *Manager) checkReader(s *State, now, srtt time.Duration) {
-	if s.Contiguous() == s.ReadOff {
+	if s.Contiguous() == s.readOff {
 		s.waiting = false
 		return
 	}
 	if !s.waiting {
-		s.waiting, s.waitSince, s.waitOff = true, now, s.ReadOff
+		s.waiting, s.waitSince, s.waitOff = true, now, s.readOff
 		return
 	}
 	waited := now - s.waitSince
 	if waited < stallAfter(srtt) {
 		return
 	}
-	size := uint64(2 * float64(s.ReadOff-s.waitOff) * srtt.Seconds() / waited.Seconds())
+	size := uint64(2 * float64(s.readOff-s.waitOff) * srtt.Seconds() / waited.Seconds())
 	m.CutCredit(s, now, max(size, StallWindow))
 }
 
@@ -81,12 +81,12 @@ func (m *Manager) CutCredit(s *State, now time.Duration, size uint64) {
 	if s.finKnown || s.Aborted() || s.readClosed {
 		return
 	}
-	if s.RecvWin.Size > size {
-		s.RecvWin.Init(size, now, s.ReadOff)
+	if s.recvWin.Size > size {
+		s.recvWin.Init(size, now, s.readOff)
 		s.cut = true
 	}
-	if limit := max(s.HighestRecv, s.ReadOff+s.RecvWin.Size); limit < s.RecvMax {
-		s.RecvMax = limit
+	if limit := max(s.highestRecv, s.readOff+s.recvWin.Size); limit < s.recvMax {
+		s.recvMax = limit
 		s.maxDataQueued = true
 		m.ScheduleCtrl(s)
 		m.Mem.Account(s)

@@ -27,11 +27,11 @@ func (m *Manager) StreamFor(id uint64, now time.Duration) *State {
 // addRecvd accounts bytes up to end as received on s for connection flow
 // control.
 func (m *Manager) addRecvd(s *State, end uint64) error {
-	if end <= s.HighestRecv {
+	if end <= s.highestRecv {
 		return nil
 	}
-	m.Flow.Recvd += end - s.HighestRecv
-	s.HighestRecv = end
+	m.Flow.Recvd += end - s.highestRecv
+	s.highestRecv = end
 	if m.Flow.Recvd > m.Flow.RecvMax {
 		return fmt.Errorf("connection flow control: %d bytes received, credit %d", m.Flow.Recvd, m.Flow.RecvMax)
 	}
@@ -50,17 +50,17 @@ func (m *Manager) OnStreamFrame(f *wire.Frame, now, srtt time.Duration) error {
 	if s.Aborted() {
 		// Data in flight when the stream was reset: count it for
 		// connection credit and drop it.
-		if s.PeerReset {
+		if s.peerReset {
 			return nil
 		}
-		if end > s.HighestRecv {
-			d := end - s.HighestRecv
+		if end > s.highestRecv {
+			d := end - s.highestRecv
 			if err := m.addRecvd(s, end); err != nil {
 				return err
 			}
 			m.Flow.Consumed += d
-			s.ReadOff = s.HighestRecv
-			m.Flow.Settle(s, s.HighestRecv)
+			s.readOff = s.highestRecv
+			m.Flow.Settle(s, s.highestRecv)
 			m.MaybeConnCredit(now, srtt)
 		}
 		if f.Fin && !s.finKnown {
@@ -70,20 +70,20 @@ func (m *Manager) OnStreamFrame(f *wire.Frame, now, srtt time.Duration) error {
 		return nil
 	}
 	if end > s.recvBound {
-		return fmt.Errorf("stream %d flow control: data to %d, credit %d", s.ID, end, s.recvBound)
+		return fmt.Errorf("stream %d flow control: data to %d, credit %d", s.id, end, s.recvBound)
 	}
 	if s.finKnown && (end > s.finalSize || f.Fin && end != s.finalSize) {
-		return fmt.Errorf("stream %d final size %d changed (frame ends at %d)", s.ID, s.finalSize, end)
+		return fmt.Errorf("stream %d final size %d changed (frame ends at %d)", s.id, s.finalSize, end)
 	}
-	if f.Fin && end < s.HighestRecv {
-		return fmt.Errorf("stream %d final size %d below data received (%d)", s.ID, end, s.HighestRecv)
+	if f.Fin && end < s.highestRecv {
+		return fmt.Errorf("stream %d final size %d below data received (%d)", s.id, end, s.highestRecv)
 	}
 	if err := m.addRecvd(s, end); err != nil {
 		return err
 	}
 	// Data sent before a cut of the credit arrived (readerstall.go): the
 	// credit covers it.
-	s.RecvMax = max(s.RecvMax, s.HighestRecv)
+	s.recvMax = max(s.recvMax, s.highestRecv)
 	if f.Fin && !s.finKnown {
 		s.finKnown, s.finalSize = true, end
 		m.Mem.Account(s)
@@ -94,7 +94,7 @@ func (m *Manager) OnStreamFrame(f *wire.Frame, now, srtt time.Duration) error {
 		m.Events.Accepted(s)
 	}
 	if s.readClosed {
-		if end > s.ReadOff {
+		if end > s.readOff {
 			// The application closed its end; new data cannot be
 			// delivered: reset, as TCP does.
 			m.reset(s, CodeStreamClosed, now, srtt)
@@ -103,14 +103,14 @@ func (m *Manager) OnStreamFrame(f *wire.Frame, now, srtt time.Duration) error {
 		m.MaybeFinish(s)
 		return nil
 	}
-	if end > s.ReadOff && len(f.Data) > 0 {
-		start := max(f.Offset, s.ReadOff)
-		if !s.Recvd.Covers(start, end) {
-			s.RecvBuf.Write(start, f.Data[start-f.Offset:])
-			n := s.Recvd.Len()
-			s.Recvd.Add(start, end)
+	if end > s.readOff && len(f.Data) > 0 {
+		start := max(f.Offset, s.readOff)
+		if !s.recvd.Covers(start, end) {
+			s.recvBuf.Write(start, f.Data[start-f.Offset:])
+			n := s.recvd.Len()
+			s.recvd.Add(start, end)
 			m.RecvdChanged(s, n)
-			if c := s.Contiguous(); c > s.SettledOff {
+			if c := s.Contiguous(); c > s.settledOff {
 				m.Flow.Settle(s, c)
 				m.MaybeConnCredit(now, srtt)
 			}
@@ -119,7 +119,7 @@ func (m *Manager) OnStreamFrame(f *wire.Frame, now, srtt time.Duration) error {
 	}
 	if s.readWait && s.Readable() {
 		s.readWait = false
-		m.Events.Notify(s)
+		m.notify(s)
 	}
 	return nil
 }
@@ -135,10 +135,10 @@ func (m *Manager) OnMaxStreamData(s *State, max, pn uint64) {
 		return
 	}
 	s.peerMaxPN = pn + 1
-	raised := max > s.PeerMax
-	s.PeerMax = max
-	if raised && s.CreditWait {
-		s.CreditWait = false
+	raised := max > s.peerMax
+	s.peerMax = max
+	if raised && s.creditWait {
+		s.creditWait = false
 		m.ScheduleNew(s)
 	}
 }
@@ -147,24 +147,24 @@ func (m *Manager) OnMaxStreamData(s *State, max, pn uint64) {
 // breach of the protocol (final size): the association closes.
 func (m *Manager) OnResetStream(f *wire.Frame, now, srtt time.Duration) error {
 	s := m.StreamFor(f.StreamID, now)
-	if s == nil || s.PeerReset {
+	if s == nil || s.peerReset {
 		return nil
 	}
-	if f.FinalSize < s.HighestRecv || s.finKnown && f.FinalSize != s.finalSize {
-		return fmt.Errorf("stream %d reset with final size %d (received %d)", s.ID, f.FinalSize, s.HighestRecv)
+	if f.FinalSize < s.highestRecv || s.finKnown && f.FinalSize != s.finalSize {
+		return fmt.Errorf("stream %d reset with final size %d (received %d)", s.id, f.FinalSize, s.highestRecv)
 	}
 	if err := m.addRecvd(s, f.FinalSize); err != nil {
 		return err
 	}
-	s.PeerReset, s.PeerCode = true, f.Code
+	s.peerReset, s.peerCode = true, f.Code
 	m.Abort(s, now, srtt)
-	if !s.ResetSent {
+	if !s.resetSent {
 		// Answer with our own RESET_STREAM so the peer learns our final
 		// size and both sides can forget the stream.
-		s.ResetSent, s.resetQueued, s.resetCode = true, true, f.Code
+		s.resetSent, s.resetQueued, s.resetCode = true, true, f.Code
 		m.ScheduleCtrl(s)
 	}
-	m.Events.Notify(s)
+	m.notify(s)
 	m.MaybeFinish(s)
 	return nil
 }

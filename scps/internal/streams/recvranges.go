@@ -39,7 +39,7 @@ var ErrRangesFull = errors.New("scps: received ranges full")
 
 // RecvdChanged accounts a change of s.Recvd, whose length was before.
 func (m *Manager) RecvdChanged(s *State, before int) {
-	m.RecvRanges += s.Recvd.Len() - before
+	m.RecvRanges += s.recvd.Len() - before
 	if m.RangeStrikes > 0 && m.RecvRanges <= MaxAssocRanges/2 {
 		m.RangeStrikes = 0
 	}
@@ -61,11 +61,11 @@ func (m *Manager) NewRange(f *wire.Frame, fresh *int) error {
 			return nil // dropped on arrival, nothing kept
 		}
 		end := f.Offset + uint64(len(f.Data))
-		start := max(f.Offset, s.ReadOff)
-		if end <= start || s.Recvd.Touches(start, end) {
+		start := max(f.Offset, s.readOff)
+		if end <= start || s.recvd.Touches(start, end) {
 			return nil // merges with what is there
 		}
-		have = s.Recvd.Len()
+		have = s.recvd.Len()
 	}
 	*fresh++
 	if have+*fresh > MaxStreamRanges {

@@ -20,7 +20,7 @@ func (m *Manager) FrameAcked(f *ackhandler.SentFrame, now, srtt time.Duration) {
 	case ackhandler.KindStream:
 		m.dataAcked(f, now, srtt)
 	case ackhandler.KindReset:
-		if s, ok := m.ByID[f.ID]; ok && s.ResetSent {
+		if s, ok := m.ByID[f.ID]; ok && s.resetSent {
 			s.resetAcked = true
 			m.MaybeFinish(s)
 		}
@@ -35,12 +35,12 @@ func (m *Manager) FrameLost(f *ackhandler.SentFrame) {
 	case ackhandler.KindStream:
 		m.dataLost(f)
 	case ackhandler.KindReset:
-		if s, ok := m.ByID[f.ID]; ok && s.ResetSent && !s.resetAcked {
+		if s, ok := m.ByID[f.ID]; ok && s.resetSent && !s.resetAcked {
 			s.resetQueued = true
 			m.ScheduleCtrl(s)
 		}
 	case ackhandler.KindMaxStreamData:
-		if s, ok := m.ByID[f.ID]; ok && !s.finKnown && !s.Aborted() && f.Off == s.RecvMax {
+		if s, ok := m.ByID[f.ID]; ok && !s.finKnown && !s.Aborted() && f.Off == s.recvMax {
 			s.maxDataQueued = true
 			m.ScheduleCtrl(s)
 		}
@@ -66,17 +66,17 @@ func (m *Manager) dataAcked(f *ackhandler.SentFrame, now, srtt time.Duration) {
 	if f.N > 0 {
 		end := f.Off + f.N
 		s.retx.Remove(f.Off, end)
-		if end > s.AckedPrefix {
-			s.acked.Add(max(f.Off, s.AckedPrefix), end)
-			if first := s.acked.First(); first.Start <= s.AckedPrefix {
-				m.SendReleased(first.End - s.AckedPrefix)
-				s.AckedPrefix = first.End
-				s.acked.RemoveBelow(s.AckedPrefix)
-				s.SendBuf.Release(s.AckedPrefix)
+		if end > s.ackedPrefix {
+			s.acked.Add(max(f.Off, s.ackedPrefix), end)
+			if first := s.acked.First(); first.Start <= s.ackedPrefix {
+				m.SendReleased(first.End - s.ackedPrefix)
+				s.ackedPrefix = first.End
+				s.acked.RemoveBelow(s.ackedPrefix)
+				s.sendBuf.Release(s.ackedPrefix)
 				s.MaybeGrowSendBuffer(m.Limits.SendBuffer, now, srtt)
 				if s.writeWait {
 					s.writeWait = false
-					m.Events.Notify(s)
+					m.notify(s)
 				}
 			}
 		}
@@ -93,7 +93,7 @@ func (m *Manager) dataLost(f *ackhandler.SentFrame) {
 		return
 	}
 	if f.N > 0 {
-		start, end := max(f.Off, s.AckedPrefix), f.Off+f.N
+		start, end := max(f.Off, s.ackedPrefix), f.Off+f.N
 		if start < end {
 			s.retx.Add(start, end)
 			for i := 0; i < s.acked.Len(); i++ {

@@ -111,10 +111,10 @@ func (m *Manager) writable(id uint64) (*State, error) {
 		return nil, err
 	}
 	switch {
-	case s.PeerReset:
-		return nil, &ResetError{Code: s.PeerCode}
-	case s.LocalErr != nil:
-		return nil, s.LocalErr
+	case s.peerReset:
+		return nil, &ResetError{Code: s.peerCode}
+	case s.localErr != nil:
+		return nil, s.localErr
 	case s.finQueued:
 		return nil, ErrWriteClosed
 	}
@@ -124,7 +124,7 @@ func (m *Manager) writable(id uint64) (*State, error) {
 // Writable is how many bytes Write would accept now.
 func (m *Manager) Writable(id uint64) int {
 	s, ok := m.ByID[id]
-	if !ok || s.Aborted() || s.finQueued || s.LocalErr != nil {
+	if !ok || s.Aborted() || s.finQueued || s.localErr != nil {
 		return 0
 	}
 	space, _ := m.SendSpace(s)
@@ -142,10 +142,10 @@ func (m *Manager) Read(id uint64, p []byte, now, srtt time.Duration) (int, error
 		return 0, err
 	}
 	switch {
-	case s.PeerReset:
-		return 0, &ResetError{Code: s.PeerCode}
-	case s.LocalErr != nil && s.ResetSent:
-		return 0, s.LocalErr
+	case s.peerReset:
+		return 0, &ResetError{Code: s.peerCode}
+	case s.localErr != nil && s.resetSent:
+		return 0, s.localErr
 	case s.readClosed:
 		return 0, ErrStreamClosed
 	}
@@ -158,7 +158,7 @@ func (m *Manager) Readable(id uint64) int {
 	if !ok || s.Aborted() {
 		return 0
 	}
-	return int(s.Contiguous() - s.ReadOff)
+	return int(s.Contiguous() - s.readOff)
 }
 
 // CloseWrite ends our direction of the stream: the peer reads EOF after
@@ -169,15 +169,15 @@ func (m *Manager) CloseWrite(id uint64) error {
 		return err
 	}
 	switch {
-	case s.PeerReset:
-		return &ResetError{Code: s.PeerCode}
-	case s.ResetSent:
-		return s.LocalErr
+	case s.peerReset:
+		return &ResetError{Code: s.peerCode}
+	case s.resetSent:
+		return s.localErr
 	case s.finQueued:
 		return nil
 	}
 	s.finQueued = true
-	s.finOffset = s.WriteOff
+	s.finOffset = s.writeOff
 	m.ScheduleNew(s)
 	return nil
 }
@@ -195,21 +195,21 @@ func (m *Manager) Close(id uint64, now, srtt time.Duration) error {
 		m.closeAborted(s)
 		return nil
 	}
-	if s.LocalErr != nil {
+	if s.localErr != nil {
 		return nil
 	}
-	if s.Contiguous() > s.ReadOff || s.Recvd.Len() > 0 && s.Recvd.Last().End > s.ReadOff {
+	if s.Contiguous() > s.readOff || s.recvd.Len() > 0 && s.recvd.Last().End > s.readOff {
 		m.reset(s, CodeStreamClosed, now, srtt)
 		return nil
 	}
 	if !s.finQueued {
 		s.finQueued = true
-		s.finOffset = s.WriteOff
+		s.finOffset = s.writeOff
 		m.ScheduleNew(s)
 	}
-	s.LocalErr = ErrStreamClosed
+	s.localErr = ErrStreamClosed
 	s.readClosed = true
-	s.RecvBuf.Free()
+	s.recvBuf.Free()
 	m.Mem.Account(s)
 	m.MaybeFinish(s)
 	return nil
@@ -234,8 +234,8 @@ func (m *Manager) Reset(id uint64, code uint64, now, srtt time.Duration) error {
 // aborted: it may no longer use it, and the stream leaves once both
 // resets went through.
 func (m *Manager) closeAborted(s *State) {
-	if s.LocalErr == nil {
-		s.LocalErr = ErrStreamClosed
+	if s.localErr == nil {
+		s.localErr = ErrStreamClosed
 	}
 	m.MaybeFinish(s)
 }

@@ -52,7 +52,7 @@ func (m *Map) IsLocal(id uint64) bool {
 // OnWire reports whether s may appear in packets: a local stream needs the
 // peer's stream credit.
 func (m *Map) OnWire(s *State) bool {
-	return !s.local || s.ID>>1 < m.PeerMax
+	return !s.local || s.id>>1 < m.PeerMax
 }
 
 // CheckID reports a stream id a well-formed packet must not name: our own
@@ -74,11 +74,11 @@ func (m *Map) CheckID(id uint64) error {
 // frames for it create nothing) and counts toward raising the peer's
 // stream limit.
 func (m *Map) Remove(s *State) {
-	delete(m.ByID, s.ID)
-	m.RecvRanges -= s.Recvd.Len()
-	s.Recvd.Clear()
+	delete(m.ByID, s.id)
+	m.RecvRanges -= s.recvd.Len()
+	s.recvd.Clear()
 	if !s.local {
-		idx := s.ID >> 1
+		idx := s.id >> 1
 		m.PeerClosed.Add(idx, idx+1)
 		m.peerClosedCount++
 		m.MaybeMaxStreams()
@@ -107,12 +107,12 @@ func (m *Map) HasWork() bool {
 
 // ScheduleNew puts s in a new-data queue if it can send new data now.
 func (m *Map) ScheduleNew(s *State) {
-	if s.Gone || s.Aborted() || s.queued&inNewQ != 0 || !m.OnWire(s) {
+	if s.gone || s.Aborted() || s.queued&inNewQ != 0 || !m.OnWire(s) {
 		return
 	}
 	if !s.CanSendNew() {
-		if s.sentOff < s.WriteOff && s.sentOff >= s.PeerMax {
-			s.CreditWait = true
+		if s.sentOff < s.writeOff && s.sentOff >= s.peerMax {
+			s.creditWait = true
 		}
 		return
 	}
@@ -125,7 +125,7 @@ func (m *Map) ScheduleNew(s *State) {
 }
 
 func (m *Map) ScheduleRetx(s *State) {
-	if s.Gone || s.Aborted() || s.queued&inRetxQ != 0 || !s.HasRetx() {
+	if s.gone || s.Aborted() || s.queued&inRetxQ != 0 || !s.HasRetx() {
 		return
 	}
 	s.queued |= inRetxQ
@@ -133,7 +133,7 @@ func (m *Map) ScheduleRetx(s *State) {
 }
 
 func (m *Map) ScheduleCtrl(s *State) {
-	if s.Gone || s.queued&inCtrlQ != 0 || !m.OnWire(s) {
+	if s.gone || s.queued&inCtrlQ != 0 || !m.OnWire(s) {
 		return
 	}
 	s.queued |= inCtrlQ
@@ -171,7 +171,7 @@ func (m *Map) MaybeMaxStreams() {
 func (m *Map) ReleasePending() {
 	n := 0
 	for _, s := range m.Pending {
-		if s.Gone {
+		if s.gone {
 			n++
 			continue
 		}

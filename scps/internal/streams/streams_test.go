@@ -23,18 +23,18 @@ func TestQueueKeepsOrder(t *testing.T) {
 	next, want := uint64(0), uint64(0)
 	for round := range 50 {
 		for range round%7 + 1 {
-			q.Push(&State{ID: next})
+			q.Push(&State{id: next})
 			next++
 		}
 		for range round % 5 {
 			if q.Len() == 0 {
 				break
 			}
-			if s := q.Peek(); s.ID != want {
-				t.Fatalf("peek %d, want %d", s.ID, want)
+			if s := q.Peek(); s.id != want {
+				t.Fatalf("peek %d, want %d", s.id, want)
 			}
-			if s := q.Pop(); s.ID != want {
-				t.Fatalf("pop %d, want %d", s.ID, want)
+			if s := q.Pop(); s.id != want {
+				t.Fatalf("pop %d, want %d", s.id, want)
 			}
 			want++
 		}
@@ -79,17 +79,17 @@ func TestWindowGrowsOnlyWhileDraining(t *testing.T) {
 func TestScheduleLightBeforeBulk(t *testing.T) {
 	var m Map
 	m.Init(true, 100, 8)
-	light := &State{ID: 0, local: true, WriteOff: 100, PeerMax: 1 << 20}
-	bulk := &State{ID: 2, local: true, WriteOff: LightThreshold + 1, PeerMax: 1 << 20}
-	waiting := &State{ID: 4, local: true, WriteOff: 100, PeerMax: 1 << 20, writeWait: true}
-	noCredit := &State{ID: 6, local: true, WriteOff: 100}
+	light := &State{id: 0, local: true, writeOff: 100, peerMax: 1 << 20}
+	bulk := &State{id: 2, local: true, writeOff: LightThreshold + 1, peerMax: 1 << 20}
+	waiting := &State{id: 4, local: true, writeOff: 100, peerMax: 1 << 20, writeWait: true}
+	noCredit := &State{id: 6, local: true, writeOff: 100}
 	for _, s := range []*State{light, bulk, waiting, noCredit} {
 		m.ScheduleNew(s)
 	}
 	if m.LightQ.Len() != 1 || m.LightQ.Peek() != light || m.BulkQ.Len() != 2 {
 		t.Fatalf("light %d, bulk %d", m.LightQ.Len(), m.BulkQ.Len())
 	}
-	if noCredit.queued != 0 || !noCredit.CreditWait {
+	if noCredit.queued != 0 || !noCredit.creditWait {
 		t.Fatal("a stream without credit was queued")
 	}
 	m.ScheduleNew(light) // already queued: no second entry
@@ -108,17 +108,17 @@ func TestScheduleLightBeforeBulk(t *testing.T) {
 // what was read, and none of it once the stream is aborted.
 func TestBudgetAccountsGrantedCredit(t *testing.T) {
 	var m MemBudget
-	s := &State{RecvMax: settings.InitialStreamCredit + 5000}
+	s := &State{recvMax: settings.InitialStreamCredit + 5000}
 	m.Account(s)
 	if m.RecvGranted != 5000 {
 		t.Fatalf("granted %d, want 5000", m.RecvGranted)
 	}
-	s.ReadOff = 3000 // read: the credit beyond the initial shrinks
+	s.readOff = 3000 // read: the credit beyond the initial shrinks
 	m.Account(s)
 	if m.RecvGranted != 2000 {
 		t.Fatalf("after reading: %d, want 2000", m.RecvGranted)
 	}
-	s.PeerReset = true
+	s.peerReset = true
 	m.Account(s)
 	if m.RecvGranted != 0 || s.credited != 0 {
 		t.Fatalf("after a reset: %d", m.RecvGranted)
@@ -126,8 +126,8 @@ func TestBudgetAccountsGrantedCredit(t *testing.T) {
 	var f ConnFlow
 	f.Settle(s, 100)
 	f.Settle(s, 50) // never back
-	if f.Settled != 100 || s.SettledOff != 100 {
-		t.Fatalf("settled %d (stream %d), want 100", f.Settled, s.SettledOff)
+	if f.Settled != 100 || s.settledOff != 100 {
+		t.Fatalf("settled %d (stream %d), want 100", f.Settled, s.settledOff)
 	}
 }
 
@@ -135,9 +135,9 @@ func TestBudgetAccountsGrantedCredit(t *testing.T) {
 // closed.
 type recordedEvents struct{ ids, closed, accepted []uint64 }
 
-func (r *recordedEvents) Notify(s *State)   { r.ids = append(r.ids, s.ID) }
-func (r *recordedEvents) Closed(s *State)   { r.closed = append(r.closed, s.ID) }
-func (r *recordedEvents) Accepted(s *State) { r.accepted = append(r.accepted, s.ID) }
+func (r *recordedEvents) Notify(s *State)   { r.ids = append(r.ids, s.id) }
+func (r *recordedEvents) Closed(s *State)   { r.closed = append(r.closed, s.id) }
+func (r *recordedEvents) Accepted(s *State) { r.accepted = append(r.accepted, s.id) }
 
 // TestBudgetReleasedWakesOldestFirst frees room for about one share and a
 // bit: the oldest waiting writers are woken (a gone one is dropped without
@@ -150,11 +150,11 @@ func TestBudgetReleasedWakesOldestFirst(t *testing.T) {
 	m.Mem.Limit = 8 << 20
 	var ws []*State
 	for id := range uint64(4) {
-		s := &State{ID: id}
+		s := &State{id: id}
 		m.ByID[id] = s
 		ws = append(ws, s)
 	}
-	ws[0].Gone = true
+	ws[0].gone = true
 	for _, s := range ws {
 		m.AwaitRoom(s, true)
 	}
@@ -189,13 +189,13 @@ func TestAbortFinishesOnceBothSidesKnow(t *testing.T) {
 	m.Init(true, 100, 100)
 	m.Flow.Init(settings.InitialConnCredit, 2<<20, time.Second)
 	s := m.NewStream(0, true, time.Second)
-	s.WriteOff, s.AckedPrefix = 5000, 1000
+	s.writeOff, s.ackedPrefix = 5000, 1000
 	m.Mem.SendHeld = 4000
-	s.HighestRecv, s.ReadOff = 3000, 1000
-	s.ResetSent = true
+	s.highestRecv, s.readOff = 3000, 1000
+	s.resetSent = true
 	m.Abort(s, time.Second, 100*time.Millisecond)
-	if m.Mem.SendHeld != 0 || m.Flow.Consumed != 2000 || s.ReadOff != 3000 {
-		t.Fatalf("after abort: send held %d, consumed %d, read to %d", m.Mem.SendHeld, m.Flow.Consumed, s.ReadOff)
+	if m.Mem.SendHeld != 0 || m.Flow.Consumed != 2000 || s.readOff != 3000 {
+		t.Fatalf("after abort: send held %d, consumed %d, read to %d", m.Mem.SendHeld, m.Flow.Consumed, s.readOff)
 	}
 	m.MaybeFinish(s)
 	if len(ev.closed) != 0 || m.ByID[0] == nil {
@@ -206,10 +206,10 @@ func TestAbortFinishesOnceBothSidesKnow(t *testing.T) {
 	if len(ev.closed) != 0 {
 		t.Fatal("finished before the peer's final size was known")
 	}
-	s.PeerReset = true
+	s.peerReset = true
 	m.MaybeFinish(s)
 	m.MaybeFinish(s)
-	if len(ev.closed) != 1 || ev.closed[0] != 0 || m.ByID[0] != nil || !s.Gone {
+	if len(ev.closed) != 1 || ev.closed[0] != 0 || m.ByID[0] != nil || !s.gone {
 		t.Fatalf("closed %v, in table %v: want closed once", ev.closed, m.ByID[0] != nil)
 	}
 }
@@ -223,7 +223,7 @@ func TestLostDataSkipsWhatWasAcked(t *testing.T) {
 	m := Manager{Events: ev, Limits: Limits{StreamWindow: 1 << 20, ConnWindow: 2 << 20, InitialStreamWindow: 1 << 20, InitialSendBuffer: 1 << 20, SendBuffer: 1 << 20}}
 	m.Init(true, 100, 100)
 	s := m.NewStream(0, true, time.Second)
-	s.WriteOff, s.openPending = 3000, false
+	s.writeOff, s.openPending = 3000, false
 	m.Mem.SendHeld = 3000
 	m.FrameAcked(&ackhandler.SentFrame{Kind: ackhandler.KindStream, ID: 0, Off: 1000, N: 1000}, time.Second, 0)
 	m.FrameLost(&ackhandler.SentFrame{Kind: ackhandler.KindStream, ID: 0, Off: 0, N: 3000})
@@ -232,8 +232,8 @@ func TestLostDataSkipsWhatWasAcked(t *testing.T) {
 	}
 	s.writeWait = true
 	m.FrameAcked(&ackhandler.SentFrame{Kind: ackhandler.KindStream, ID: 0, Off: 0, N: 1000}, time.Second, 0)
-	if s.AckedPrefix != 2000 || m.Mem.SendHeld != 1000 || s.retx.Len() != 1 || len(ev.ids) != 1 {
-		t.Fatalf("acked to %d, held %d, repairs %d, woken %v", s.AckedPrefix, m.Mem.SendHeld, s.retx.Len(), ev.ids)
+	if s.ackedPrefix != 2000 || m.Mem.SendHeld != 1000 || s.retx.Len() != 1 || len(ev.ids) != 1 {
+		t.Fatalf("acked to %d, held %d, repairs %d, woken %v", s.ackedPrefix, m.Mem.SendHeld, s.retx.Len(), ev.ids)
 	}
 }
 
@@ -258,7 +258,7 @@ func TestStreamFrameWithinCredit(t *testing.T) {
 	if len(ev.accepted) != 1 || s == nil || s.Contiguous() != 200 || m.Flow.Recvd != 200 {
 		t.Fatalf("accepted %v, flow received %d", ev.accepted, m.Flow.Recvd)
 	}
-	f.Offset = s.RecvMax
+	f.Offset = s.recvMax
 	if err := m.OnStreamFrame(&f, time.Second, 0); err == nil {
 		t.Fatal("data beyond the stream's credit was taken")
 	}
@@ -294,8 +294,8 @@ func TestAppendStreamsRepairsFirst(t *testing.T) {
 	old, fresh := m.NewStream(0, true, time.Second), m.NewStream(2, true, time.Second)
 	data := make([]byte, 1000)
 	for _, s := range []*State{old, fresh} {
-		s.SendBuf.Write(0, data)
-		s.WriteOff, s.openAcked = 1000, true
+		s.sendBuf.Write(0, data)
+		s.writeOff, s.openAcked = 1000, true
 	}
 	old.sentOff = 1000
 	old.retx.Add(200, 300)
@@ -336,23 +336,23 @@ func TestCutCreditWhenReaderStalls(t *testing.T) {
 	}
 	frame(0, 0)
 	frame(1000, stallAfter(srtt)-time.Millisecond) // not waited long enough yet
-	if s.RecvMax != 4<<20 || s.RecvWin.Size != 4<<20 {
-		t.Fatalf("cut too early: credit %d, window %d", s.RecvMax, s.RecvWin.Size)
+	if s.recvMax != 4<<20 || s.recvWin.Size != 4<<20 {
+		t.Fatalf("cut too early: credit %d, window %d", s.recvMax, s.recvWin.Size)
 	}
 	m.CtrlQ.Clear()
 	s.maxDataQueued = false
 	frame(2000, stallAfter(srtt))
-	if s.RecvWin.Size != StallWindow || s.RecvMax != StallWindow || !s.maxDataQueued {
-		t.Fatalf("after the reader stalled: credit %d, window %d, announced %v; want %d", s.RecvMax, s.RecvWin.Size, s.maxDataQueued, StallWindow)
+	if s.recvWin.Size != StallWindow || s.recvMax != StallWindow || !s.maxDataQueued {
+		t.Fatalf("after the reader stalled: credit %d, window %d, announced %v; want %d", s.recvMax, s.recvWin.Size, s.maxDataQueued, StallWindow)
 	}
 	// What the peer sent before it heard of the cut arrives: taken.
 	frame(1<<20, stallAfter(srtt)+srtt)
-	if s.RecvMax != 1<<20+1000 || s.recvBound != 4<<20 {
-		t.Fatalf("in flight: credit %d, bound %d", s.RecvMax, s.recvBound)
+	if s.recvMax != 1<<20+1000 || s.recvBound != 4<<20 {
+		t.Fatalf("in flight: credit %d, bound %d", s.recvMax, s.recvBound)
 	}
 	// Reading catches up: credit returns beyond what was read.
 	buf := make([]byte, 3000)
-	if n, err := m.Read(s.ID, buf, 2*srtt, srtt); n != 3000 || err != nil {
+	if n, err := m.Read(s.id, buf, 2*srtt, srtt); n != 3000 || err != nil {
 		t.Fatalf("read %d, %v", n, err)
 	}
 	if s.waiting {
@@ -371,12 +371,12 @@ func TestMaxStreamDataNewestWins(t *testing.T) {
 	m.OnMaxStreamData(s, 1<<20, 10)
 	m.OnMaxStreamData(s, 300_000, 20) // cut
 	m.OnMaxStreamData(s, 1<<20, 10)   // the old grant, late
-	if s.PeerMax != 300_000 {
-		t.Fatalf("credit %d after a late old grant, want the cut's 300000", s.PeerMax)
+	if s.peerMax != 300_000 {
+		t.Fatalf("credit %d after a late old grant, want the cut's 300000", s.peerMax)
 	}
-	s.WriteOff, s.sentOff, s.CreditWait = 400_000, 300_000, true
+	s.writeOff, s.sentOff, s.creditWait = 400_000, 300_000, true
 	m.OnMaxStreamData(s, 500_000, 30)
-	if s.PeerMax != 500_000 || s.CreditWait || m.BulkQ.Len()+m.LightQ.Len() != 1 {
-		t.Fatalf("after a new grant: credit %d, waiting %v", s.PeerMax, s.CreditWait)
+	if s.peerMax != 500_000 || s.creditWait || m.BulkQ.Len()+m.LightQ.Len() != 1 {
+		t.Fatalf("after a new grant: credit %d, waiting %v", s.peerMax, s.creditWait)
 	}
 }

@@ -21,22 +21,25 @@ import (
 // uploads leaves each a few KiB, MemBudget).
 const LightThreshold = 16 << 10
 
-// State is one stream's state in the association's core.
+// State is one stream's state in the association's core. Its fields are
+// the streams package's: the rest of the core changes a stream only
+// through Manager and reads it through the methods below (its id, why it
+// closed, and the figures statistics and tests check bounds with).
 type State struct {
-	ID    uint64
+	id    uint64
 	local bool // opened by us
 	meta  []byte
-	Gone  bool // removed from the table; queue entries are stale
+	gone  bool // removed from the table; queue entries are stale
 
 	// Send half.
-	SendBuf     bufq.Buffer
-	WriteOff    uint64     // end of data written by the application
+	sendBuf     bufq.Buffer
+	writeOff    uint64     // end of data written by the application
 	sentOff     uint64     // next new byte to send
-	AckedPrefix uint64     // every byte below is acknowledged
+	ackedPrefix uint64     // every byte below is acknowledged
 	acked       ranges.Set // acknowledged ranges above ackedPrefix
 	retx        ranges.Set // lost ranges waiting for repair
-	PeerMax     uint64     // send credit granted by the peer
-	peerMaxPN   uint64     // 1 + the packet number of the MAX_STREAM_DATA that set PeerMax; 0: none yet
+	peerMax     uint64     // send credit granted by the peer
+	peerMaxPN   uint64     // 1 + the packet number of the MAX_STREAM_DATA that set peerMax; 0: none yet
 	finQueued   bool       // CloseWrite called; finOffset valid
 	finOffset   uint64
 	finSent     bool // FIN went out at least once
@@ -45,31 +48,31 @@ type State struct {
 	openPending bool // a local stream whose offset-0 frame must (again) go out empty
 	openAcked   bool // a frame at offset 0 was acknowledged: metadata delivered
 	writeWait   bool // the application waits for send-buffer space
-	CreditWait  bool // has new data but no stream credit
+	creditWait  bool // has new data but no stream credit
 
-	SendWin     Window // send buffer size, auto-tuned on the acknowledged offset
+	sendWin     Window // send buffer size, auto-tuned on the acknowledged offset
 	sendLimited bool   // the buffer was full for the application this epoch
 	budgetWait  bool   // the writer waits for the memory budget (MemBudget)
 	sendFreed   bool   // aborted: the send buffer's bytes left the budget
 
 	resetQueued bool // our RESET_STREAM must (again) go out
-	ResetSent   bool // our RESET_STREAM went out (or is queued): the stream is aborted
+	resetSent   bool // our RESET_STREAM went out (or is queued): the stream is aborted
 	resetAcked  bool
 	resetCode   uint64
-	LocalErr    error // why the application may no longer use the stream, if it was us
+	localErr    error // why the application may no longer use the stream, if it was us
 
 	// Receive half.
-	RecvBuf     bufq.Buffer
-	Recvd       ranges.Set // received ranges at or above readOff
-	ReadOff     uint64     // next byte the application reads
-	HighestRecv uint64     // highest offset received (counts toward connection credit)
-	SettledOff  uint64     // below it, connection credit was returned (connflow.go)
+	recvBuf     bufq.Buffer
+	recvd       ranges.Set // received ranges at or above readOff
+	readOff     uint64     // next byte the application reads
+	highestRecv uint64     // highest offset received (counts toward connection credit)
+	settledOff  uint64     // below it, connection credit was returned (connflow.go)
 	finKnown    bool
 	finalSize   uint64
-	RecvMax     uint64 // credit we grant now; a stalled reader's is cut (readerstall.go)
+	recvMax     uint64 // credit we grant now; a stalled reader's is cut (readerstall.go)
 	recvBound   uint64 // the most credit we ever granted: the peer may have sent up to it
-	RecvWin     Window // receive window, auto-tuned on the read offset
-	credited    uint64 // RecvMax-ReadOff counted in MemBudget.RecvGranted
+	recvWin     Window // receive window, auto-tuned on the read offset
+	credited    uint64 // recvMax-readOff counted in MemBudget.RecvGranted
 
 	maxDataQueued bool          // a MAX_STREAM_DATA for this stream is queued
 	metaKnown     bool          // peer stream: its metadata arrived (accept event sent)
@@ -80,12 +83,69 @@ type State struct {
 	cut           bool          // its window was cut: it grows by doubling only
 	eofRead       bool          // the application was told io.EOF
 	readClosed    bool          // the application closed: discard what still comes
-	PeerReset     bool          // the peer's RESET_STREAM arrived
-	PeerCode      uint64
+	peerReset     bool          // the peer's RESET_STREAM arrived
+	peerCode      uint64
 
-	EventQueued bool // an EventStream is pending for the application
+	eventQueued bool // an EventStream is pending for the application
 	queued      uint8
 }
+
+// ID is the stream's id.
+func (s *State) ID() uint64 { return s.id }
+
+// CloseErr is why s left the table, for the application: nil when both
+// directions finished, a *ResetError when the peer reset it, our own
+// reason when we reset it.
+func (s *State) CloseErr() error {
+	switch {
+	case s.localErr == nil && s.peerReset:
+		return &ResetError{Code: s.peerCode}
+	case s.resetSent:
+		return s.localErr
+	}
+	return nil
+}
+
+// EventTaken: the driver took the stream event queued for s (Manager's
+// notify queues at most one at a time), so the next change queues
+// another.
+func (s *State) EventTaken() { s.eventQueued = false }
+
+// The figures below let the association's statistics and tests check the
+// bounds a stream keeps without reaching into its state.
+
+// Buffered is how many bytes s's send and receive buffers hold in memory.
+func (s *State) Buffered() (send, recv int) { return s.sendBuf.Bytes(), s.recvBuf.Bytes() }
+
+// SendHeld is what s's send buffer must keep: written and not yet
+// acknowledged; at most SendWindow.
+func (s *State) SendHeld() uint64 { return s.writeOff - s.ackedPrefix }
+
+// SendWindow is the send buffer's size, as auto-tuned.
+func (s *State) SendWindow() uint64 { return s.sendWin.Size }
+
+// Received is the highest offset the peer sent on s: how much it sent,
+// read or not.
+func (s *State) Received() uint64 { return s.highestRecv }
+
+// RecvHeld is what the peer sent on s up to its highest offset that the
+// application has not read.
+func (s *State) RecvHeld() uint64 { return s.highestRecv - s.readOff }
+
+// RecvCredit is the stream credit granted beyond what the application
+// read.
+func (s *State) RecvCredit() uint64 { return s.recvMax - s.readOff }
+
+// RecvWindow is the receive window's size, as auto-tuned.
+func (s *State) RecvWindow() uint64 { return s.recvWin.Size }
+
+// Unsettled is how many received bytes of s were not yet returned to
+// connection credit (connflow.go).
+func (s *State) Unsettled() uint64 { return s.highestRecv - s.settledOff }
+
+// Ranges is how many received ranges s holds above the read offset (at
+// most MaxStreamRanges, recvranges.go).
+func (s *State) Ranges() int { return s.recvd.Len() }
 
 // Queue membership bits (State.queued): which of Map's queues hold the
 // stream.
@@ -96,31 +156,31 @@ const (
 )
 
 func (s *State) Contiguous() uint64 {
-	if s.Recvd.Empty() {
-		return s.ReadOff
+	if s.recvd.Empty() {
+		return s.readOff
 	}
-	f := s.Recvd.First()
-	if f.Start > s.ReadOff {
-		return s.ReadOff
+	f := s.recvd.First()
+	if f.Start > s.readOff {
+		return s.readOff
 	}
 	return f.End
 }
 
 // Readable: data or EOF is available to the application.
 func (s *State) Readable() bool {
-	return s.Contiguous() > s.ReadOff || (s.finKnown && s.ReadOff == s.finalSize)
+	return s.Contiguous() > s.readOff || (s.finKnown && s.readOff == s.finalSize)
 }
 
 // Unsent is how much written data has not gone out yet.
-func (s *State) Unsent() uint64 { return s.WriteOff - s.sentOff }
+func (s *State) Unsent() uint64 { return s.writeOff - s.sentOff }
 
 // SendCredit is how much new data the peer's stream credit still lets
 // out, for traces of a stream held back by flow control.
-func (s *State) SendCredit() uint64 { return s.PeerMax - s.sentOff }
+func (s *State) SendCredit() uint64 { return s.peerMax - s.sentOff }
 
 // SendSpace is how many more bytes the send buffer accepts.
 func (s *State) SendSpace() int {
-	return int(s.SendWin.Size) - int(s.WriteOff-s.AckedPrefix)
+	return int(s.sendWin.Size) - int(s.writeOff-s.ackedPrefix)
 }
 
 // HasRetx: something lost must go out again.
@@ -130,26 +190,26 @@ func (s *State) HasRetx() bool {
 
 // HasNew: new data, the open or the FIN must go out.
 func (s *State) HasNew() bool {
-	return s.sentOff < s.WriteOff || (s.openPending && s.sentOff == 0) || (s.finQueued && !s.finSent)
+	return s.sentOff < s.writeOff || (s.openPending && s.sentOff == 0) || (s.finQueued && !s.finSent)
 }
 
 // CanSendNew: new data within the peer's stream credit, the open or the
 // FIN can go out now.
 func (s *State) CanSendNew() bool {
-	return (s.sentOff < s.WriteOff && s.sentOff < s.PeerMax) ||
+	return (s.sentOff < s.writeOff && s.sentOff < s.peerMax) ||
 		(s.openPending && s.sentOff == 0) ||
-		(s.finQueued && !s.finSent && s.sentOff == s.WriteOff)
+		(s.finQueued && !s.finSent && s.sentOff == s.writeOff)
 }
 
 func (s *State) SendDone() bool {
-	return s.finAcked && s.AckedPrefix == s.finOffset
+	return s.finAcked && s.ackedPrefix == s.finOffset
 }
 
 func (s *State) RecvDone() bool {
-	return s.finKnown && s.ReadOff == s.finalSize
+	return s.finKnown && s.readOff == s.finalSize
 }
 
-func (s *State) Aborted() bool { return s.ResetSent || s.PeerReset }
+func (s *State) Aborted() bool { return s.resetSent || s.peerReset }
 
 // MaybeGrowSendBuffer ends a send-buffer epoch once a quarter of the
 // buffer was acknowledged since it began: the buffer doubles, up to
@@ -158,12 +218,12 @@ func (s *State) Aborted() bool { return s.ResetSent || s.PeerReset }
 // with a link faster than the configured (or unknown) rate. The caller
 // wakes a waiting writer.
 func (s *State) MaybeGrowSendBuffer(limit uint64, now, srtt time.Duration) {
-	if s.AckedPrefix-s.SendWin.EpochOff < s.SendWin.Size/4 {
+	if s.ackedPrefix-s.sendWin.EpochOff < s.sendWin.Size/4 {
 		return
 	}
 	if !s.sendLimited {
-		limit = s.SendWin.Size // measure only: no growth unless the writer waited
+		limit = s.sendWin.Size // measure only: no growth unless the writer waited
 	}
-	s.SendWin.Update(s.AckedPrefix, limit, now, srtt)
+	s.sendWin.Update(s.ackedPrefix, limit, now, srtt)
 	s.sendLimited = false
 }
