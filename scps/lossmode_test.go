@@ -8,6 +8,7 @@ package scps
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
@@ -217,6 +218,43 @@ func TestRainFade(t *testing.T) {
 		}
 		if r.queueLoss >= 0.01 {
 			t.Errorf("%s: %.2f%% of packets lost to queue overflow", c.name, 100*r.queueLoss)
+		}
+	}
+}
+
+// TestFadeSmallQueue: told 50 Mbit/s, the link falls to 10 Mbit/s 5 s
+// into a download of about 60 MB and stays there, behind a modem queue
+// far below a bandwidth-delay product of the told rate (1.5 MB and
+// 0.75 MB; condFade's holds 3.75 MB). Each congestion event during the
+// fade must not send the told rate's round trip into the queue again:
+// the whole transfer delivers >= 95% of what the link could carry from
+// the first byte (the payload limit at each moment's rate), and the
+// queue drops packets only in the round trips the fade itself overflows
+// (the told rate until the delay signal returns), none later. Before
+// fadeLoss (cc/hybrid.go) a resume went straight back to 50 Mbit/s for a
+// round trip: with the 1.5 MB queue a second loss episode 4.5 s after
+// the first, 94.7% and 6.2% of packets dropped (now 97.5%, 3.2%).
+func TestFadeSmallQueue(t *testing.T) {
+	for _, queue := range []int{1_500_000, 750_000} {
+		c := condFade()
+		c.fwd.QueueBytes = queue
+		c.schedule = []rateStep{{5 * time.Second, 10e6}}
+		c.dur = 30 * time.Second
+		c.name = fmt.Sprintf("fade 50->10M at 5s told 50, queue %.2f MB", float64(queue)/1e6)
+		r := measure(t, c, DefaultConfig().Congestion, LossAuto, 1)
+		// What the link could carry from the first byte's arrival (the
+		// told start before it is the same with or without a fade).
+		first := r.series[slices.IndexFunc(r.series, func(s sample) bool { return s.bytes > 0 })].at
+		carried := (payloadLimit(50e6, 0)*(5*time.Second-first).Seconds() + payloadLimit(10e6, 0)*(c.dur-5*time.Second).Seconds()) / 8
+		pct := 100 * float64(r.delivered) / carried
+		t.Logf("%s: %.1f MB, %.1f%% of what the link carried, fade %.1f%%, queue drops %.2f%%, congestion events %d",
+			c.name, float64(r.delivered)/1e6, pct, r.phases[1].pct, 100*r.queueLoss, r.stats.LossEventsCongestion)
+		if pct < 95 {
+			t.Errorf("%s: %.1f%% of what the link carried, want >= 95%%", c.name, pct)
+		}
+		onset := r.series[slices.IndexFunc(r.series, func(s sample) bool { return s.at >= 5*time.Second+3*r.rtt })].drops
+		if last := r.series[len(r.series)-1].drops; last > onset {
+			t.Errorf("%s: %d packets dropped by the queue later than 3 RTTs into the fade (%d before)", c.name, last-onset, onset)
 		}
 	}
 }

@@ -109,6 +109,7 @@ type phase struct {
 type sample struct {
 	at    time.Duration
 	bytes uint64
+	drops uint64 // forward packets the bottleneck queue dropped so far
 }
 
 func (r result) pct() float64 { return 100 * r.goodput / r.limit }
@@ -203,7 +204,7 @@ func measure(t testing.TB, c condition, mode, loss string, seed uint64) result {
 		// Stream bytes that arrived (first copies; in-order delivery lags
 		// this by the repair time of a hole, one RTT at most).
 		got := s.a[1].streams.Flow.Recvd
-		res.series = append(res.series, sample{at: s.now, bytes: got})
+		res.series = append(res.series, sample{at: s.now, bytes: got, drops: s.dir[0].queueDrop})
 		if tr := os.Getenv("SCPS_TRACE"); tr != "" && strings.Contains(c.name+" "+mode, tr) && (len(res.series)%8 == 0 || s.now < 4*rtt) {
 			n := len(res.series)
 			prev := res.series[max(n-9, 0)]

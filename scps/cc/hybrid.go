@@ -164,7 +164,17 @@ type Hybrid struct {
 	sentFull     int
 	lastDecrease time.Time // when the window last shrank
 	comp         compete   // beside a loss-based flow (compete.go)
-	cr           careful   // careful resume from a saved path (resume.go)
+	// fadeLoss: told a rate, a congestion loss came (even one a cut
+	// already answered) while the link delivered far below the best
+	// rate seen (belowPeak): the queue overflowed at a rate the link no
+	// longer has, so a resumed slow start doubles the delivery rate per
+	// round trip instead of going straight back to the best rate
+	// (PacingRate). Told 50 Mbit/s, faded to 10 behind a 1.5 MB modem
+	// queue, each resume at the best rate cost a loss episode of a
+	// thousand packets. Cleared once a round delivers near that rate
+	// again.
+	fadeLoss bool
+	cr       careful // careful resume from a saved path (resume.go)
 }
 
 // NewHybrid builds a hybrid controller.
@@ -290,6 +300,9 @@ func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
 		c.rates[c.rateIdx] = c.r.lastRate
 		c.rateIdx = (c.rateIdx + 1) % len(c.rates)
 		c.peakRate = max(c.peakRate, c.r.lastRate)
+		if c.r.lastRate >= belowPeak*c.peakRate {
+			c.fadeLoss = false
+		}
 		if c.judge > 0 {
 			if c.judge--; c.judge == 0 && !c.shared {
 				c.shared = c.tookShare(c.r.lastRate)
@@ -538,6 +551,9 @@ func (c *Hybrid) OnCongestionEvent(now time.Time, ev LossEvent) {
 		c.recoveryStart, c.inRecovery = now, true
 		return
 	}
+	if c.p.SendRate > 0 && c.ackRate < belowPeak*c.peakRate {
+		c.fadeLoss = true
+	}
 	if c.inRecovery && !ev.LargestSentAt.After(c.recoveryStart) {
 		return
 	}
@@ -598,6 +614,13 @@ func (c *Hybrid) PacingRate() float64 {
 	dr := max(float64(c.initialWindow())/c.p.RTT.Smoothed().Seconds(), c.ackRate, c.bestRate())
 	r = min(r, 2*dr)
 	switch est := c.capa.estimate() * c.wireShare(); {
+	case c.resumed && c.fadeLoss && !c.shared:
+		// A fade overflowed the queue (a modem's of less than the
+		// best rate's bandwidth-delay product): the best rate seen is
+		// not there, and a round trip of it into that queue costs a
+		// loss episode per resume. Double the delivery rate per round
+		// trip, as an untold start does.
+		r = min(r, 2*max(c.ackRate, float64(c.initialWindow())/c.p.RTT.Smoothed().Seconds()))
 	case c.resumed:
 		// The link carried that much before (a fade has ended, a
 		// competitor left): go straight back to it, and beyond it
