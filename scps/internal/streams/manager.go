@@ -147,9 +147,12 @@ func (m *Manager) Buffered() int {
 // SendSpace is how many bytes s's send buffer accepts now
 // (MemBudget.SendSpace with the association's streams and credit).
 func (m *Manager) SendSpace(s *State) (space int, budget bool) {
-	if w := min(m.SendRateWindow, m.Limits.SendBuffer); w > s.sendWin.Size && s.writeOff-s.ackedPrefix >= s.sendWin.Size/2 {
-		// The writer fills its buffer, and the link is faster than it
-		// drains: size it as a configured rate would.
+	if w := min(m.SendRateWindow, m.Limits.SendBuffer); w > s.sendWin.Size && s.writeOff-s.ackedPrefix >= s.sendWin.Size/2 && s.writeOff < s.peerMax {
+		// The writer fills its buffer, the peer's reader would take more
+		// than is written, and the link is faster than it drains: size
+		// it as a configured rate would. A peer whose credit holds the
+		// stream (a slow reader over there) grows nothing here: what
+		// the writer adds would only wait in memory.
 		s.sendWin.Size = w
 	}
 	return m.Mem.SendSpace(s, len(m.ByID), m.Flow.RecvMax-m.Flow.Consumed)

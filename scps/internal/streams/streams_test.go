@@ -380,3 +380,30 @@ func TestMaxStreamDataNewestWins(t *testing.T) {
 		t.Fatalf("after a new grant: credit %d, waiting %v", s.peerMax, s.creditWait)
 	}
 }
+
+// TestSendBufferGrowsOnlyForTheLink: told no rate, a writer that fills its
+// buffer gets the buffer the pacing rate calls for, but only while the
+// peer's credit is not what holds the stream: a slow reader at the far end
+// must not let the writer park the rate's worth of bytes in our memory.
+func TestSendBufferGrowsOnlyForTheLink(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		peerMax uint64
+		want    uint64
+	}{
+		{"peer credit holds the stream", 1 << 20, 1 << 20},
+		{"the buffer holds the stream", 64 << 20, 32 << 20},
+	} {
+		m := Manager{Events: &recordedEvents{}, Limits: Limits{StreamWindow: 8 << 20, ConnWindow: 16 << 20, InitialStreamWindow: 1 << 20, InitialSendBuffer: 1 << 20, SendBuffer: 256 << 20}}
+		m.Map.Init(true, 100, 8)
+		m.Flow.Init(settings.InitialConnCredit, 16<<20, 0)
+		m.SendRateWindow = 32 << 20
+		s := m.NewStream(0, true, 0)
+		s.peerMax = tc.peerMax
+		s.writeOff = 1 << 20 // the writer filled the initial buffer
+		m.SendSpace(s)
+		if s.sendWin.Size != tc.want {
+			t.Errorf("%s: send buffer %d, want %d", tc.name, s.sendWin.Size, tc.want)
+		}
+	}
+}
