@@ -3,18 +3,11 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"math/big"
 	"net"
 	"net/http"
 	"net/netip"
@@ -31,6 +24,7 @@ import (
 
 	"scpsvpn/cmd/internal/linkemu"
 	"scpsvpn/cmd/internal/testbed"
+	"scpsvpn/cmd/internal/webpage"
 )
 
 // TestQuicFallback: with the default quic policy a client's UDP datagram
@@ -129,7 +123,10 @@ func newQuicFiles(t *testing.T, size int) quicFiles {
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
 	f := quicFiles{dir: dir, key: filepath.Join(dir, "key.pem"), cert: filepath.Join(dir, "cert.pem"), docs: filepath.Join(dir, "docs")}
-	certPEM, keyPEM := selfSigned(t)
+	certPEM, keyPEM, err := webpage.SelfSigned()
+	if err != nil {
+		t.Fatal(err)
+	}
 	data, _ := randomData(t, size)
 	files := []struct {
 		path string
@@ -150,32 +147,6 @@ func newQuicFiles(t *testing.T, size int) quicFiles {
 		}
 	}
 	return f
-}
-
-func selfSigned(t *testing.T) (certPEM, keyPEM []byte) {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "scpsvpn test"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		DNSNames:     []string{"localhost"},
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kd, err := x509.MarshalPKCS8PrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kd})
 }
 
 // The page: 50 objects of 20 kB, fetched over one connection.
