@@ -461,6 +461,34 @@ func (tb *Testbed) Close() error {
 // runs inside the namespaces. Those of live processes, including other
 // concurrent runs, are kept. It returns what it removed.
 func SweepStale() ([]string, error) {
+	unlock, err := lockSweeps()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return sweepStale()
+}
+
+// sweepLockPath is a file whose lock serialises sweeps across processes:
+// test binaries run side by side (test.sh runs two at once), and a test
+// that plants a stale testbed must see its own sweep remove it.
+var sweepLockPath = filepath.Join(os.TempDir(), "scps-testbed.sweep-lock")
+
+// lockSweeps takes the sweep lock; the function it returns releases it.
+func lockSweeps() (unlock func(), err error) {
+	f, err := os.OpenFile(sweepLockPath, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("sweep lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("sweep lock %s: %w", sweepLockPath, err)
+	}
+	return func() { f.Close() }, nil
+}
+
+// sweepStale is SweepStale with the sweep lock held.
+func sweepStale() ([]string, error) {
 	nss, dirs, err := ownedBy(func(pid int) bool { return !processAlive(pid) })
 	errs := []error{err}
 	var swept []string

@@ -537,6 +537,13 @@ func TestSweepStale(t *testing.T) {
 	}
 	name := fmt.Sprintf("%s%d-dead00-a", NamePrefix, dead.Process.Pid)
 	live := fmt.Sprintf("%s%d-live00-a", NamePrefix, os.Getpid())
+	// Another process's sweep (a test binary beside this one) would take
+	// the planted namespace first: hold theirs off until ours is done.
+	unlock, err := lockSweeps()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
 	for _, n := range []string{name, live} {
 		if err := namespace.Create(n); err != nil {
 			t.Fatal(err)
@@ -544,7 +551,7 @@ func TestSweepStale(t *testing.T) {
 	}
 	defer namespace.Delete(live)
 	defer namespace.Delete(name)
-	swept, err := SweepStale()
+	swept, err := sweepStale()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -580,6 +587,13 @@ func TestKilledProcessLeavesNothing(t *testing.T) {
 		cmd.Wait()
 		t.Fatalf("helper: %q, %v", line, err)
 	}
+	// The helper's own sweep is done (it is up); no other process's sweep
+	// may take its namespaces before this test's.
+	unlock, err := lockSweeps()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
 	cmd.Process.Kill() // no Close, no deferred cleanup: only the kernel and the next run
 	cmd.Wait()
 	// Pdeathsig takes the endpoint down with its parent.
@@ -593,7 +607,7 @@ func TestKilledProcessLeavesNothing(t *testing.T) {
 	if !nsExists(nsA) || !nsExists(nsB) {
 		t.Fatalf("namespaces %s %s already gone?", nsA, nsB)
 	}
-	swept, err := SweepStale()
+	swept, err := sweepStale()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -608,15 +622,16 @@ func TestKilledProcessLeavesNothing(t *testing.T) {
 
 func TestNewCleansUpOnError(t *testing.T) {
 	testenv.RequireRoot(t, "network namespaces")
-	before, _ := os.ReadDir(namespace.Dir)
+	// This process's namespaces and directories only: other processes
+	// (another test binary beside this one) make and remove their own.
+	before := LeftBy(os.Getpid())
 	// Invalid emulator options fail after the namespaces exist.
 	_, err := New(Config{Kind: Emulated, Link: linkemu.Options{Fwd: linkemu.Dir{Loss: 2}}})
 	if err == nil {
 		t.Fatal("invalid link options accepted")
 	}
-	after, _ := os.ReadDir(namespace.Dir)
-	if len(after) != len(before) {
-		t.Fatalf("namespaces left after a failed New: %d before, %d after", len(before), len(after))
+	if after := LeftBy(os.Getpid()); len(after) != len(before) {
+		t.Fatalf("left after a failed New: %v (before it: %v)", after, before)
 	}
 	if _, err := New(Config{Kind: "wire"}); err == nil {
 		t.Fatal("unknown kind accepted")
