@@ -45,7 +45,10 @@ const DefaultDelay = 300 * time.Millisecond
 type Config struct {
 	// URL is the page's HTML (https://host:port/path); its objects are
 	// the src="..." attributes in it, on the same host.
-	URL       string
+	URL string
+	// Objects, if set, are fetched at once without the HTML (a download):
+	// paths or URLs resolved against URL.
+	Objects   []string
 	Protocols Protocols
 	// Delay is the happy-eyeballs delay; 0 is DefaultDelay.
 	Delay time.Duration
@@ -88,7 +91,8 @@ type roundTripper interface {
 var errRefused = fmt.Errorf("QUIC refused: %w", syscall.ECONNREFUSED)
 
 // Load fetches the page's HTML, then all its objects at once over the
-// same connection, and returns which protocol carried them and the time.
+// same connection (or cfg.Objects alone), and returns which protocol
+// carried them and the time.
 func Load(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.Delay == 0 {
 		cfg.Delay = DefaultDelay
@@ -103,13 +107,18 @@ func Load(ctx context.Context, cfg Config) (Result, error) {
 		return res, err
 	}
 	defer rt.Close()
-	html, err := get(ctx, rt, cfg.URL)
-	if err != nil {
-		return res, fmt.Errorf("%s: the page: %w", res.Proto, err)
-	}
-	objects, err := objectsOf(cfg.URL, html)
+	objects, err := resolve(cfg.URL, cfg.Objects)
 	if err != nil {
 		return res, err
+	}
+	if len(objects) == 0 {
+		html, err := get(ctx, rt, cfg.URL)
+		if err != nil {
+			return res, fmt.Errorf("%s: the page: %w", res.Proto, err)
+		}
+		if objects, err = objectsOf(cfg.URL, html); err != nil {
+			return res, err
+		}
 	}
 	var (
 		wg    sync.WaitGroup
@@ -344,19 +353,28 @@ var srcAttr = regexp.MustCompile(`src="([^"]+)"`)
 // objectsOf returns the URLs of the page's objects, resolved against the
 // page's URL.
 func objectsOf(page string, html []byte) ([]string, error) {
+	var refs []string
+	for _, m := range srcAttr.FindAllSubmatch(html, -1) {
+		refs = append(refs, string(m[1]))
+	}
+	return resolve(page, refs)
+}
+
+// resolve returns refs resolved against page; each must be on its host.
+func resolve(page string, refs []string) ([]string, error) {
 	base, err := url.Parse(page)
 	if err != nil {
 		return nil, err
 	}
 	var us []string
-	for _, m := range srcAttr.FindAllSubmatch(html, -1) {
-		ref, err := url.Parse(string(m[1]))
+	for _, r := range refs {
+		ref, err := url.Parse(r)
 		if err != nil {
-			return nil, fmt.Errorf("the page's object %q: %w", m[1], err)
+			return nil, fmt.Errorf("the page's object %q: %w", r, err)
 		}
 		u := base.ResolveReference(ref)
 		if u.Host != base.Host {
-			return nil, fmt.Errorf("the page's object %q is on another host", m[1])
+			return nil, fmt.Errorf("the page's object %q is on another host", r)
 		}
 		us = append(us, u.String())
 	}

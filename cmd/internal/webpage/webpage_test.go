@@ -124,6 +124,11 @@ func TestLoadRefusedFallsBack(t *testing.T) {
 	if res.Proto != "h2" || res.Refused == 0 {
 		t.Errorf("loaded over %s, refused after %v; want h2 after a refusal", res.Proto, res.Refused)
 	}
+	cfg = loopback(u, H2Only)
+	cfg.Objects = []string{"/p/1", "p/2"}
+	if res, err := Load(context.Background(), cfg); err != nil || res.Objects != 2 || res.Bytes != 2*objectSize {
+		t.Errorf("two objects without the page: %+v, %v", res, err)
+	}
 	cfg = loopback(u, H3Only)
 	if _, err := Load(context.Background(), cfg); err == nil {
 		t.Error("HTTP/3 alone loaded a page whose QUIC port is closed")
