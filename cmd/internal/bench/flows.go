@@ -133,10 +133,77 @@ type FlowDownloads struct {
 	// time from its dial to its last byte; a failed flow counts its bytes.
 	Jain float64 `json:"jain_index"`
 	// Completion times of the finished flows, from their dial.
-	P50Ms float64 `json:"p50_ms"`
-	P95Ms float64 `json:"p95_ms"`
-	MaxMs float64 `json:"max_ms"`
-	Err   string  `json:"error,omitempty"`
+	P50Ms     float64       `json:"p50_ms"`
+	P95Ms     float64       `json:"p95_ms"`
+	MaxMs     float64       `json:"max_ms"`
+	Endpoints *EndpointCost `json:"endpoints,omitempty"`
+	Err       string        `json:"error,omitempty"`
+}
+
+// EndpointCost is what a phase cost the tunnel's endpoints (scpsvpn
+// only): their CPU time, which on a machine shared with other work says
+// more than the phase's rates do, and the packets the kernel dropped on
+// their way into each endpoint because its TUN queue was full.
+type EndpointCost struct {
+	CPUSecondsA float64 `json:"cpu_s_a"`
+	CPUSecondsB float64 `json:"cpu_s_b"`
+	// CPUPerFlowMs is both endpoints' CPU time over the phase's flows.
+	CPUPerFlowMs float64 `json:"cpu_ms_per_flow"`
+	TUNDropsA    uint64  `json:"tun_drops_a"`
+	TUNDropsB    uint64  `json:"tun_drops_b"`
+	Err          string  `json:"error,omitempty"`
+}
+
+// costMeter reads the endpoints' CPU time and TUN drops at a phase's start
+// and end.
+type costMeter struct {
+	tb    *testbed.Testbed
+	cpu   [2]float64
+	drops [2]uint64
+	err   error
+}
+
+// meterEndpoints starts a costMeter; nil (kernel TCP: no endpoints) when
+// tb runs none.
+func meterEndpoints(tb *testbed.Testbed, scps bool) *costMeter {
+	if !scps {
+		return nil
+	}
+	m := &costMeter{tb: tb}
+	m.cpu, m.drops = m.read()
+	return m
+}
+
+func (m *costMeter) read() (cpu [2]float64, drops [2]uint64) {
+	for i, side := range []testbed.Side{testbed.A, testbed.B} {
+		c, err := m.tb.CPUSeconds(side)
+		if err == nil {
+			var d uint64
+			d, err = m.tb.TUNDrops(side)
+			cpu[i], drops[i] = c, d
+		}
+		if err != nil && m.err == nil {
+			m.err = err
+		}
+	}
+	return cpu, drops
+}
+
+// done is the cost since the start, with flows flows in the phase.
+func (m *costMeter) done(flows int) *EndpointCost {
+	if m == nil {
+		return nil
+	}
+	cpu, drops := m.read()
+	c := &EndpointCost{
+		CPUSecondsA: cpu[0] - m.cpu[0], CPUSecondsB: cpu[1] - m.cpu[1],
+		TUNDropsA: drops[0] - m.drops[0], TUNDropsB: drops[1] - m.drops[1],
+	}
+	c.CPUPerFlowMs = (c.CPUSecondsA + c.CPUSecondsB) * 1000 / float64(max(flows, 1))
+	if m.err != nil {
+		c.Err = m.err.Error()
+	}
+	return c
 }
 
 // RequestUnderLd is the request-under-load phase.
@@ -155,10 +222,11 @@ type RequestUnderLd struct {
 	Unanswered int     `json:"unanswered"`
 	// What the bulk flows and the UDP stream carried during the probes,
 	// and what the UDP sender offered.
-	BulkKBps       float64 `json:"bulk_kBps"`
-	UDPKBps        float64 `json:"udp_kBps"`
-	UDPOfferedKBps float64 `json:"udp_offered_kBps"`
-	Err            string  `json:"error,omitempty"`
+	BulkKBps       float64       `json:"bulk_kBps"`
+	UDPKBps        float64       `json:"udp_kBps"`
+	UDPOfferedKBps float64       `json:"udp_offered_kBps"`
+	Endpoints      *EndpointCost `json:"endpoints,omitempty"`
+	Err            string        `json:"error,omitempty"`
 }
 
 // runFlows measures the many-flows workload on one fresh testbed and fills r.
@@ -250,11 +318,15 @@ func runFlows(ctx context.Context, rc RunConfig, r *Result) (err error) {
 	if err := pause(); err != nil {
 		return err
 	}
+	meter := meterEndpoints(tb, scps)
 	fr.Downloads = measureDownloads(ctx, dial, spec.Flows, spec.DownloadBytes, c)
+	fr.Downloads.Endpoints = meter.done(spec.Flows)
 	if err := pause(); err != nil {
 		return err
 	}
+	meter = meterEndpoints(tb, scps)
 	fr.Request = measureRequests(ctx, tb, dial, spec.Flows, c, rc, netip.AddrPortFrom(clientIP, 0))
+	fr.Request.Endpoints = meter.done(spec.Flows + fr.Request.Count)
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -917,7 +989,11 @@ func flowsSummary(r *Result) string {
 		s += fmt.Sprintf("opens %.0f/s (%d/%d); ", o.PerSecond, o.Done, o.Flows)
 	}
 	if d := f.Downloads; d != nil {
-		s += fmt.Sprintf("downloads %d/%d: %.0f%% of the limit, Jain %.3f; ", d.Done, d.Flows, d.Together*100, d.Jain)
+		s += fmt.Sprintf("downloads %d/%d: %.0f%% of the limit, Jain %.3f", d.Done, d.Flows, d.Together*100, d.Jain)
+		if e := d.Endpoints; e != nil {
+			s += fmt.Sprintf(", endpoints %.1f ms CPU/flow, %d TUN drops", e.CPUPerFlowMs, e.TUNDropsA+e.TUNDropsB)
+		}
+		s += "; "
 	}
 	if q := f.Request; q != nil {
 		s += fmt.Sprintf("request p50 %.2f, p95 %.2f RTT (%d)", q.P50RTTs, q.P95RTTs, q.Count)
@@ -934,18 +1010,24 @@ func (rep *Report) renderFlows(w io.Writer) {
 	p("## Many flows\n\n")
 	p("Goals on GEO-10/2: the concurrent downloads together >= 95%% of the payload limit with Jain's index >= 0.9; idle connections <= 64 KiB of endpoint RSS each; opens >= 1,000 per second; " +
 		"the request on a new connection within 1.2 RTT beside the bulk flows and the UDP stream. " +
-		"Idle: KiB of RSS per open connection at endpoint A / B (scpsvpn only). Request: p50 / p95 / max in round trips of the condition, and how many. Bulk and UDP: kB/s each carried during the requests (UDP offered).\n\n")
-	p("| condition | contender | idle KiB/flow (A / B) | opens/s | downloads done | together | Jain | download p50 / max s | request RTTs | bulk kB/s | UDP kB/s (offered) |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	rep.workloadRows(w, 9, func(r *Result) bool { return r.Flows != nil }, func(r *Result) string {
+		"Idle: KiB of RSS per open connection at endpoint A / B (scpsvpn only). Request: p50 / p95 / max in round trips of the condition, and how many. Bulk and UDP: kB/s each carried during the requests (UDP offered). " +
+		"Endpoints (scpsvpn only): both endpoints' CPU ms per flow in the downloads / request phase, and the packets the kernel dropped on their way into the endpoints (TUN queue full, A+B) in each.\n\n")
+	p("| condition | contender | idle KiB/flow (A / B) | opens/s | downloads done | together | Jain | download p50 / max s | request RTTs | bulk kB/s | UDP kB/s (offered) | endpoints CPU ms/flow, TUN drops |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	rep.workloadRows(w, 10, func(r *Result) bool { return r.Flows != nil }, func(r *Result) string {
 		f := r.Flows
 		idle := "-"
 		if i := f.Idle; i != nil {
 			idle = fmt.Sprintf("%.1f / %.1f (%d)", i.PerFlowA/1024, i.PerFlowB/1024, i.Open)
 		}
 		d, o, q := f.Downloads, f.Opens, f.Request
-		return fmt.Sprintf("%s | %.0f | %d/%d | %.0f%% | %.3f | %.1f / %.1f | %.2f / %.2f / %.2f (%d) | %.1f | %.1f (%.1f)",
+		cost := "-"
+		if d.Endpoints != nil && q.Endpoints != nil {
+			cost = fmt.Sprintf("%.1f / %.1f; %d / %d", d.Endpoints.CPUPerFlowMs, q.Endpoints.CPUPerFlowMs,
+				d.Endpoints.TUNDropsA+d.Endpoints.TUNDropsB, q.Endpoints.TUNDropsA+q.Endpoints.TUNDropsB)
+		}
+		return fmt.Sprintf("%s | %.0f | %d/%d | %.0f%% | %.3f | %.1f / %.1f | %.2f / %.2f / %.2f (%d) | %.1f | %.1f (%.1f) | %s",
 			idle, o.PerSecond, d.Done, d.Flows, d.Together*100, d.Jain, d.P50Ms/1000, d.MaxMs/1000,
-			q.P50RTTs, q.P95RTTs, q.MaxRTTs, q.Count, q.BulkKBps, q.UDPKBps, q.UDPOfferedKBps)
+			q.P50RTTs, q.P95RTTs, q.MaxRTTs, q.Count, q.BulkKBps, q.UDPKBps, q.UDPOfferedKBps, cost)
 	})
 	p("\n")
 }

@@ -7,12 +7,9 @@ package e2e
 //	go test -run '^$' -bench Veth -benchtime 1x ./cmd/internal/e2e/
 
 import (
-	"fmt"
 	"io"
 	"net"
 	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,17 +17,11 @@ import (
 	"scpsvpn/cmd/internal/testenv"
 )
 
-// cpuSeconds reads a process's user+system CPU time from /proc.
-func cpuSeconds(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / 100 // USER_HZ
+// cpuSeconds is both endpoints' CPU time (user and system), 0 if unknown.
+func cpuSeconds(tb *testbed.Testbed) float64 {
+	a, _ := tb.CPUSeconds(testbed.A)
+	b, _ := tb.CPUSeconds(testbed.B)
+	return a + b
 }
 
 // pushFor sends from client to server for d and returns bytes/second.
@@ -95,10 +86,10 @@ func BenchmarkVethThroughput(b *testing.B) {
 			// Kernel TCP straight over the veth underlay.
 			kr := pushFor(b, tb, dir.from, dir.to, net.JoinHostPort(tb.Site(dir.to).Underlay.Addr().String(), "0"), d)
 			// Through both endpoints.
-			c0 := cpuSeconds(tb.PID(testbed.A)) + cpuSeconds(tb.PID(testbed.B))
+			c0 := cpuSeconds(tb)
 			t0 := time.Now()
 			sr := pushFor(b, tb, dir.from, dir.to, hostPort(tb.Site(dir.to).TUN4, 0), d)
-			c1 := cpuSeconds(tb.PID(testbed.A)) + cpuSeconds(tb.PID(testbed.B))
+			c1 := cpuSeconds(tb)
 			gb := sr * time.Since(t0).Seconds() / 1e9
 			b.Logf("%s: kernel TCP %.0f Mbit/s; scpsvpn %.0f Mbit/s (%.2fx), endpoints %.1f CPU-s/GB",
 				dir.name, kr*8/1e6, sr*8/1e6, sr/kr, (c1-c0)/gb)

@@ -6,6 +6,7 @@ package testbed
 import (
 	"errors"
 	"fmt"
+	"github.com/vishvananda/netlink"
 	"os"
 )
 
@@ -46,6 +47,33 @@ func (tb *Testbed) RSS(side Side) (int64, error) {
 		return 0, fmt.Errorf("testbed: %s: %w", side, ErrNotRunning)
 	}
 	return rssOf(pid)
+}
+
+// CPUSeconds returns the CPU time (user and system) the endpoint has used.
+func (tb *Testbed) CPUSeconds(side Side) (float64, error) {
+	pid := tb.PID(side)
+	if pid == 0 {
+		return 0, fmt.Errorf("testbed: %s: %w", side, ErrNotRunning)
+	}
+	return cpuSecondsOf(pid)
+}
+
+// TUNDrops is how many packets the kernel dropped on their way into
+// side's endpoint: its TUN device's transmit queue (txqueuelen) was full
+// because the endpoint did not read it fast enough.
+func (tb *Testbed) TUNDrops(side Side) (uint64, error) {
+	var n uint64
+	err := tb.Do(side, func() error {
+		l, err := netlink.LinkByName(tb.Site(side).TUNName)
+		if err != nil {
+			return fmt.Errorf("testbed: %s TUN: %w", side, err)
+		}
+		if st := l.Attrs().Statistics; st != nil {
+			n = st.TxDropped
+		}
+		return nil
+	})
+	return n, err
 }
 
 // LogTail returns the last n lines of side's endpoint log.

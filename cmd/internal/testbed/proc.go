@@ -176,6 +176,31 @@ func rssOf(pid int) (int64, error) {
 	return 0, fmt.Errorf("process %d has no VmRSS (exited?)", pid)
 }
 
+// cpuSecondsOf reads a process's user and system CPU time from
+// /proc/PID/stat (fields 14 and 15, in clock ticks of USER_HZ, 100 on
+// Linux).
+func cpuSecondsOf(pid int) (float64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, fmt.Errorf("reading the stat of %d: %w", pid, err)
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 > len(s) {
+		return 0, fmt.Errorf("process %d: unexpected stat %q", pid, s)
+	}
+	f := strings.Fields(s[i+2:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("process %d: unexpected stat %q", pid, s)
+	}
+	ut, err1 := strconv.ParseFloat(f[11], 64)
+	st, err2 := strconv.ParseFloat(f[12], 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("process %d: unexpected stat %q", pid, s)
+	}
+	return (ut + st) / 100, nil
+}
+
 // logTail returns the last n lines of the log file at path.
 func logTail(path string, n int) string {
 	data, err := os.ReadFile(path)
