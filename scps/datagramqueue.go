@@ -17,12 +17,13 @@ const (
 type datagramQueue struct {
 	buf   [datagramQueueLen][]byte
 	at    [datagramQueueLen]time.Duration
+	group [datagramQueueLen]uint64 // 0, or the group no packet carries two of
 	head  int
 	count int
 	bytes int
 }
 
-func (q *datagramQueue) push(p []byte, now time.Duration, maxSize int) bool {
+func (q *datagramQueue) push(p []byte, group uint64, now time.Duration, maxSize int) bool {
 	if q.count == datagramQueueLen {
 		return false
 	}
@@ -32,6 +33,7 @@ func (q *datagramQueue) push(p []byte, now time.Duration, maxSize int) bool {
 	}
 	q.buf[i] = append(q.buf[i][:0], p...)
 	q.at[i] = now
+	q.group[i] = group
 	q.count++
 	q.bytes += len(p)
 	return true
@@ -40,6 +42,9 @@ func (q *datagramQueue) push(p []byte, now time.Duration, maxSize int) bool {
 func (q *datagramQueue) front() ([]byte, time.Duration) {
 	return q.buf[q.head], q.at[q.head]
 }
+
+// frontGroup is the group of the datagram in front.
+func (q *datagramQueue) frontGroup() uint64 { return q.group[q.head] }
 
 func (q *datagramQueue) pop() {
 	q.bytes -= len(q.buf[q.head])

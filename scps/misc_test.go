@@ -372,3 +372,37 @@ func TestDatagramRoom(t *testing.T) {
 		t.Error("no room once the queue was sent")
 	}
 }
+
+// TestDatagramApart: datagrams of one group each leave in a packet of
+// their own, however small, while datagrams of no group, and of other
+// groups, share packets.
+func TestDatagramApart(t *testing.T) {
+	link := linkParams{Rate: 10e6, Delay: 20 * time.Millisecond}
+	s := newSim(t, 2, DefaultConfig(), DefaultConfig(), link, link)
+	a := s.a[0]
+	buf := make([]byte, a.Config().MaxPacketSize)
+	packets := func(send func(i int)) int {
+		t.Helper()
+		for i := range 6 {
+			send(i)
+		}
+		n := 0
+		for a.dgrams.count > 0 {
+			if sz, _ := a.Send(s.clock(), buf); sz == 0 {
+				t.Fatalf("%d datagrams queued, none sent", a.dgrams.count)
+			}
+			n++
+		}
+		return n
+	}
+	small := []byte{0x45, 1, 2, 3}
+	if n := packets(func(int) { a.SendDatagram(small) }); n != 1 {
+		t.Errorf("6 small datagrams of no group took %d packets, want 1", n)
+	}
+	if n := packets(func(int) { a.SendDatagramApart(small, 7) }); n != 6 {
+		t.Errorf("6 small datagrams of one group took %d packets, want 6", n)
+	}
+	if n := packets(func(i int) { a.SendDatagramApart(small, uint64(1+i%2)) }); n != 3 {
+		t.Errorf("6 small datagrams of two groups, alternating, took %d packets, want 3", n)
+	}
+}

@@ -324,7 +324,13 @@ func (a *Association) sendProbe(buf []byte) int {
 // when the queue is full or would hold more than a short burst at the link
 // rate, or the link is in an outage, p is dropped and ErrDatagramDropped
 // returned.
-func (a *Association) SendDatagram(p []byte) error {
+func (a *Association) SendDatagram(p []byte) error { return a.SendDatagramApart(p, 0) }
+
+// SendDatagramApart is SendDatagram for a datagram of a group (nonzero)
+// no packet carries two of: one lost packet then loses at most one
+// datagram of the group, as an erasure code over the group (a repaired
+// QUIC flow's block) needs. Group 0 is no group.
+func (a *Association) SendDatagramApart(p []byte, group uint64) error {
 	if a.state != stateOpen {
 		return a.err
 	}
@@ -335,7 +341,7 @@ func (a *Association) SendDatagram(p []byte) error {
 		a.stats.DatagramsDropped++
 		return ErrDatagramDropped
 	}
-	if a.dgrams.bytes+len(p) > a.datagramLimit() || !a.dgrams.push(p, a.now, a.maxDatagram) {
+	if a.dgrams.bytes+len(p) > a.datagramLimit() || !a.dgrams.push(p, group, a.now, a.maxDatagram) {
 		a.stats.DatagramsDropped++
 		return ErrDatagramDropped
 	}

@@ -8,6 +8,7 @@ package scps
 // streams.Manager (internal/streams/appendframes.go).
 
 import (
+	"slices"
 	"time"
 
 	"scpsvpn/scps/internal/ackhandler"
@@ -31,11 +32,20 @@ func (a *Association) appendAck(b []byte, limit int) []byte {
 }
 
 func (a *Association) appendDatagrams(b []byte, limit int) ([]byte, bool) {
-	eliciting := false // Send expired the stale ones first
+	eliciting := false   // Send expired the stale ones first
+	var groups [8]uint64 // the groups this packet carries (SendDatagramApart)
+	ng := 0
 	for a.dgrams.count > 0 {
 		p, _ := a.dgrams.front()
 		if len(b)+wire.DatagramLen(len(p)) > limit {
 			break
+		}
+		if g := a.dgrams.frontGroup(); g != 0 {
+			if ng == len(groups) || slices.Contains(groups[:ng], g) {
+				break
+			}
+			groups[ng] = g
+			ng++
 		}
 		b = wire.AppendDatagram(b, p)
 		a.sent.AddFrame().Kind = ackhandler.KindDatagram

@@ -360,14 +360,18 @@ func (s *Session) AcceptStream(ctx context.Context) (*Stream, error) {
 
 // SendDatagram queues p for unreliable delivery; it never blocks. Over
 // budget it drops p, counts it and returns ErrDatagramDropped.
-func (s *Session) SendDatagram(p []byte) error {
+func (s *Session) SendDatagram(p []byte) error { return s.SendDatagramApart(p, 0) }
+
+// SendDatagramApart is SendDatagram for a datagram of a group no packet
+// carries two of (Association.SendDatagramApart).
+func (s *Session) SendDatagramApart(p []byte, group uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// The association's clock only moves when it is driven; a datagram
 	// queued after an idle spell must be stamped with the time now, or it
 	// looks too old to send.
 	s.a.setNow(s.cfg.Now())
-	err := s.a.SendDatagram(p)
+	err := s.a.SendDatagramApart(p, group)
 	if err == nil {
 		s.kickLocked()
 	}

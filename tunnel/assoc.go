@@ -619,7 +619,7 @@ func (a *assoc) onDatagram(p []byte) {
 	if len(p) == 0 {
 		return
 	}
-	if p[0] == fecData || p[0] == fecParity {
+	if p[0] == fecData || p[0] == fecParity || p[0] == fecResend {
 		a.onRepairFrame(p) // a repaired QUIC flow's (quic.go)
 		return
 	}

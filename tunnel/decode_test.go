@@ -173,6 +173,7 @@ func FuzzRepairFrame(f *testing.F) {
 	f.Add(seed)
 	f.Add([]byte{0, 14, fecParity, 0, 0, 0, 7, 0, 0, 0, 0, 3, 0x21, 0, 9, 1})
 	f.Add([]byte{0, 11, fecData, 0, 0, 0, 7, 0xff, 0xff, 0xff, 0xff, 31, 0x45})
+	f.Add(append([]byte{0, fecResendLen}, appendFecResend(nil, 7, 3, 0x8000000000000005)...))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var st Stats
 		var rx quicRx
@@ -182,27 +183,41 @@ func FuzzRepairFrame(f *testing.F) {
 			b = b[2+n:]
 			if h, body, err := parseFec(fr); err == nil {
 				var re []byte
-				if h.typ == fecData {
+				switch h.typ {
+				case fecData:
 					re = appendFecData(nil, h.flow, h.seq, int(h.index), body)
-				} else {
+				case fecResend:
+					re = appendFecResend(nil, h.flow, h.seq, h.mask)
+				default:
 					re = appendFecParity(nil, h.flow, h.seq, int(h.count), int(h.parities), h.which, body)
 				}
 				if !bytes.Equal(re, fr) {
 					t.Fatalf("%x re-encodes as %x", fr, re)
 				}
 			}
-			out, _ := rx.take(&st, fr, time.Unix(1, 0))
+			now := time.Unix(1, 0).Add(time.Duration(len(b)) * time.Millisecond)
+			out, f := rx.take(&st, fr, now)
+			if f != nil {
+				// The hold timer's work: ask for the gaps, give up the
+				// asked ones whose wait passed.
+				out = append(out, rx.holdOver(&st, f, now.Add(2*time.Second))...)
+			}
 			for _, p := range out {
 				if len(p) == 0 {
 					t.Fatal("an empty packet delivered")
+				}
+			}
+			for _, a := range rx.takeAsks() {
+				if h, _, err := parseFec(a); err != nil || h.typ != fecResend {
+					t.Fatalf("resend request %x: %v", a, err)
 				}
 			}
 			if rx.bytes < 0 || rx.bytes > quicRxBytes+2*(0x10000+fecParityHeader) {
 				t.Fatalf("receiver holds %d bytes", rx.bytes)
 			}
 			for _, fl := range rx.flows {
-				if len(fl.held) > quicHeldMax {
-					t.Fatalf("a flow holds %d datagrams", len(fl.held))
+				if len(fl.held) > quicHeldMax || len(fl.asked) > quicAskMax {
+					t.Fatalf("a flow holds %d datagrams, asked for %d", len(fl.held), len(fl.asked))
 				}
 			}
 		}

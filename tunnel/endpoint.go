@@ -91,11 +91,14 @@ type Stats struct {
 	FlowsHeld atomic.Int64
 	// The quic policy (quic.go): datagrams refused with ICMP (fallback),
 	// rebuilt from a block's parities by the receiver, and given up (the
-	// sender's queue full or held too long; a gap the receiver could not
-	// rebuild).
+	// sender's queue full or held too long; a gap neither rebuilt nor
+	// resent within the deadline).
 	QuicRefused  atomic.Uint64
 	QuicRepaired atomic.Uint64
 	QuicGivenUp  atomic.Uint64
+	QuicHeld     atomic.Uint64 // lost datagrams resent while the flow waited
+	QuicResent   atomic.Uint64 // datagrams resent on the peer's request
+	QuicMarked   atomic.Uint64 // marked CE rather than dropped by the flow's queue
 }
 
 // New prepares an endpoint; Run starts it. The zero Options opens the real

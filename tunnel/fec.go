@@ -17,9 +17,12 @@ import (
 const (
 	fecData   = 0x01 // frame types; an IP packet's first byte is 0x4_ or 0x6_
 	fecParity = 0x02
-	// fecDataHeader and fecParityHeader are the frames' headers.
+	fecResend = 0x03 // the receiver asks for datagrams it could not rebuild
+	// fecDataHeader and fecParityHeader are the frames' headers;
+	// fecResendLen is a resend request's whole length.
 	fecDataHeader   = 10
 	fecParityHeader = 11
+	fecResendLen    = 17
 	// fecMaxBlock bounds the datagrams of a block (the index is one byte,
 	// and the receiver's mask of received ones is 64 bits).
 	fecMaxBlock = 32
@@ -142,15 +145,17 @@ func fecRecover(s *fecSums, haveP, haveQ bool, missing []int) [][]byte {
 
 // fecHeader is a repaired flow's frame header (spec.md): for a datagram,
 // its sequence number and index in its block; for a parity, the block's
-// first sequence number, its count of datagrams and which parity.
+// first sequence number, its count of datagrams and which parity; for a
+// resend request, the first number asked for and the mask of those asked.
 type fecHeader struct {
 	typ      byte
 	flow     uint32
-	seq      uint32 // datagram: its number; parity: the block's first
+	seq      uint32 // datagram: its number; parity: the block's first; resend: the first asked
 	index    byte   // datagram: its index in the block
 	count    byte   // parity: the block's datagrams
 	which    byte   // parity: 0 P, 1 Q
 	parities byte   // parity: the block's parities, 1 (P) or 2 (P and Q)
+	mask     uint64 // resend: bit i asks for datagram seq+i (bit 0 always set)
 }
 
 var errFecFrame = errors.New("malformed repaired-flow frame")
@@ -171,8 +176,17 @@ func appendFecParity(b []byte, flow, first uint32, count, parities int, which by
 	return append(b, sum...)
 }
 
+// appendFecResend asks the sender of flow for the datagrams seq+i of
+// each bit i set in mask (bit 0 set).
+func appendFecResend(b []byte, flow, seq uint32, mask uint64) []byte {
+	b = append(b, fecResend)
+	b = binary.BigEndian.AppendUint32(b, flow)
+	b = binary.BigEndian.AppendUint32(b, seq)
+	return binary.BigEndian.AppendUint64(b, mask)
+}
+
 // parseFec parses a repaired flow's frame; the body (the IP packet, or
-// the parity bytes) aliases b.
+// the parity bytes; none for a resend request) aliases b.
 func parseFec(b []byte) (fecHeader, []byte, error) {
 	if len(b) < 1 {
 		return fecHeader{}, nil, errFecFrame
@@ -198,6 +212,14 @@ func parseFec(b []byte) (fecHeader, []byte, error) {
 			return h, nil, errFecFrame
 		}
 		body = b[fecParityHeader:]
+	case fecResend:
+		if len(b) != fecResendLen {
+			return h, nil, errFecFrame
+		}
+		h.mask = binary.BigEndian.Uint64(b[9:])
+		if h.mask&1 == 0 {
+			return h, nil, errFecFrame
+		}
 	default:
 		return h, nil, errFecFrame
 	}

@@ -14,8 +14,13 @@ package tunnel
 //     and holds the datagrams behind a gap for the few milliseconds until
 //     the block's parity arrives: QUIC sees neither the loss nor a
 //     reordering, and its congestion control does not back off for the
-//     hop, nor does its RTT grow (a resend's round trip of hold did: it
-//     took QUIC out of slow start far below the link's capacity).
+//     hop, nor does its RTT grow. No packet carries two datagrams of one
+//     block (scps.Session.SendDatagramApart), so one lost packet costs a
+//     block one datagram, however small they are. What the parities
+//     cannot rebuild the receiver asks the sender for again, and holds
+//     the flow behind it until it comes, for at most a round trip and a
+//     half: QUIC sees a late burst (delay) rather than a loss, which
+//     would have cut its window.
 
 import (
 	"encoding/binary"
@@ -39,7 +44,7 @@ const (
 	// as it would at a full router queue). Deeper than the association's
 	// own 50 ms of datagrams: QUIC's start-up overshoots by far more, and
 	// dropped there it backed off below the link's capacity.
-	quicQueue       = 512
+	quicQueue       = 2048
 	quicQueuedBytes = 2 << 20
 	// maxQuicFlows bounds a peer's repaired flows at this end; further
 	// flows are carried as plain datagrams.
@@ -52,9 +57,19 @@ const (
 	// fecSpan and the association's queue of datagrams).
 	quicHold = 100 * time.Millisecond
 	// quicHeldMax bounds the datagrams a flow holds behind a gap, and
-	// quicRxBytes those and the parity sums of all of a peer's flows.
-	quicHeldMax = 256
-	quicRxBytes = 1 << 20
+	// quicRxBytes those and the parity sums of all of a peer's flows:
+	// what arrives over a round trip and a half while a resend comes
+	// (1.1 MiB at 10 Mbit/s and 600 ms).
+	quicHeldMax = 2048
+	quicRxBytes = 3 << 20
+	// quicAskMax bounds the gaps a flow has asked for again at once; a
+	// wider loss is given up.
+	quicAskMax = 256
+	// quicKeep is how many of its last datagrams a flow keeps to resend,
+	// and quicKeptBytes all of a peer's (beyond, a datagram is not kept
+	// and its loss is given up): a round trip and a half at 10 Mbit/s.
+	quicKeep      = 1024
+	quicKeptBytes = 2 << 20
 	// fecRxBlocks is how many recent blocks of a flow the receiver keeps
 	// the sums of.
 	fecRxBlocks = 4
@@ -121,16 +136,33 @@ type quicFlowKey struct{ src, dst netip.AddrPort }
 type quicFlows struct {
 	mu     sync.Mutex
 	m      map[quicFlowKey]*quicFlow
-	queued atomic.Int64  // bytes in the flows' queues
-	ids    atomic.Uint32 // the last flow number given out
+	byID   map[uint32]*quicFlow // the same flows, by number (resend requests)
+	queued atomic.Int64         // bytes in the flows' queues
+	kept   atomic.Int64         // bytes the flows keep to resend
+	ids    atomic.Uint32        // the last flow number given out
 	rx     quicRx
 }
 
 // quicFlow is one repaired flow leaving: its datagrams wait in q for the
 // routine that numbers them, adds the parities and hands them to the
-// association.
+// association; it keeps the last it sent, to resend those the receiver
+// could not rebuild.
 type quicFlow struct {
-	q chan quicDatagram
+	q  chan quicDatagram
+	id uint32
+
+	mu   sync.Mutex
+	kept []quicKept // by sequence number modulo quicKeep
+}
+
+// quicKept is a sent datagram kept to resend.
+type quicKept struct {
+	pkt     []byte // nil: none
+	seq     uint32
+	index   byte
+	at      time.Time // sent
+	resent  time.Time // last resent (both copies of a request come)
+	expires time.Time
 }
 
 type quicDatagram struct {
@@ -170,8 +202,12 @@ func (a *assoc) repair(pkt []byte, info ipInfo, sport, dport uint16) bool {
 		if fs.m == nil {
 			fs.m = map[quicFlowKey]*quicFlow{}
 		}
-		f = &quicFlow{q: make(chan quicDatagram, quicQueue)}
+		f = &quicFlow{q: make(chan quicDatagram, quicQueue), id: fs.ids.Add(1)}
 		fs.m[key] = f
+		if fs.byID == nil {
+			fs.byID = map[uint32]*quicFlow{}
+		}
+		fs.byID[f.id] = f
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
@@ -193,6 +229,7 @@ func (a *assoc) repair(pkt []byte, info ipInfo, sport, dport uint16) bool {
 type quicSender struct {
 	a        *assoc
 	as       *association
+	f        *quicFlow
 	id       uint32
 	seq      uint32 // the next datagram's number
 	first    uint32 // the open block's first
@@ -227,7 +264,82 @@ func (s *quicSender) send(b []byte, at time.Time) bool {
 		}
 		t.Stop()
 	}
-	return sess.SendDatagram(b) == nil
+	// The block's frames go one to a packet: a lost packet then costs
+	// the block one datagram, which a parity rebuilds.
+	return sess.SendDatagramApart(b, uint64(s.id)<<32|uint64(s.first)) == nil
+}
+
+// keep keeps a sent datagram to resend, within the peer's budget.
+func (s *quicSender) keep(seq uint32, index int, pkt []byte, now time.Time) {
+	f, fs := s.f, &s.a.quic
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.kept == nil {
+		f.kept = make([]quicKept, quicKeep)
+	}
+	k := &f.kept[seq%quicKeep]
+	if k.pkt != nil {
+		fs.kept.Add(-int64(len(k.pkt)))
+	}
+	*k = quicKept{}
+	if fs.kept.Load()+int64(len(pkt)) > quicKeptBytes {
+		return
+	}
+	fs.kept.Add(int64(len(pkt)))
+	*k = quicKept{pkt: pkt, seq: seq, index: byte(index), at: now, expires: now.Add(s.deadline)}
+}
+
+// release gives the kept datagrams' bytes back to the peer's budget.
+func (f *quicFlow) release(fs *quicFlows) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, k := range f.kept {
+		fs.kept.Add(-int64(len(k.pkt)))
+	}
+	f.kept = nil
+}
+
+// onResend resends the datagrams a resend request asks for, those the
+// flow still keeps, each twice, in two packets (a resend comes once,
+// with no time for another).
+func (a *assoc) onResend(h fecHeader) {
+	as := a.cur.Load()
+	if as == nil {
+		return
+	}
+	a.quic.mu.Lock()
+	f := a.quic.byID[h.flow]
+	a.quic.mu.Unlock()
+	if f == nil {
+		return
+	}
+	now := time.Now()
+	var frames [][]byte
+	f.mu.Lock()
+	for i := range 64 {
+		seq := h.seq + uint32(i)
+		if h.mask&(1<<i) == 0 || f.kept == nil {
+			continue
+		}
+		k := &f.kept[seq%quicKeep]
+		if k.pkt == nil || k.seq != seq || now.After(k.expires) || now.Sub(k.resent) < 100*time.Millisecond {
+			continue
+		}
+		k.resent = now
+		frames = append(frames, appendFecData(nil, f.id, seq, int(k.index), k.pkt))
+	}
+	f.mu.Unlock()
+	for _, fr := range frames {
+		a.e.stats.QuicResent.Add(1)
+		sendTwice(as, fr, 1<<63|uint64(f.id)<<32|uint64(binary.BigEndian.Uint32(fr[5:])))
+	}
+}
+
+// sendTwice sends a datagram twice, in two packets (group: the copies').
+func sendTwice(as *association, b []byte, group uint64) {
+	for range 2 {
+		as.sess.SendDatagramApart(b, group)
+	}
 }
 
 // add sends one datagram of the flow; true when it closed the block.
@@ -251,9 +363,10 @@ func (s *quicSender) add(d quicDatagram) bool {
 		return false
 	}
 	if !s.send(s.buf, d.at) {
-		// Its parity may still rebuild it at the far end.
+		// Its parity may still rebuild it at the far end, or a resend.
 		e.stats.QuicGivenUp.Add(1)
 	}
+	s.keep(s.seq, s.n, d.pkt, time.Now())
 	s.sums.addShard(s.n, d.pkt)
 	s.n++
 	s.seq++
@@ -285,7 +398,8 @@ func (s *quicSender) close() {
 // is idle or the association ends.
 func (a *assoc) runQuicFlow(as *association, key quicFlowKey, f *quicFlow) {
 	e := a.e
-	s := &quicSender{a: a, as: as, id: a.quic.ids.Add(1), deadline: quicDeadline(a.cfg.Link.RTT)}
+	s := &quicSender{a: a, as: as, f: f, id: f.id, deadline: quicDeadline(a.cfg.Link.RTT)}
+	defer f.release(&a.quic)
 	idle := time.NewTimer(quicIdle)
 	defer idle.Stop()
 	span := time.NewTimer(fecSpan)
@@ -302,12 +416,17 @@ func (a *assoc) runQuicFlow(as *association, key quicFlowKey, f *quicFlow) {
 		}
 		if wait > rtt/2 && now.Sub(lastDrop) > 2*rtt {
 			// The flow's queue has held half a round trip: one datagram
-			// dropped now tells QUIC to slow down (cubic takes its window
-			// to 0.7, which the queue still covers, so the link stays
-			// full), where a full queue later dropped hundreds at once.
+			// marked (ECN's CE, when the flow is ECN-capable) or dropped
+			// now tells QUIC to slow down (cubic takes its window to 0.7,
+			// which the queue still covers, so the link stays full), where
+			// a full queue later dropped hundreds at once. A mark costs
+			// QUIC no resend.
 			lastDrop = now
-			e.stats.QuicGivenUp.Add(1)
-			return
+			if !markCE(d.pkt) {
+				e.stats.QuicGivenUp.Add(1)
+				return
+			}
+			e.stats.QuicMarked.Add(1)
 		}
 		opened := s.n == 0
 		if s.add(d) {
@@ -337,6 +456,7 @@ func (a *assoc) runQuicFlow(as *association, key quicFlowKey, f *quicFlow) {
 	// No datagram joins the queue once the flow is out of the table.
 	a.quic.mu.Lock()
 	delete(a.quic.m, key)
+	delete(a.quic.byID, f.id)
 	a.quic.mu.Unlock()
 	for {
 		select {
@@ -353,20 +473,26 @@ func (a *assoc) runQuicFlow(as *association, key quicFlowKey, f *quicFlow) {
 // quicRx is the receiver's state of a peer's repaired flows, by the
 // sender's flow number.
 type quicRx struct {
-	mu    sync.Mutex
-	flows map[uint32]*quicRxFlow
-	bytes int // held datagrams and parity sums, against quicRxBytes
+	mu     sync.Mutex
+	flows  map[uint32]*quicRxFlow
+	bytes  int           // held datagrams and parity sums, against quicRxBytes
+	now    time.Time     // the frame's arrival, or the timer's
+	wait   time.Duration // how long an asked gap is held (0: a second)
+	waitAt time.Time     // when wait was last measured
+	asks   [][]byte      // resend requests to send
 }
 
 // quicRxFlow delivers one repaired flow in order: a datagram behind a
-// gap is held until the gap is rebuilt from its block's parities, or is
-// given up (the parities could not rebuild it, a later block's parity
-// came, or quicHold passed).
+// gap is held until the gap is rebuilt from its block's parities, or
+// comes again from the sender, which the receiver asks for when the
+// parities cannot rebuild it, a later block's parity came, or quicHold
+// passed; an asked gap not filled within the resend wait is given up.
 type quicRxFlow struct {
 	id     uint32
 	next   uint32 // the number of the datagram to deliver next
 	held   map[uint32][]byte
-	since  time.Time // when the oldest gap began to hold datagrams
+	asked  map[uint32]time.Time // gaps asked for again: when they are given up
+	since  time.Time            // when the oldest gap began to hold datagrams
 	timer  *time.Timer
 	blocks [fecRxBlocks]*fecRxBlock
 	last   time.Time // the flow's last frame
@@ -390,18 +516,71 @@ func before(x, y uint32) bool { return int32(x-y) < 0 }
 // onRepairFrame takes a repaired flow's frame from the peer's association
 // datagrams and delivers what it completes, in order.
 func (a *assoc) onRepairFrame(b []byte) {
+	if b[0] == fecResend {
+		h, _, err := parseFec(b)
+		if err != nil {
+			a.e.stats.TunMalformed.Add(1)
+			return
+		}
+		a.onResend(h)
+		return
+	}
 	rx := &a.quic.rx
 	now := time.Now()
 	rx.mu.Lock()
-	defer rx.mu.Unlock()
+	if now.Sub(rx.waitAt) > time.Second {
+		rx.wait, rx.waitAt = a.quicResendWait(), now
+	}
 	out, f := rx.take(&a.e.stats, b, now)
+	a.quicRxDone(f, out, now)
+}
+
+// quicRxDone ends the receiver's work (rx.mu held, and unlocked here):
+// it sets f's timer (f nil: none), delivers out, and sends the resend
+// requests the work made.
+func (a *assoc) quicRxDone(f *quicRxFlow, out [][]byte, now time.Time) {
+	rx := &a.quic.rx
 	if f != nil {
 		rx.arm(a, f, now)
 	}
 	// Delivered under the lock, so that the hold timer's deliveries do not
-	// overtake these.
+	// overtake a frame's, nor theirs these.
 	for _, p := range out {
 		a.onIPDatagram(p)
+	}
+	asks := rx.takeAsks()
+	rx.mu.Unlock()
+	a.sendAsks(asks)
+}
+
+// quicResendWait is how long the receiver holds a flow behind a gap it
+// asked for again: the peer's round trip (the request's way there, the
+// resend's back) and a half, and 100 ms for the queues. QUIC takes no
+// loss meanwhile, as it acknowledges nothing sent after the gap until
+// the gap comes.
+func (a *assoc) quicResendWait() time.Duration {
+	rtt := a.cfg.Link.RTT
+	if as := a.cur.Load(); as != nil {
+		rtt = max(rtt, as.sess.Stats().SRTT)
+	}
+	return rtt*3/2 + 100*time.Millisecond
+}
+
+// takeAsks returns the resend requests to send (rx.mu held).
+func (rx *quicRx) takeAsks() [][]byte {
+	asks := rx.asks
+	rx.asks = nil
+	return asks
+}
+
+// sendAsks sends resend requests, each twice, in two packets.
+func (a *assoc) sendAsks(asks [][]byte) {
+	as := a.cur.Load()
+	if as == nil {
+		return
+	}
+	for _, b := range asks {
+		sendTwice(as, b, 1<<62|uint64(binary.BigEndian.Uint32(b[1:]))<<32|uint64(binary.BigEndian.Uint32(b[5:])))
 	}
 }
 
@@ -413,6 +592,10 @@ func (rx *quicRx) take(st *Stats, b []byte, now time.Time) ([][]byte, *quicRxFlo
 		st.TunMalformed.Add(1)
 		return nil, nil
 	}
+	if h.typ == fecResend {
+		return nil, nil // the sender's (onResend)
+	}
+	rx.now = now
 	f := rx.flow(h, now)
 	if f == nil {
 		if h.typ == fecData {
@@ -456,7 +639,7 @@ func (rx *quicRx) flow(h fecHeader, now time.Time) *quicRxFlow {
 	if rx.flows == nil {
 		rx.flows = map[uint32]*quicRxFlow{}
 	}
-	f = &quicRxFlow{id: h.flow, next: start, held: map[uint32][]byte{}}
+	f = &quicRxFlow{id: h.flow, next: start, held: map[uint32][]byte{}, asked: map[uint32]time.Time{}}
 	rx.flows[h.flow] = f
 	return f
 }
@@ -467,6 +650,7 @@ func (rx *quicRx) drop(f *quicRxFlow) {
 		rx.bytes -= len(p)
 	}
 	clear(f.held)
+	clear(f.asked)
 	for i, blk := range f.blocks {
 		if blk != nil {
 			rx.bytes -= 2 * cap(blk.sums.p)
@@ -563,8 +747,8 @@ func (rx *quicRx) parity(st *Stats, f *quicRxFlow, h fecHeader, sum []byte, out 
 		}
 	}
 	// The frames of earlier blocks were all sent before this one: a gap
-	// before the block cannot fill any more.
-	out = rx.giveUpBefore(st, f, h.seq, out)
+	// before the block cannot fill from parities any more.
+	out = rx.ask(st, f, h.seq, out)
 	return rx.rebuild(st, f, blk, out)
 }
 
@@ -596,9 +780,9 @@ func (rx *quicRx) rebuild(st *Stats, f *quicRxFlow, blk *fecRxBlock, out [][]byt
 	// The parities go in order, P then Q: once the last came, or more
 	// are missing than there are parities, nothing more will help.
 	if blk.parities == 1 && blk.haveP || blk.haveQ || len(missing) > blk.parities {
-		// Beyond repair: deliver what the block has.
+		// Beyond repair: ask the sender.
 		blk.done = true
-		out = rx.giveUpBefore(st, f, blk.first+uint32(blk.count), out)
+		out = rx.ask(st, f, blk.first+uint32(blk.count), out)
 	}
 	return out
 }
@@ -608,6 +792,12 @@ func (rx *quicRx) rebuild(st *Stats, f *quicRxFlow, blk *fecRxBlock, out [][]byt
 func (rx *quicRx) put(st *Stats, f *quicRxFlow, seq uint32, pkt []byte, copyIt bool, out [][]byte) [][]byte {
 	if before(seq, f.next) {
 		return out
+	}
+	if _, ok := f.asked[seq]; ok {
+		// A resend (or a late rebuild) of a gap asked for: the loss
+		// became delay.
+		delete(f.asked, seq)
+		st.QuicHeld.Add(1)
 	}
 	if seq == f.next {
 		f.next++
@@ -670,17 +860,100 @@ func (rx *quicRx) giveUpBefore(st *Stats, f *quicRxFlow, seq uint32, out [][]byt
 		rx.bytes -= len(f.held[s])
 		delete(f.held, s)
 	}
+	for s := range f.asked {
+		if before(s, seq) {
+			delete(f.asked, s)
+		}
+	}
 	st.QuicGivenUp.Add(uint64(seq-f.next) - uint64(len(seqs)))
 	f.next = seq
 	return rx.drain(f, out)
 }
 
-// arm starts the flow's hold timer while it holds datagrams.
-func (rx *quicRx) arm(a *assoc, f *quicRxFlow, now time.Time) {
-	if len(f.held) == 0 {
-		return
+// ask asks the sender again for the gaps before seq that are neither
+// held nor asked for already (rx.mu held); the flow holds what follows
+// until they come or rx.wait passes. A wider loss than quicAskMax gaps
+// is given up at once.
+func (rx *quicRx) ask(st *Stats, f *quicRxFlow, seq uint32, out [][]byte) [][]byte {
+	if !before(f.next, seq) {
+		return out
 	}
-	wait := quicHold - now.Sub(f.since)
+	if seq-f.next > quicHeldMax+fecMaxBlock {
+		return rx.giveUpBefore(st, f, seq, out)
+	}
+	wait := rx.wait
+	if wait == 0 {
+		wait = time.Second
+	}
+	until := rx.now.Add(wait)
+	var first uint32
+	var mask uint64
+	flush := func() {
+		if mask != 0 {
+			rx.asks = append(rx.asks, appendFecResend(nil, f.id, first, mask))
+		}
+		mask = 0
+	}
+	for s := f.next; before(s, seq); s++ {
+		if _, ok := f.held[s]; ok {
+			continue
+		}
+		if _, ok := f.asked[s]; ok {
+			continue
+		}
+		if len(f.asked) >= quicAskMax {
+			return rx.giveUpBefore(st, f, seq, out)
+		}
+		f.asked[s] = until
+		if mask == 0 || s-first >= 64 {
+			flush()
+			first = s
+		}
+		mask |= 1 << (s - first)
+	}
+	flush()
+	return out
+}
+
+// expire gives up the asked gaps at the head of the flow whose wait
+// passed, and delivers what was held behind them.
+func (rx *quicRx) expire(st *Stats, f *quicRxFlow, now time.Time, out [][]byte) [][]byte {
+	for len(f.asked) > 0 {
+		until, ok := f.asked[f.next]
+		if !ok || now.Before(until) {
+			break
+		}
+		delete(f.asked, f.next)
+		st.QuicGivenUp.Add(1)
+		f.next++
+		out = rx.drain(f, out)
+	}
+	return out
+}
+
+// arm sets the flow's timer while it holds datagrams or waits for asked
+// gaps: for the parity's wait (quicHold after the oldest gap began to
+// hold), or the first asked gap's.
+func (rx *quicRx) arm(a *assoc, f *quicRxFlow, now time.Time) {
+	var at time.Time
+	if len(f.held) > 0 {
+		at = f.since.Add(quicHold)
+	}
+	if !at.After(now) {
+		at = time.Time{}
+	}
+	for _, until := range f.asked {
+		if at.IsZero() || until.Before(at) {
+			at = until
+		}
+	}
+	if at.IsZero() {
+		if len(f.held) == 0 {
+			return
+		}
+		at = now.Add(quicHold)
+	}
+	wait := at.Sub(now)
 	if f.timer == nil {
 		id := f.id
 		f.timer = time.AfterFunc(wait, func() { a.quicHoldOver(id) })
@@ -689,32 +962,62 @@ func (rx *quicRx) arm(a *assoc, f *quicRxFlow, now time.Time) {
 	f.timer.Reset(wait)
 }
 
-// quicHoldOver gives up a flow's gap that held datagrams for quicHold.
+// quicHoldOver asks for a flow's gaps that held datagrams for quicHold,
+// and gives up those asked for whose wait passed.
 func (a *assoc) quicHoldOver(id uint32) {
 	rx := &a.quic.rx
 	rx.mu.Lock()
 	f := rx.flows[id]
-	if f == nil || len(f.held) == 0 {
+	if f == nil || len(f.held) == 0 && len(f.asked) == 0 {
 		rx.mu.Unlock()
 		return
 	}
 	now := time.Now()
+	rx.now = now
+	a.quicRxDone(f, rx.holdOver(&a.e.stats, f, now), now)
+}
+
+// holdOver is quicHoldOver's work on the flow (rx.mu held): it returns
+// the datagrams to deliver.
+func (rx *quicRx) holdOver(st *Stats, f *quicRxFlow, now time.Time) [][]byte {
 	var out [][]byte
-	if now.Sub(f.since) >= quicHold {
-		var low uint32
+	if len(f.held) > 0 && now.Sub(f.since) >= quicHold {
+		var high uint32
 		first := true
 		for seq := range f.held {
-			if first || before(seq, low) {
-				low, first = seq, false
+			if first || before(high, seq) {
+				high, first = seq, false
 			}
 		}
-		out = rx.giveUpBefore(&a.e.stats, f, low, out)
+		out = rx.ask(st, f, high, out)
 	}
-	rx.arm(a, f, now)
-	for _, p := range out {
-		a.onIPDatagram(p)
+	return rx.expire(st, f, now, out)
+}
+
+// markCE marks an ECN-capable IP packet Congestion Experienced (RFC 3168),
+// in place; false if it is not ECN-capable (or not IP).
+func markCE(pkt []byte) bool {
+	if len(pkt) < 20 {
+		return false
 	}
-	rx.mu.Unlock()
+	switch pkt[0] >> 4 {
+	case 4:
+		hlen := int(pkt[0]&0x0f) * 4
+		if pkt[1]&3 == 0 || hlen < 20 || len(pkt) < hlen {
+			return false
+		}
+		pkt[1] |= 3
+		pkt[10], pkt[11] = 0, 0
+		binary.BigEndian.PutUint16(pkt[10:], ^checksum(pkt[:hlen], 0))
+		return true
+	case 6:
+		if len(pkt) < 40 || pkt[1]>>4&3 == 0 {
+			return false
+		}
+		pkt[1] |= 0x30
+		return true
+	}
+	return false
 }
 
 // portUnreachable is the ICMP / ICMPv6 port unreachable answering pkt,

@@ -63,10 +63,17 @@ type Counters struct {
 	SYNCookiesRejected uint64 `json:"syn_cookies_rejected"`
 	SYNCookieDrops     uint64 `json:"syn_cookie_drops"`
 	// The quic policy: datagrams refused with ICMP port unreachable
-	// (fallback), rebuilt from parities, and given up (repair).
+	// (fallback); under repair, rebuilt from parities, lost but resent
+	// while the flow was held (the loss became delay), given up (past
+	// the resend's deadline, or the sender's queue full), resent on the
+	// peer's request, and marked CE rather than dropped by the sender's
+	// queue.
 	QuicRefused  uint64 `json:"quic_refused"`
 	QuicRepaired uint64 `json:"quic_repaired"`
+	QuicHeld     uint64 `json:"quic_held"`
 	QuicGivenUp  uint64 `json:"quic_given_up"`
+	QuicResent   uint64 `json:"quic_resent"`
+	QuicMarked   uint64 `json:"quic_marked"`
 }
 
 // PeerStatus is one peer and its association.
@@ -118,6 +125,7 @@ func (e *Endpoint) Status() Status {
 			SYNCookiesRejected: sst.CookiesRejected, SYNCookieDrops: sst.CookieDrops,
 			FlowsOverQuota: s.FlowsOverQuota.Load(), DatagramsOverQuota: s.DatagramsOverQuota.Load(),
 			QuicRefused: s.QuicRefused.Load(), QuicRepaired: s.QuicRepaired.Load(), QuicGivenUp: s.QuicGivenUp.Load(),
+			QuicHeld: s.QuicHeld.Load(), QuicResent: s.QuicResent.Load(), QuicMarked: s.QuicMarked.Load(),
 		},
 		Security: e.dev.Stats(),
 	}
