@@ -141,7 +141,25 @@ type quicFlows struct {
 	kept   atomic.Int64         // bytes the flows keep to resend
 	ids    atomic.Uint32        // the last flow number given out
 	rx     quicRx
+	rel    quicRelease
 }
+
+// quicRelease paces what the receiver delivers in a burst: a flow held
+// for a resend releases up to a round trip of datagrams at once, and
+// written to the TUN at once they overflowed the QUIC client's socket
+// (its RcvbufErrors: 69 drops in one page load). Beyond quicBurst
+// datagrams they wait here, in order, and are written at three times
+// the peer's configured down rate; whatever follows waits behind them.
+type quicRelease struct {
+	mu      sync.Mutex
+	q       [][]byte
+	bytes   int
+	running bool // the pacer owns the queue (and writes outside mu)
+}
+
+// quicBurst is how many datagrams are written to the TUN at once before
+// the rest is paced.
+const quicBurst = 32
 
 // quicFlow is one repaired flow leaving: its datagrams wait in q for the
 // routine that numbers them, adds the parities and hands them to the
@@ -543,14 +561,83 @@ func (a *assoc) quicRxDone(f *quicRxFlow, out [][]byte, now time.Time) {
 	if f != nil {
 		rx.arm(a, f, now)
 	}
-	// Delivered under the lock, so that the hold timer's deliveries do not
-	// overtake a frame's, nor theirs these.
-	for _, p := range out {
-		a.onIPDatagram(p)
-	}
+	// Delivered (or queued) under the lock, so that the hold timer's
+	// deliveries do not overtake a frame's, nor theirs these.
+	a.quicDeliver(out)
 	asks := rx.takeAsks()
 	rx.mu.Unlock()
 	a.sendAsks(asks)
+}
+
+// quicDeliver writes a repaired flow's datagrams to the TUN, pacing a
+// burst (quicRelease) when the peer's down rate is configured.
+func (a *assoc) quicDeliver(out [][]byte) {
+	if len(out) == 0 {
+		return
+	}
+	r := &a.quic.rel
+	rate := 3 * a.cfg.Link.Down / 8 // bytes/s
+	r.mu.Lock()
+	if r.bytes > 2*quicRxBytes {
+		// The pacer fell far behind (a stalled TUN): these are lost.
+		r.mu.Unlock()
+		a.e.stats.QuicGivenUp.Add(uint64(len(out)))
+		return
+	}
+	if rate <= 0 || !r.running && len(out) <= quicBurst {
+		r.mu.Unlock()
+		for _, p := range out {
+			a.onIPDatagram(p)
+		}
+		return
+	}
+	for _, p := range out {
+		r.q = append(r.q, p)
+		r.bytes += len(p)
+	}
+	if r.running {
+		r.mu.Unlock()
+		return
+	}
+	r.running = true
+	r.mu.Unlock()
+	a.e.wg.Add(1)
+	go func() {
+		defer a.e.wg.Done()
+		a.quicPace(rate)
+	}()
+}
+
+// quicPace writes the release queue's datagrams at rate bytes/s, a few
+// at a time, until it is empty.
+func (a *assoc) quicPace(rate int64) {
+	r := &a.quic.rel
+	start, sent := time.Now(), 0
+	for {
+		r.mu.Lock()
+		n := min(len(r.q), 8)
+		if n == 0 || a.e.ctx.Err() != nil {
+			r.q, r.bytes, r.running = nil, 0, false
+			r.mu.Unlock()
+			return
+		}
+		batch := slices.Clone(r.q[:n])
+		r.q = r.q[n:]
+		for _, p := range batch {
+			r.bytes -= len(p)
+		}
+		r.mu.Unlock()
+		for _, p := range batch {
+			a.onIPDatagram(p)
+			sent += len(p)
+		}
+		d := time.Duration(float64(sent)/float64(rate)*float64(time.Second)) - time.Since(start)
+		if d > 0 {
+			time.Sleep(d)
+		} else if d < -10*time.Millisecond {
+			start, sent = time.Now(), 0 // no credit for a lull: no burst after it
+		}
+	}
 }
 
 // quicResendWait is how long the receiver holds a flow behind a gap it

@@ -473,7 +473,7 @@ func logQuicCounters(t *testing.T, tb *testbed.Testbed, side testbed.Side) {
 	t.Helper()
 	st := statusOf(t, tb, side)
 	k := st.Counters
-	t.Logf("%s: quic repaired %d, given up %d", side, k.QuicRepaired, k.QuicGivenUp)
+	t.Logf("%s: quic repaired %d, held for a resend %d, given up %d, resent %d, marked CE %d", side, k.QuicRepaired, k.QuicHeld, k.QuicGivenUp, k.QuicResent, k.QuicMarked)
 	for _, p := range st.Peers {
 		as := p.Association
 		t.Logf("%s: association packets sent %d, lost %d; datagrams sent %d, dropped before sending %d",
