@@ -31,9 +31,19 @@ func prefixNet(p netip.Prefix) *net.IPNet {
 	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
 }
 
-// Up assigns the addresses and brings the link up. IPv6 addresses skip
-// duplicate address detection: the TUN is point-to-point and DAD would only
-// delay the address by a second or two.
+// tunQueueLen is the TUN device's transmit queue (txqueuelen), in packets:
+// the packets the LAN's senders have sent toward the endpoint that it has
+// not read yet. The kernel's default of 500 overflowed with 1,000 servers
+// filling their connections' windows at once: the far endpoint lost half
+// of what they sent (SYN-ACKs of its dials among them, each a second's
+// retransmission timeout), and the servers sent it again. What the queue
+// holds is bounded by what the netstack's windows let those senders have
+// in flight anyway; dropping it only makes them resend.
+const tunQueueLen = 4096
+
+// Up assigns the addresses, lengthens the transmit queue and brings the
+// link up. IPv6 addresses skip duplicate address detection: the TUN is
+// point-to-point and DAD would only delay the address by a second or two.
 func (n *netConf) Up(addrs []netip.Prefix) error {
 	for _, a := range addrs {
 		na := &netlink.Addr{IPNet: prefixNet(a)}
@@ -43,6 +53,11 @@ func (n *netConf) Up(addrs []netip.Prefix) error {
 		}
 		if err := netlink.AddrReplace(n.link, na); err != nil {
 			return fmt.Errorf("add address %s to %s: %w", a, n.link.Attrs().Name, err)
+		}
+	}
+	if n.link.Attrs().TxQLen < tunQueueLen {
+		if err := netlink.LinkSetTxQLen(n.link, tunQueueLen); err != nil {
+			return fmt.Errorf("set the transmit queue of %s to %d packets: %w", n.link.Attrs().Name, tunQueueLen, err)
 		}
 	}
 	if err := netlink.LinkSetUp(n.link); err != nil {

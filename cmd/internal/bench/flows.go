@@ -178,9 +178,9 @@ func (m *costMeter) read() (cpu [2]float64, drops [2]uint64) {
 	for i, side := range []testbed.Side{testbed.A, testbed.B} {
 		c, err := m.tb.CPUSeconds(side)
 		if err == nil {
-			var d uint64
-			d, err = m.tb.TUNDrops(side)
-			cpu[i], drops[i] = c, d
+			var q testbed.TUNQueue
+			q, err = m.tb.TUNQueue(side)
+			cpu[i], drops[i] = c, q.Dropped
 		}
 		if err != nil && m.err == nil {
 			m.err = err

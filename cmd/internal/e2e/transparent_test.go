@@ -74,6 +74,12 @@ func TestBulkBothWays(t *testing.T) {
 
 func TestManyConnections(t *testing.T) {
 	tb := twoSites(t, testbed.Config{})
+	for _, side := range []testbed.Side{testbed.A, testbed.B} {
+		// The kernel's 500 packets overflowed under many LAN senders.
+		if q, err := tb.TUNQueue(side); err != nil || q.Len < 4096 {
+			t.Errorf("%s: TUN transmit queue %+v, %v: want at least 4096 packets", side, q, err)
+		}
+	}
 	const conns, size = 200, 1 << 20
 	srv := tb.B.TUN4
 	ln, err := tb.Listen(testbed.B, "tcp", hostPort(srv, 0))

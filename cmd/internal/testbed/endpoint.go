@@ -58,22 +58,28 @@ func (tb *Testbed) CPUSeconds(side Side) (float64, error) {
 	return cpuSecondsOf(pid)
 }
 
-// TUNDrops is how many packets the kernel dropped on their way into
-// side's endpoint: its TUN device's transmit queue (txqueuelen) was full
-// because the endpoint did not read it fast enough.
-func (tb *Testbed) TUNDrops(side Side) (uint64, error) {
-	var n uint64
+// TUNQueue is the state of an endpoint's TUN device's transmit queue: the
+// packets on their way from the kernel into the endpoint.
+type TUNQueue struct {
+	Len     int    // txqueuelen, in packets
+	Dropped uint64 // dropped because the queue was full: the endpoint did not read fast enough
+}
+
+// TUNQueue reads side's endpoint TUN device's transmit queue.
+func (tb *Testbed) TUNQueue(side Side) (TUNQueue, error) {
+	var q TUNQueue
 	err := tb.Do(side, func() error {
 		l, err := netlink.LinkByName(tb.Site(side).TUNName)
 		if err != nil {
 			return fmt.Errorf("testbed: %s TUN: %w", side, err)
 		}
+		q.Len = l.Attrs().TxQLen
 		if st := l.Attrs().Statistics; st != nil {
-			n = st.TxDropped
+			q.Dropped = st.TxDropped
 		}
 		return nil
 	})
-	return n, err
+	return q, err
 }
 
 // LogTail returns the last n lines of side's endpoint log.
