@@ -5,7 +5,7 @@
 // connections hold is what their buffers allow. Each new connection gets
 // a share of what the budget has free: the full auto-tuned range while
 // plenty is free, smaller fixed buffers as it fills, never below
-// minConnBuffers. The total stays within the budget plus minConnBuffers
+// minConnBuffers; what the connections share is at most maxConnBudget. The total stays within the budget plus minConnBuffers
 // per connection; a connection keeps its share until it closes. The
 // packets held for SYN-cookie connections take a sixteenth of the budget
 // (cookieflow.go); the connections share the rest.
@@ -25,6 +25,17 @@ const (
 	// budgetShareDiv: a new connection gets 1/budgetShareDiv of what is
 	// free, so the budget is never taken by the first few connections.
 	budgetShareDiv = 16
+	// maxConnBudget bounds the part of the budget the connections share
+	// however large it is (beyond it, each gets minConnBuffers). A
+	// connection's receive window is what its LAN sender may have in
+	// flight toward the endpoint: it needs to cover the LAN's round trip
+	// and the tunnel's read of it, not the satellite's, whose data waits
+	// in the stream's send buffer. With a quarter of a large machine's
+	// memory shared the old way, 1,000 servers each filled hundreds of
+	// KiB of window at once: far more than the endpoint could read
+	// before its TUN queue overflowed, and all of it waited for the
+	// satellite anyway.
+	maxConnBudget = 32 << 20
 )
 
 // chargeBuffers sizes a new connection's buffers from the budget and
@@ -49,7 +60,7 @@ func (s *Stack) chargeBuffers(ep tcpip.Endpoint) int64 {
 
 // connBudget is the part of the buffer budget the connections share.
 func (s *Stack) connBudget() int64 {
-	return s.cfg.BufferMemory - s.cfg.BufferMemory/cookieHeldShare
+	return min(s.cfg.BufferMemory-s.cfg.BufferMemory/cookieHeldShare, maxConnBudget)
 }
 
 // BufferCharged is what open connections were charged against the buffer

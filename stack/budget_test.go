@@ -41,3 +41,29 @@ func TestBufferBudget(t *testing.T) {
 		t.Errorf("after closing every connection %d bytes are still charged", n.a.BufferCharged())
 	}
 }
+
+// TestBufferBudgetBounded: a large budget (a quarter of a big machine's
+// memory) is shared as if it were maxConnBudget, so a thousand
+// connections do not open a thousand large receive windows to the LAN.
+func TestBufferBudgetBounded(t *testing.T) {
+	h, acc := acceptAll()
+	n := newTestNet(t, Config{HandleTCP: h, BufferMemory: 1 << 30}, Config{})
+	free := int64(maxConnBudget)
+	var conns []*Conn
+	for i := range 20 {
+		cc := dial(t, n.b, netip.AddrPortFrom(client4.Addr(), uint16(40000+i)), server4)
+		sc := recvAccepted(t, acc).conn
+		want := max(free/budgetShareDiv, minConnBuffers)
+		if sc.charge != want {
+			t.Fatalf("connection %d charged %d, want %d", i, sc.charge, want)
+		}
+		if got := sc.ep.SocketOptions().GetReceiveBufferSize(); got != want/2 {
+			t.Errorf("connection %d: receive buffer %d, want %d", i, got, want/2)
+		}
+		free -= want
+		conns = append(conns, cc, sc)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+}
