@@ -151,15 +151,18 @@ func (g *synGuard) removeLocked(r *TCPRequest) {
 	}
 }
 
-// evict ends r's handshake to free its slot: a request not yet accepted is
-// refused (RST to the client); one in its local handshake gets an RST as if
-// from the client, which gVisor's handshake takes as the client's refusal.
-// The handshake's endpoint may not exist yet (Accept is on its way into
+// evict ends r's handshake to free its slot: a request not yet accepted
+// is dropped without an answer, so its client sends its SYN again a second
+// later (a real one, whose connection the endpoint had not got to yet
+// among a burst of a thousand from one host, then connects instead of
+// being reset); one in its local handshake gets an RST as if from the
+// client, which gVisor's handshake takes as the client's refusal. The
+// handshake's endpoint may not exist yet (Accept is on its way into
 // gVisor): then the RST is tried again a little later, a few times.
 func (s *Stack) evict(r *TCPRequest) {
 	s.synEvicted.Add(1)
-	if r.complete(true) || !r.hasISN {
-		return // refused; or without an ISN the handshake runs out on its own
+	if r.complete(false) || !r.hasISN {
+		return // dropped; or without an ISN the handshake runs out on its own
 	}
 	if s.resetHandshake(r) {
 		return

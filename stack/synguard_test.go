@@ -120,3 +120,29 @@ func TestSYNFloodOneSourceChurnsOnlyItself(t *testing.T) {
 		t.Errorf("the flooder holds %d handshakes, its bound is %d", n, s.guard.perSrc)
 	}
 }
+
+// TestEvictedRequestNotReset: a request the handler has not accepted yet
+// (one host's burst of connections outran the endpoint) that gives way to
+// a newer SYN of the same host is dropped, not refused: its client sends
+// the SYN again and connects, where an RST failed its connect().
+func TestEvictedRequestNotReset(t *testing.T) {
+	out := &captured{}
+	s, err := New(Config{MTU: 1400, MaxInFlight: 64, Output: out.output, Logger: testLogger(),
+		HandleTCP: func(r *TCPRequest) {}}) // never accepted in time
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	n := s.guard.perSrc + 4
+	for i := range n {
+		s.Inject(buildTCP(netip.AddrPortFrom(client4.Addr(), uint16(40000+i)), server4, header.TCPFlagSyn, 5000, nil))
+	}
+	if !waitFor(10*time.Second, func() bool { return s.Stats().SYNEvicted >= 4 }) {
+		t.Fatalf("no handshake gave way: %+v", s.Stats())
+	}
+	for _, p := range out.all() {
+		if src, dst, flags, ok := parseTCP(p); ok && src == server4 && dst.Addr() == client4.Addr() && flags&header.TCPFlagRst != 0 {
+			t.Errorf("the client's SYN from port %d was answered by an RST", dst.Port())
+		}
+	}
+}
