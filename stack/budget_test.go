@@ -6,6 +6,25 @@ import (
 	"time"
 )
 
+// dialCharged opens connection i and checks that the accepting side
+// charged it a sixteenth of free (at least minConnBuffers) and fixed its
+// receive buffer at half of that; it takes the charge off free and
+// returns both ends.
+func dialCharged(t *testing.T, n *testNet, acc chan accepted, i int, free *int64) []*Conn {
+	t.Helper()
+	cc := dial(t, n.b, netip.AddrPortFrom(client4.Addr(), uint16(40000+i)), server4)
+	sc := recvAccepted(t, acc).conn
+	want := max(*free/budgetShareDiv, minConnBuffers)
+	if sc.charge != want {
+		t.Fatalf("connection %d charged %d, want %d", i, sc.charge, want)
+	}
+	if got := sc.ep.SocketOptions().GetReceiveBufferSize(); got != want/2 {
+		t.Errorf("connection %d: receive buffer %d, want %d", i, got, want/2)
+	}
+	*free -= want
+	return []*Conn{cc, sc}
+}
+
 // TestBufferBudget: connections share Config.BufferMemory: each takes a
 // sixteenth of what is free (at least minConnBuffers), its buffers are
 // fixed at that size, the total stays within the budget plus the floors,
@@ -19,17 +38,7 @@ func TestBufferBudget(t *testing.T) {
 	connBudget := int64(budget - budget/cookieHeldShare)
 	free := connBudget
 	for i := range 40 {
-		cc := dial(t, n.b, netip.AddrPortFrom(client4.Addr(), uint16(40000+i)), server4)
-		sc := recvAccepted(t, acc).conn
-		conns = append(conns, cc, sc)
-		want := max(free/budgetShareDiv, minConnBuffers)
-		if sc.charge != want {
-			t.Fatalf("connection %d charged %d, want %d", i, sc.charge, want)
-		}
-		if got := sc.ep.SocketOptions().GetReceiveBufferSize(); got != want/2 {
-			t.Errorf("connection %d: receive buffer %d, want %d", i, got, want/2)
-		}
-		free -= want
+		conns = append(conns, dialCharged(t, n, acc, i, &free)...)
 	}
 	if got := n.a.BufferCharged(); got > connBudget+40*minConnBuffers || got != connBudget-free {
 		t.Errorf("charged %d for 40 connections, budget %d", got, budget)
@@ -51,17 +60,7 @@ func TestBufferBudgetBounded(t *testing.T) {
 	free := int64(maxConnBudget)
 	var conns []*Conn
 	for i := range 20 {
-		cc := dial(t, n.b, netip.AddrPortFrom(client4.Addr(), uint16(40000+i)), server4)
-		sc := recvAccepted(t, acc).conn
-		want := max(free/budgetShareDiv, minConnBuffers)
-		if sc.charge != want {
-			t.Fatalf("connection %d charged %d, want %d", i, sc.charge, want)
-		}
-		if got := sc.ep.SocketOptions().GetReceiveBufferSize(); got != want/2 {
-			t.Errorf("connection %d: receive buffer %d, want %d", i, got, want/2)
-		}
-		free -= want
-		conns = append(conns, cc, sc)
+		conns = append(conns, dialCharged(t, n, acc, i, &free)...)
 	}
 	for _, c := range conns {
 		c.Close()
