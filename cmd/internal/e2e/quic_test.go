@@ -548,8 +548,8 @@ func fallbackPage(t *testing.T, tb *testbed.Testbed, f quicFiles, addr netip.Add
 	for try := 0; try < 3; try++ {
 		h := webPageAs(t, tb, f, addr, webpage.H2Only)
 		d := webPageAs(t, tb, f, addr, webpage.Dual)
-		t.Logf("page through the tunnel with HTTP/2 alone: %v; with HTTP/3 then HTTP/2: %v over %s, QUIC refused after %v",
-			h.Total.Round(10*time.Millisecond), d.Total.Round(10*time.Millisecond), d.Proto, d.Refused)
+		t.Logf("page through the tunnel with HTTP/2 alone: %v (connected after %v); with HTTP/3 then HTTP/2: %v over %s (QUIC refused after %v, connected after %v)",
+			h.Total.Round(10*time.Millisecond), h.Connected.Round(time.Millisecond), d.Total.Round(10*time.Millisecond), d.Proto, d.Refused, d.Connected.Round(time.Millisecond))
 		if d.Proto != "h2" || d.Refused == 0 || d.Refused > webpage.DefaultDelay {
 			t.Fatalf("the dual client loaded over %s, refused after %v: want HTTP/2 on a refusal", d.Proto, d.Refused)
 		}
