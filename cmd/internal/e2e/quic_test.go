@@ -276,11 +276,11 @@ func tlsDownload(t *testing.T, tb *testbed.Testbed, f quicFiles, addr netip.Addr
 // slower than the same bytes over TCP through the tunnel, which is why
 // fallback (clients use TCP) is the default (docs/quic.md). A page of 50
 // objects over HTTP/3 (ngtcp2) under pass is slower than the page over
-// HTTP/2 through the tunnel. Under fallback a client's first QUIC datagram is refused in under a
-// tenth of the HTTP/2 page's time, and a client that speaks both
-// (webpage's, as a browser: HTTP/3 first) is refused, loads the page over
-// HTTP/2 and takes at most 1.1 times the time of HTTP/2 alone. Ratios of
-// one run, not speeds. SCPSVPN_QUIC_QLOG=dir keeps ngtcp2's qlogs there;
+// HTTP/2 through the tunnel. Under fallback a client's first QUIC
+// datagram is refused in under a tenth of the HTTP/2 page's time, and a
+// client that speaks both (webpage's, as a browser: HTTP/3 first) is
+// refused, loads the page over HTTP/2 and takes at most 1.1 times the
+// time of HTTP/2 alone. Ratios of one run, not speeds. SCPSVPN_QUIC_QLOG=dir keeps ngtcp2's qlogs there;
 // SCPSVPN_QUIC_DIRECT=1 adds the direct path, the page under repair,
 // quic-go's pages and its 5 MB (docs/quic.md's table).
 func TestQuicRepairOverGEO(t *testing.T) {
