@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -52,7 +53,7 @@ func Command() *cli.Command {
 			"SVG plots into --out. Conditions: " + strings.Join(ConditionNames(), ", ") + ".\n" +
 			"Contenders: " + strings.Join(ContenderNames(), ", ") + " (scpsvpn = the endpoint's default mode).",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "conditions", Value: "all", Usage: "comma-separated conditions to run (" + strings.Join(ConditionNames(), ", ") + ", or all)"},
+			&cli.StringFlag{Name: "conditions", Value: "all", Usage: "comma-separated conditions to run (" + strings.Join(ConditionNames(), ", ") + ", or all; with --workload multipath: " + strings.Join(twoLinkNames(), ", ") + ", all: both)"},
 			&cli.StringFlag{Name: "contenders", Value: "all", Usage: "comma-separated contenders: reno, cubic, bbr, tcp-<algorithm>, kernel, scpsvpn-<mode>, scpsvpn, scpsvpn-all, all (these), or the shared-link workloads share-sites, share-cubic, share-bbr, share-all"},
 			&cli.DurationFlag{Name: "duration", Value: 20 * time.Second, Usage: "length of each download"},
 			&cli.StringFlag{Name: "out", Required: true, Usage: "report directory (created; report.md, results.json and plots are overwritten)"},
@@ -60,7 +61,7 @@ func Command() *cli.Command {
 			&cli.StringFlag{Name: "timeline", Usage: "condition whose goodput over time is plotted (default C2 if selected, else the first)"},
 			&cli.DurationFlag{Name: "probe-every", Value: 500 * time.Millisecond, Usage: "interval of the request/response probe during the download"},
 			&cli.IntFlag{Name: "probe-size", Value: 100, Usage: "bytes of each probe request and response"},
-			&cli.StringFlag{Name: "workload", Value: WorkloadDownload, Usage: "download (a bulk download of --duration with a latency probe), page (a web page over 6 HTTP/1.1 connections and over one HTTP/2 connection, timed to its last byte) flows (many flows through one association: idle connections' memory, opens per second, concurrent small downloads' fairness, and a 1 KB request on a new connection every --probe-every for --duration beside bulk flows and a UDP stream), stalled (a fresh download beside downloads whose clients stopped reading, then a slow reader beside a bulk download for --duration) or resume (careful resume: a download of --burst-kb after --idle, after the near endpoint restarted, after the far endpoint restarted with its state_dir, and after the rate fell to a fifth)"},
+			&cli.StringFlag{Name: "workload", Value: WorkloadDownload, Usage: "download (a bulk download of --duration with a latency probe), page (a web page over 6 HTTP/1.1 connections and over one HTTP/2 connection, timed to its last byte) flows (many flows through one association: idle connections' memory, opens per second, concurrent small downloads' fairness, and a 1 KB request on a new connection every --probe-every for --duration beside bulk flows and a UDP stream), stalled (a fresh download beside downloads whose clients stopped reading, then a slow reader beside a bulk download for --duration) resume (careful resume: a download of --burst-kb after --idle, after the near endpoint restarted, after the far endpoint restarted with its state_dir, and after the rate fell to a fifth) or multipath (two links at once, scpsvpn only, on GEO+CELL and LEO+GEO: a bulk download of half --duration with a --probe-size request every --probe-every beside it and each path's share, then a download during which the link in use is cut: the time to move on and the SHA-256)"},
 			&cli.IntFlag{Name: "page-objects", Value: DefaultPage.Objects, Usage: "objects of the page after its HTML (--workload page)"},
 			&cli.IntFlag{Name: "page-max-kb", Value: DefaultPage.MaxSize / 1000, Usage: "largest object of the page in kB; sizes are drawn from 5 kB up to it with a fixed seed (--workload page)"},
 			&cli.IntFlag{Name: "flows", Value: DefaultFlows.Flows, Usage: "concurrent downloads, and bulk flows beside the request probe (--workload flows)"},
@@ -112,9 +113,17 @@ func optionsFromFlags(c *cli.Context) (Options, error) {
 		return o, fmt.Errorf("--probe-size %d: use 1 to %d bytes", o.ProbeSize, maxEchoSize)
 	}
 	switch o.Workload = c.String("workload"); o.Workload {
-	case WorkloadDownload, WorkloadPage, WorkloadFlows, WorkloadStalled, WorkloadResume:
+	case WorkloadDownload, WorkloadPage, WorkloadFlows, WorkloadStalled, WorkloadResume, WorkloadMultipath:
 	default:
-		return o, fmt.Errorf("--workload %q: use %s, %s, %s, %s or %s", o.Workload, WorkloadDownload, WorkloadPage, WorkloadFlows, WorkloadStalled, WorkloadResume)
+		return o, fmt.Errorf("--workload %q: use %s, %s, %s, %s, %s or %s", o.Workload, WorkloadDownload, WorkloadPage, WorkloadFlows, WorkloadStalled, WorkloadResume, WorkloadMultipath)
+	}
+	if o.Workload == WorkloadMultipath && c.String("conditions") == "all" {
+		o.Conditions = slices.Clone(TwoLinkConditions)
+	}
+	for _, cd := range o.Conditions {
+		if (cd.Second != nil) != (o.Workload == WorkloadMultipath) {
+			return o, fmt.Errorf("--conditions %s: the two-link conditions (%s) run with --workload %s, and only they", cd.Name, strings.Join(twoLinkNames(), ", "), WorkloadMultipath)
+		}
 	}
 	o.Resume = ResumeSpec{Bytes: 1000 * int64(c.Int("burst-kb")), WarmS: c.Duration("warm").Seconds(), IdleS: c.Duration("idle").Seconds()}
 	if err := o.Resume.check(); err != nil {
@@ -341,6 +350,9 @@ func RunSummary(r *Result) string {
 	}
 	if r.Resume != nil {
 		return resumeSummary(r)
+	}
+	if r.Multipath != nil {
+		return multipathSummary(r)
 	}
 	s := fmt.Sprintf("%.1f kB/s (%.0f%% of the link, %.0f%% of the payload limit", r.GoodputKBps, r.Share*100, r.LimitShare*100)
 	if r.SteadyShare > 0 {

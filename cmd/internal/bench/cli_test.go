@@ -119,3 +119,18 @@ func TestRunSummary(t *testing.T) {
 		t.Errorf("%q", got)
 	}
 }
+
+// TestFlagMultipath: --workload multipath selects the two-link conditions
+// for all, and a condition of the wrong kind is refused, named.
+func TestFlagMultipath(t *testing.T) {
+	o, err := parseFlags(t, "--out", "x", "--workload", "multipath", "--contenders", "scpsvpn")
+	if err != nil || len(o.Conditions) != len(TwoLinkConditions) || o.Conditions[0].Second == nil {
+		t.Errorf("multipath, all: %+v, %v", o.Conditions, err)
+	}
+	if _, err := parseFlags(t, "--out", "x", "--workload", "multipath", "--conditions", "C1"); err == nil || !strings.Contains(err.Error(), "C1") {
+		t.Errorf("multipath on C1: %v, want an error naming it", err)
+	}
+	if _, err := parseFlags(t, "--out", "x", "--conditions", "GEO+CELL"); err == nil || !strings.Contains(err.Error(), "multipath") {
+		t.Errorf("a download on GEO+CELL: %v, want an error naming the workload", err)
+	}
+}

@@ -69,6 +69,9 @@ type Condition struct {
 	// emulator's 64 KiB floor: a 64 kbit/s return link would otherwise
 	// hold 8 s of ACKs, and an overshooting sender would never overflow.
 	BDPQueue bool
+	// Second is a second link beside this one (TwoLinkConditions, the
+	// multipath workload): its own rates, RTT, loss and outages.
+	Second *Condition
 }
 
 // minQueuePackets is the floor of a BDP-sized queue, so a thin link still
@@ -147,7 +150,8 @@ var Conditions = []Condition{
 		AdaptationTable: true, BDPQueue: true, PeerLossAuto: true, MinDuration: shareMinDuration},
 }
 
-// ConditionNames lists the built-in conditions' names.
+// ConditionNames lists the built-in single-link conditions' names (what
+// "all" selects; TwoLinkConditions are named apart).
 func ConditionNames() []string {
 	names := make([]string, len(Conditions))
 	for i, c := range Conditions {
@@ -172,7 +176,7 @@ func SelectConditions(list string) ([]Condition, error) {
 		}
 		c, ok := conditionByName(item)
 		if !ok {
-			return nil, fmt.Errorf("unknown condition %q: use one of %s (or all)", item, strings.Join(ConditionNames(), ", "))
+			return nil, fmt.Errorf("unknown condition %q: use one of %s (or all), or with --workload %s %s", item, strings.Join(ConditionNames(), ", "), WorkloadMultipath, strings.Join(twoLinkNames(), ", "))
 		}
 		if !seen[c.Name] {
 			seen[c.Name] = true
@@ -186,7 +190,7 @@ func SelectConditions(list string) ([]Condition, error) {
 }
 
 func conditionByName(name string) (Condition, bool) {
-	for _, c := range Conditions {
+	for _, c := range slices.Concat(Conditions, TwoLinkConditions) {
 		if strings.EqualFold(c.Name, name) {
 			return c, true
 		}
@@ -209,6 +213,11 @@ func (c Condition) Validate() error {
 	}
 	if w := c.Outage; w != (linkemu.Outage{}) && c.MinDuration < w.Start+w.Duration {
 		return fmt.Errorf("condition %s: a minimum duration of %v ends before the outage does", c.Name, c.MinDuration)
+	}
+	if c.Second != nil {
+		if err := c.Second.Validate(); err != nil {
+			return fmt.Errorf("condition %s, its second link: %w", c.Name, err)
+		}
 	}
 	o := c.LinkOptions(1)
 	o.DevA, o.DevB = "a", "b" // Validate wants names; the testbed sets the real ones
@@ -382,6 +391,9 @@ func (c Condition) Summary() string {
 		s += "; scpsvpn told no rates"
 	case c.PeerRateScale > 0 && c.PeerRateScale != 1:
 		s += fmt.Sprintf("; scpsvpn told %gx the rates", c.PeerRateScale)
+	}
+	if c.Second != nil {
+		s += "; beside it " + c.Second.Summary()
 	}
 	return s
 }

@@ -93,6 +93,7 @@ func TestSelectConditions(t *testing.T) {
 		{"c2", "C2"},
 		{"C2, b1,C2", "C2,B1"},
 		{"geo-50/0.5,leo", "GEO-50/0.5,LEO"},
+		{"geo+cell", "GEO+CELL"},
 		{"C3", ""},
 		{" , ", ""},
 	} {

@@ -75,6 +75,9 @@ type Result struct {
 	// Resume holds the measures of the careful-resume workload
 	// (resume.go).
 	Resume *ResumeResult `json:"careful_resume,omitempty"`
+	// Multipath holds the measures of the two-link workload
+	// (multipath.go).
+	Multipath *MultipathResult `json:"multipath,omitempty"`
 }
 
 // OutageResult is what a run under an outage saw.

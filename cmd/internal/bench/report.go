@@ -275,6 +275,11 @@ func (rep *Report) RenderMarkdown(w io.Writer) {
 		rep.renderTail(w)
 		return
 	}
+	if rep.Workload == WorkloadMultipath {
+		rep.renderMultipath(w)
+		rep.renderTail(w)
+		return
+	}
 	if rep.Workload == WorkloadResume {
 		rep.renderResume(w)
 		rep.renderTail(w)

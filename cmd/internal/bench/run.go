@@ -95,6 +95,9 @@ func run(ctx context.Context, rc RunConfig, r *Result) (err error) {
 	if rc.Workload == WorkloadResume {
 		return runResume(ctx, rc, r)
 	}
+	if rc.Workload == WorkloadMultipath || rc.Condition.Second != nil {
+		return runMultipath(ctx, rc, r)
+	}
 	if rc.ProbeEvery <= 0 {
 		rc.ProbeEvery = 500 * time.Millisecond
 	}

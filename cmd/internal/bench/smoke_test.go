@@ -57,6 +57,7 @@ func TestSmokeBench(t *testing.T) {
 	if len(rep.Plots) != 2 {
 		t.Errorf("plots %v", rep.Plots)
 	}
+	t.Run("multipath", func(t *testing.T) { smokeMultipath(t, bin) })
 }
 
 // TestSmokeShare: the two-sites workload end to end, briefly: four
@@ -296,5 +297,32 @@ func TestSmokeResume(t *testing.T) {
 	}
 	if !strings.Contains(string(md), "## Careful resume") || !strings.Contains(string(md), "| scpsvpn | "+CaseRestartBurst+" | ") {
 		t.Errorf("report.md has no careful-resume table:\n%s", md)
+	}
+}
+
+// smokeMultipath: the two-link workload end to end, briefly (a part of
+// TestSmokeBench, sharing its binary): two emulators (GEO and cellular),
+// the bulk phase's path shares and probe, and a failover whose download
+// arrives whole on the same connection.
+func smokeMultipath(t *testing.T, bin string) {
+	out := filepath.Join(t.TempDir(), "report")
+	rep := runBench(t, bin, out, "--workload", "multipath", "--conditions", "GEO+CELL", "--contenders", "scpsvpn", "--duration", "4s", "--probe-size", "1000")
+	if len(rep.Results) != 1 || !rep.Results[0].OK() || rep.Results[0].Multipath == nil {
+		t.Fatalf("results: %+v", rep.Results)
+	}
+	m := rep.Results[0].Multipath
+	t.Logf("%s", RunSummary(rep.Results[0]))
+	if len(m.Paths) != 2 || m.Paths[0].Share+m.Paths[1].Share < 0.99 || m.Requests == 0 || m.FastRTTMs != 60 {
+		t.Errorf("bulk phase: %+v", m)
+	}
+	if !m.SHA256OK || m.FailoverErr != "" || m.FailBytes == 0 {
+		t.Errorf("failover: %+v: want the download whole on its connection", m)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "## Two links") || !strings.Contains(string(md), "\n| GEO+CELL | scpsvpn | ") {
+		t.Errorf("report.md has no two-link table:\n%s", md)
 	}
 }

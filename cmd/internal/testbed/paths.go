@@ -1,7 +1,8 @@
 package testbed
 
 // This file owns the two-path underlay (Config.TwoPaths): a second veth
-// pair between the sites beside the first, A told of both links as
+// pair between the sites beside the first (or, Kind Emulated, a second
+// link emulator with its own model, Config.Link2), A told of both links as
 // [[peer.path]] tables (docs/multipath.md), B learning them from A's
 // packets, and cutting a link (SetPathUp).
 
@@ -20,12 +21,19 @@ var PathNames = [2]string{"one", "two"}
 // secondUnderlay is the second link's subnet: A .1, B .2.
 var secondUnderlay = [2]netip.Prefix{netip.MustParsePrefix("10.201.0.1/24"), netip.MustParsePrefix("10.201.0.2/24")}
 
-// buildSecondLink makes the second veth pair (devices "stp<id><a|b>").
+// buildSecondLink makes the second link: a veth pair (devices
+// "stp<id><a|b>") or a second emulator (devices "emv<id><a|b>").
 func (tb *Testbed) buildSecondLink() error {
-	if tb.Kind != Veth {
-		return fmt.Errorf("testbed: two paths need the veth underlay")
-	}
 	tb.A.Underlay2, tb.B.Underlay2 = secondUnderlay[0], secondUnderlay[1]
+	if tb.Kind == Emulated {
+		tb.A.UnderlayDev2, tb.B.UnderlayDev2 = "emv"+tb.ID+"a", "emv"+tb.ID+"b"
+		emu, err := tb.startEmulator(tb.cfg.Link2, tb.A.UnderlayDev2, tb.B.UnderlayDev2, tb.A.Underlay2, tb.B.Underlay2)
+		if err != nil {
+			return fmt.Errorf("testbed: the second link: %w", err)
+		}
+		tb.emu2 = emu
+		return nil
+	}
 	tb.A.UnderlayDev2, tb.B.UnderlayDev2 = "stp"+tb.ID+"a", "stp"+tb.ID+"b"
 	return tb.vethPair(tb.A.UnderlayDev2, tb.B.UnderlayDev2, tb.A.Underlay2, tb.B.Underlay2)
 }
@@ -42,7 +50,11 @@ func (tb *Testbed) paths() ([]configs.Path, error) {
 			Endpoint: netip.AddrPortFrom(remote.Addr(), uint16(tb.cfg.Port)).String(),
 			Backup:   i == 1 && tb.cfg.BackupPath,
 		}
-		if err := decodeRaw(tb.cfg.PathLink, &p.Link); err != nil {
+		raw := tb.cfg.PathLink
+		if tb.cfg.PathLinks != [2]string{} {
+			raw = tb.cfg.PathLinks[i]
+		}
+		if err := decodeRaw(raw, &p.Link); err != nil {
 			return nil, fmt.Errorf("testbed: the [peer.path.link] lines: %w", err)
 		}
 		out = append(out, p)

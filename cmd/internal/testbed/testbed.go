@@ -97,6 +97,13 @@ type Config struct {
 	TwoPaths   bool
 	BackupPath bool   // TwoPaths: the second path is a backup
 	PathLink   string // TwoPaths: raw TOML lines of each path's [peer.path.link]
+	// PathLinks, when set, are each path's own [peer.path.link] lines
+	// (PathLink is then unused).
+	PathLinks [2]string
+	// Link2 is the second link's emulator model (TwoPaths with Kind
+	// Emulated): one emulator per link, each with its own delay, rates,
+	// loss and outages.
+	Link2 linkemu.Options
 }
 
 // Site is one side of the testbed with everything a test needs to know.
@@ -137,6 +144,7 @@ type Testbed struct {
 
 	cfg    Config
 	emu    *linkemu.Emulator
+	emu2   *linkemu.Emulator // the second link's (TwoPaths, Emulated)
 	ownDir bool
 	topo   // the endpoints (slot A, B) and the teardown
 }
@@ -272,6 +280,10 @@ func (tb *Testbed) Site(side Side) *Site {
 // clock; nil for a veth underlay.
 func (tb *Testbed) Emulator() *linkemu.Emulator { return tb.emu }
 
+// Emulator2 returns the second link's emulator (TwoPaths with Kind
+// Emulated); nil otherwise.
+func (tb *Testbed) Emulator2() *linkemu.Emulator { return tb.emu2 }
+
 // makeDir returns dir, created if need be, or else a new temporary
 // directory named after the topology's id (own true).
 func makeDir(dir, id string) (string, bool, error) {
@@ -303,22 +315,31 @@ func loUp(ns string) error {
 
 func (tb *Testbed) buildUnderlay() error {
 	if tb.Kind == Emulated {
-		o := tb.cfg.Link
-		o.NSA, o.NSB = tb.A.NS, tb.B.NS
-		o.DevA, o.DevB = tb.A.UnderlayDev, tb.B.UnderlayDev
-		o.AddrA, o.AddrB = []netip.Prefix{tb.A.Underlay}, []netip.Prefix{tb.B.Underlay}
-		if o.Logger == nil {
-			o.Logger = tb.cfg.Logger.With("testbed", tb.ID)
-		}
-		emu, err := linkemu.New(o)
+		emu, err := tb.startEmulator(tb.cfg.Link, tb.A.UnderlayDev, tb.B.UnderlayDev, tb.A.Underlay, tb.B.Underlay)
 		if err != nil {
 			return fmt.Errorf("testbed: emulated underlay: %w", err)
 		}
-		emu.Start()
 		tb.emu = emu
 		return nil
 	}
 	return tb.vethPair(tb.A.UnderlayDev, tb.B.UnderlayDev, tb.A.Underlay, tb.B.Underlay)
+}
+
+// startEmulator runs the link emulator with model o between devA (address
+// a) in A and devB (address b) in B.
+func (tb *Testbed) startEmulator(o linkemu.Options, devA, devB string, a, b netip.Prefix) (*linkemu.Emulator, error) {
+	o.NSA, o.NSB = tb.A.NS, tb.B.NS
+	o.DevA, o.DevB = devA, devB
+	o.AddrA, o.AddrB = []netip.Prefix{a}, []netip.Prefix{b}
+	if o.Logger == nil {
+		o.Logger = tb.cfg.Logger.With("testbed", tb.ID, "link", devA)
+	}
+	emu, err := linkemu.New(o)
+	if err != nil {
+		return nil, err
+	}
+	emu.Start()
+	return emu, nil
 }
 
 // vethPair joins A and B with a veth pair, devA (address a) in A and devB
@@ -447,12 +468,15 @@ func (tb *Testbed) Close() error {
 		dir = tb.Dir
 	}
 	return tb.teardown("testbed", []string{tb.A.NS, tb.B.NS}, func() []error {
-		if tb.emu != nil {
-			if _, err := tb.emu.Stop(); err != nil {
-				return []error{err}
+		var errs []error
+		for _, e := range []*linkemu.Emulator{tb.emu, tb.emu2} {
+			if e != nil {
+				if _, err := e.Stop(); err != nil {
+					errs = append(errs, err)
+				}
 			}
 		}
-		return nil
+		return errs
 	}, dir)
 }
 

@@ -1,0 +1,383 @@
+package bench
+
+// This file owns the two-link conditions and the multipath workload
+// (docs/multipath.md): sites joined by two emulated links at once, one
+// link emulator per link, site A told of both as [[peer.path]] tables and
+// site B learning them. One run, scpsvpn only, measures in turn
+//   - bulk and latency: a download of half the duration from B with a
+//     request/response probe (--probe-size, default 1 KB here) on a
+//     second connection, the probe's p50 and p95 beside the fast link's
+//     RTT, and each path's share of the data B sent;
+//   - failover: a download of a fixed size, SHA-256 checked, during which
+//     the link the data runs on is cut at A: the longest wait for the
+//     next byte after the cut (the time to move on), whether the
+//     connection survived and the bytes are equal.
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"scpsvpn/cmd/internal/linkemu"
+	"scpsvpn/cmd/internal/testbed"
+	"scpsvpn/tunnel"
+)
+
+// WorkloadMultipath is the two-link workload.
+const WorkloadMultipath = "multipath"
+
+// TwoLinkConditions are the conditions of two links side by side; only
+// the multipath workload runs them, and "all" does not select them.
+var TwoLinkConditions = []Condition{
+	{Name: "GEO+CELL", Desc: "a GEO terminal beside a cellular modem", Down: 10_000_000, Up: 2_000_000, RTT: 600 * time.Millisecond,
+		LossDown: 0.01, LossUp: 0.01, BDPQueue: true, PeerLossAuto: true,
+		Second: &Condition{Name: "CELL", Down: 20_000_000, Up: 5_000_000, RTT: 60 * time.Millisecond, LossDown: 0.01, LossUp: 0.01, BDPQueue: true, PeerLossAuto: true}},
+	{Name: "LEO+GEO", Desc: "a LEO dish with handover cuts beside a GEO terminal", Down: 100_000_000, Up: 20_000_000, RTT: 40 * time.Millisecond,
+		OutageEvery: linkemu.Periodic{Every: 15 * time.Second, Duration: 50 * time.Millisecond}, BDPQueue: true, PeerLossAuto: true,
+		Second: &Condition{Name: "GEO", Down: 10_000_000, Up: 2_000_000, RTT: 600 * time.Millisecond, LossDown: 0.01, LossUp: 0.01, BDPQueue: true, PeerLossAuto: true}},
+}
+
+// MultipathResult is what a multipath run measured.
+type MultipathResult struct {
+	// Paths are B's paths after the bulk phase: the data each carried.
+	Paths []PathShare `json:"paths"`
+	// The probe beside the bulk download: request/response times.
+	Requests  int     `json:"requests"`
+	P50Ms     float64 `json:"request_p50_ms"`
+	P95Ms     float64 `json:"request_p95_ms"`
+	FastRTTMs float64 `json:"fast_link_rtt_ms"` // the lower of the two links' RTTs
+	// Failover: the link cut (0 the first, 1 the second), the longest
+	// wait for a byte after the cut, and the download's fate.
+	CutLink     int     `json:"cut_link"`
+	MoveMs      float64 `json:"move_ms"`
+	FailBytes   int64   `json:"failover_bytes"`
+	SHA256OK    bool    `json:"sha256_equal"`
+	FailoverErr string  `json:"failover_error,omitempty"` // what broke the download, if anything
+}
+
+// PathShare is one path's part of the data a side sent.
+type PathShare struct {
+	Link      string  `json:"link"` // the condition's name of the link it runs over
+	Name      string  `json:"name"`
+	Endpoint  string  `json:"endpoint"`
+	Up        bool    `json:"up"`
+	DataBytes uint64  `json:"data_bytes"`
+	Share     float64 `json:"share"`
+}
+
+// pathsOf is side's paths to its peer (`scpsvpn status --json`).
+func pathsOf(ctx context.Context, tb *testbed.Testbed, binary string, side testbed.Side) ([]tunnel.PathStatus, error) {
+	cmd := tb.Command(side, binary, "status", "--json", "--interface", tb.Site(side).TUNName)
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("status at %s: %w", side, err)
+	}
+	var st tunnel.Status
+	if err := json.Unmarshal(out, &st); err != nil || len(st.Peers) != 1 {
+		return nil, fmt.Errorf("status at %s: %v: %.200s", side, err, out)
+	}
+	return st.Peers[0].Paths, ctx.Err()
+}
+
+// shares turns B's paths into their shares of the data sent, each named
+// by the link its endpoint (an address of A) lies on.
+func shares(tb *testbed.Testbed, c Condition, paths []tunnel.PathStatus) []PathShare {
+	links := strings.SplitN(c.Name, "+", 2)
+	var total uint64
+	for _, p := range paths {
+		total += p.DataBytesSent
+	}
+	out := make([]PathShare, 0, len(paths))
+	for _, p := range paths {
+		s := PathShare{Name: p.Name, Endpoint: p.Endpoint, Up: p.Up, DataBytes: p.DataBytesSent}
+		for i, addr := range []string{tb.A.Underlay.Addr().String(), tb.A.Underlay2.Addr().String()} {
+			if strings.HasPrefix(p.Endpoint, addr+":") && i < len(links) {
+				s.Link = links[i]
+			}
+		}
+		if total > 0 {
+			s.Share = float64(p.DataBytesSent) / float64(total)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// multipathConfig is the testbed of a two-link condition: one emulator per
+// link, A told both links as paths with what a user knows of each.
+func multipathConfig(rc RunConfig) testbed.Config {
+	c := rc.Condition
+	linkA, linkB := c.PeerLinks(rc.Contender.Congestion)
+	secondA, _ := c.Second.PeerLinks(rc.Contender.Congestion)
+	return testbed.Config{
+		Kind:      testbed.Emulated,
+		Link:      c.LinkOptions(rc.Seed),
+		Link2:     c.Second.LinkOptions(rc.Seed + 1),
+		TwoPaths:  true,
+		PathLinks: [2]string{linkA, secondA},
+		PeerLinkA: linkA,
+		PeerLinkB: linkB,
+		Endpoints: testbed.Endpoints{Binary: rc.Binary, LogLevel: "info", Logger: rc.Logger},
+	}
+}
+
+func runMultipath(ctx context.Context, rc RunConfig, r *Result) (err error) {
+	c := rc.Condition
+	if c.Second == nil {
+		return fmt.Errorf("condition %s has one link: the multipath workload runs %s", c.Name, strings.Join(twoLinkNames(), ", "))
+	}
+	if !rc.Contender.IsSCPS() || rc.Binary == "" {
+		return errors.New("the multipath workload runs scpsvpn contenders only")
+	}
+	tb, ctx, done, err := runTestbed(ctx, rc, multipathConfig(rc), rc.Contender.Name)
+	if err != nil {
+		return err
+	}
+	defer done(&err)
+	srv, dial, err := scpsPath(ctx, tb, rc)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	if err := waitBothPaths(ctx, tb, rc.Binary, 10*time.Second+3*max(c.RTT, c.Second.RTT)); err != nil {
+		return err
+	}
+	mp := &MultipathResult{FastRTTMs: ms(min(c.RTT, c.Second.RTT))}
+	r.Multipath = mp
+
+	// Bulk beside the probe.
+	half := rc.Duration / 2
+	size := rc.ProbeSize
+	if size <= 0 {
+		size = 1000
+	}
+	t := Measure(ctx, TransferConfig{Dial: dial, Duration: half, RequestEvery: max(rc.ProbeEvery, 100*time.Millisecond), RequestSize: size})
+	r.PayloadBytes, r.DurationS = t.Bytes, t.Window.Seconds()
+	r.GoodputKBps = t.Goodput() / 1000
+	mp.Requests = len(t.Latencies)
+	if p, ok := Percentile(t.Latencies, 50); ok {
+		mp.P50Ms = ms(p)
+	}
+	if p, ok := Percentile(t.Latencies, 95); ok {
+		mp.P95Ms = ms(p)
+	}
+	paths, err := pathsOf(ctx, tb, rc.Binary, testbed.B)
+	if err != nil {
+		return err
+	}
+	mp.Paths = shares(tb, c, paths)
+	srv.Close()
+
+	// Failover: cut the link the data runs on.
+	if err := failover(ctx, tb, rc, half, mp); err != nil {
+		return err
+	}
+	r.Status = StatusOK
+	return nil
+}
+
+// waitBothPaths waits until both of A's paths are up.
+func waitBothPaths(ctx context.Context, tb *testbed.Testbed, binary string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		ps, err := pathsOf(ctx, tb, binary, testbed.A)
+		if err != nil {
+			return err
+		}
+		if len(ps) == 2 && ps[0].Up && ps[1].Up {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("A's paths not both up within %v: %+v", within, ps)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// failover downloads what the link in use carries in span, cutting that
+// link at A a third of the way into the span; it fills mp's failover
+// fields. A broken or unequal download is a measurement, not an error.
+func failover(ctx context.Context, tb *testbed.Testbed, rc RunConfig, span time.Duration, mp *MultipathResult) error {
+	c := rc.Condition
+	size := int(min(max(c.PayloadCapacity()*span.Seconds(), 1e6), 200e6))
+	data := make([]byte, size)
+	rand.Read(data)
+	want := sha256.Sum256(data)
+	ln, err := tb.Listen(testbed.B, "tcp4", netipHostPort(tb.B.TUN4.String()))
+	if err != nil {
+		return fmt.Errorf("failover server: %w", err)
+	}
+	defer ln.Close()
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		conn.Write(data)
+	}()
+	conn, err := tb.DialContext(ctx, testbed.A, "tcp4", ln.Addr().String())
+	if err != nil {
+		return fmt.Errorf("failover client: %w", err)
+	}
+	defer conn.Close()
+	var (
+		mu    sync.Mutex
+		reads []time.Time
+	)
+	type outcome struct {
+		n   int64
+		sum [32]byte
+		err error
+	}
+	end := make(chan outcome, 1)
+	go func() {
+		h := sha256.New()
+		n, err := io.Copy(h, readTimes(conn, &mu, &reads))
+		var o outcome
+		o.n, o.err = n, err
+		copy(o.sum[:], h.Sum(nil))
+		end <- o
+	}()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(span / 3):
+	}
+	ps, err := pathsOf(ctx, tb, rc.Binary, testbed.A)
+	if err != nil {
+		return err
+	}
+	for i, p := range ps {
+		if p.Active && i < 2 {
+			mp.CutLink = i
+		}
+	}
+	cut := time.Now()
+	if err := tb.SetPathUp(mp.CutLink, false); err != nil {
+		return err
+	}
+	defer tb.SetPathUp(mp.CutLink, true)
+	guard := 4*span + 30*time.Second
+	var o outcome
+	select {
+	case o = <-end:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(guard):
+		conn.Close()
+		o = <-end
+		o.err = fmt.Errorf("unfinished after %v: %w", guard, o.err)
+	}
+	mu.Lock()
+	mp.MoveMs = ms(longestGap(reads, cut))
+	mu.Unlock()
+	mp.FailBytes = o.n
+	mp.SHA256OK = o.n == int64(size) && o.sum == want
+	switch {
+	case o.err != nil:
+		mp.FailoverErr = oneLine(o.err.Error())
+	case o.n != int64(size):
+		mp.FailoverErr = fmt.Sprintf("%d of %d bytes", o.n, size)
+	}
+	return nil
+}
+
+// netipHostPort is host with a port the kernel picks.
+func netipHostPort(host string) string { return net.JoinHostPort(host, "0") }
+
+// timedReader notes when each read returned bytes.
+type timedReader struct {
+	r     io.Reader
+	mu    *sync.Mutex
+	reads *[]time.Time
+}
+
+func readTimes(r io.Reader, mu *sync.Mutex, reads *[]time.Time) io.Reader {
+	return &timedReader{r: r, mu: mu, reads: reads}
+}
+
+func (t *timedReader) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if n > 0 {
+		t.mu.Lock()
+		*t.reads = append(*t.reads, time.Now())
+		t.mu.Unlock()
+	}
+	return n, err
+}
+
+// longestGap is the longest time without a read from t0 to the last read.
+func longestGap(reads []time.Time, t0 time.Time) time.Duration {
+	var gap time.Duration
+	last := t0
+	for _, at := range reads {
+		if at.Before(t0) {
+			continue
+		}
+		gap = max(gap, at.Sub(last))
+		last = at
+	}
+	return gap
+}
+
+func twoLinkNames() []string {
+	var out []string
+	for _, c := range TwoLinkConditions {
+		out = append(out, c.Name)
+	}
+	return out
+}
+
+// multipathSummary is RunSummary's line for a multipath run.
+func multipathSummary(r *Result) string {
+	m := r.Multipath
+	s := fmt.Sprintf("bulk %.1f kB/s, paths %s; requests p50 %.0f / p95 %.0f ms (fast link RTT %.0f ms, %d); failover: link %d cut, moved on in %.0f ms, SHA-256 equal %v",
+		r.GoodputKBps, shareText(m.Paths), m.P50Ms, m.P95Ms, m.FastRTTMs, m.Requests, m.CutLink, m.MoveMs, m.SHA256OK)
+	if m.FailoverErr != "" {
+		s += " (" + m.FailoverErr + ")"
+	}
+	return s
+}
+
+func shareText(ps []PathShare) string {
+	parts := make([]string, 0, len(ps))
+	for _, p := range ps {
+		name := p.Link
+		if name == "" {
+			name = p.Endpoint
+		}
+		parts = append(parts, fmt.Sprintf("%s %.0f%%", name, p.Share*100))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// renderMultipath writes the multipath table.
+func (rep *Report) renderMultipath(w io.Writer) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	p("## Two links\n\n")
+	p("Bulk: a download of half the duration from B with a request/response probe beside it; each path's share of the data B sent. " +
+		"Failover: a download during which the link the data runs on is cut at A; the longest wait for a byte after the cut, and whether all bytes arrived with an equal SHA-256 on the same connection.\n\n")
+	p("| condition | contender | bulk kB/s | path shares (B) | request p50 / p95 ms | fast link RTT ms | link cut | moved on in ms | SHA-256 equal |\n|---|---|---:|---|---:|---:|---:|---:|---|\n")
+	rep.workloadRows(w, 7, func(r *Result) bool { return r.Multipath != nil }, func(r *Result) string {
+		m := r.Multipath
+		ok := fmt.Sprint(m.SHA256OK)
+		if m.FailoverErr != "" {
+			ok += " (" + m.FailoverErr + ")"
+		}
+		return fmt.Sprintf("%.1f | %s | %.0f / %.0f | %.0f | %d | %.0f | %s", r.GoodputKBps, shareText(m.Paths), m.P50Ms, m.P95Ms, m.FastRTTMs, m.CutLink, m.MoveMs, ok)
+	})
+	p("\n")
+}
