@@ -63,6 +63,12 @@ func run(m *testing.M) int {
 // association is up.
 func twoSites(t *testing.T, cfg testbed.Config) *testbed.Testbed {
 	t.Helper()
+	return twoSitesWithin(t, 10*time.Second, cfg)
+}
+
+// twoSitesWithin is twoSites waiting up to wait for the association.
+func twoSitesWithin(t *testing.T, wait time.Duration, cfg testbed.Config) *testbed.Testbed {
+	t.Helper()
 	testenv.RequireRoot(t, "network namespaces, TUN")
 	cfg.Binary = binary
 	tb := testbed.ForTest(t, cfg)
@@ -71,8 +77,8 @@ func twoSites(t *testing.T, cfg testbed.Config) *testbed.Testbed {
 			t.Fatalf("start %s: %v", s, err)
 		}
 	}
-	waitLog(t, tb, testbed.A, "association up", 10*time.Second)
-	waitLog(t, tb, testbed.B, "association up", 10*time.Second)
+	waitLog(t, tb, testbed.A, "association up", wait)
+	waitLog(t, tb, testbed.B, "association up", wait)
 	return tb
 }
 

@@ -34,7 +34,12 @@ func TestLossyLinkIntegrity(t *testing.T) {
 	// An outage longer than outage_after puts the associations in outage
 	// mode; probing every 200 ms finds the link again soon after it is back.
 	peerLink := "rtt = \"50ms\"\nup = \"10Mbit\"\ndown = \"10Mbit\"\noutage_after = \"1s\"\nprobe_interval = \"200ms\"\n"
-	tb := twoSites(t, testbed.Config{
+	// The outages count from the emulator's start, before the endpoints
+	// start: the handshake meets them too, and its retransmissions (after
+	// 1 s, then up to 3 s apart) may fall into one outage after another.
+	// At load 30, with the endpoints 3 s in starting, the association
+	// was not up within twoSites' 10 s once; the wait is a hang guard.
+	tb := twoSitesWithin(t, 30*time.Second, testbed.Config{
 		Kind: testbed.Emulated,
 		Link: linkemu.Options{
 			Fwd: dir(0.02), Ret: dir(0.01),
