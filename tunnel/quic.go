@@ -389,25 +389,35 @@ func (s *quicSender) add(d quicDatagram) bool {
 	s.n++
 	s.seq++
 	if s.n == s.k {
-		s.close()
+		s.close(false)
 		return true
 	}
 	return false
 }
 
 // close sends the open block's parities.
-func (s *quicSender) close() {
+// A block the flow's pause closed (tail: true) is the last for a while:
+// no later frame would tell the receiver of its losses, so its parities
+// go twice, and a burst that took its last datagrams and its parities
+// still leaves a parity to tell.
+func (s *quicSender) close(tail bool) {
 	if s.n == 0 {
 		return
 	}
 	now := time.Now()
-	for w := range s.m {
-		sum := s.sums.p
-		if w == 1 {
-			sum = s.sums.q
+	copies := 1
+	if tail {
+		copies = 2
+	}
+	for range copies {
+		for w := range s.m {
+			sum := s.sums.p
+			if w == 1 {
+				sum = s.sums.q
+			}
+			s.buf = appendFecParity(s.buf[:0], s.id, s.first, s.n, s.m, byte(w), sum)
+			s.send(s.buf, now)
 		}
-		s.buf = appendFecParity(s.buf[:0], s.id, s.first, s.n, s.m, byte(w), sum)
-		s.send(s.buf, now)
 	}
 	s.n = 0
 }
@@ -462,7 +472,7 @@ func (a *assoc) runQuicFlow(as *association, key quicFlowKey, f *quicFlow) {
 			}
 			idle.Reset(quicIdle)
 		case <-span.C:
-			s.close()
+			s.close(true)
 		case <-idle.C:
 			done = true
 		case <-as.sess.Done():
@@ -485,7 +495,7 @@ func (a *assoc) runQuicFlow(as *association, key quicFlowKey, f *quicFlow) {
 		}
 		break
 	}
-	s.close()
+	s.close(true)
 }
 
 // quicRx is the receiver's state of a peer's repaired flows, by the
@@ -578,7 +588,7 @@ func (a *assoc) quicDeliver(out [][]byte) {
 	r := &a.quic.rel
 	rate := 3 * a.cfg.Link.Down / 8 // bytes/s
 	r.mu.Lock()
-	if r.bytes > 2*quicRxBytes {
+	if r.bytes > quicRxBytes {
 		// The pacer fell far behind (a stalled TUN): these are lost.
 		r.mu.Unlock()
 		a.e.stats.QuicGivenUp.Add(uint64(len(out)))

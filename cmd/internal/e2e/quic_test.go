@@ -272,17 +272,17 @@ func tlsDownload(t *testing.T, tb *testbed.Testbed, f quicFiles, addr netip.Addr
 
 // TestQuicRepairOverGEO: over GEO with 1% loss each way, a 5 MB HTTP/3
 // download is at least 2 times faster with quic = "repair" than with
-// "pass" (the far site rebuilt some of its datagrams from parities), and
-// slower than the same bytes over TCP through the tunnel, which is why
-// fallback (clients use TCP) is the default (docs/quic.md). A page of 50
+// "pass" (the far site rebuilt or had resent the datagrams the hop lost),
+// and takes at most 2 times the same bytes over TCP through the tunnel
+// (the target is 1.5: docs/quic.md has the figures). A page of 50
 // objects over HTTP/3 (ngtcp2) under pass is slower than the page over
-// HTTP/2 through the tunnel. Under fallback a client's first QUIC
-// datagram is refused in under a tenth of the HTTP/2 page's time, and a
-// client that speaks both (webpage's, as a browser: HTTP/3 first) is
-// refused, loads the page over HTTP/2 and takes at most 1.1 times the
-// time of HTTP/2 alone. Ratios of one run, not speeds. SCPSVPN_QUIC_QLOG=dir keeps ngtcp2's qlogs there;
-// SCPSVPN_QUIC_DIRECT=1 adds the direct path, the page under repair,
-// quic-go's pages and its 5 MB (docs/quic.md's table).
+// HTTP/2 through the tunnel, and under repair faster than under pass (and
+// than on the direct path, with SCPSVPN_QUIC_DIRECT=1). Under fallback a client's first QUIC datagram is refused in under a
+// tenth of the HTTP/2 page's time, and a client that speaks both
+// (webpage's, as a browser: HTTP/3 first) is refused, loads the page over
+// HTTP/2 and takes at most 1.1 times the time of HTTP/2 alone. Ratios of
+// one run, not speeds. SCPSVPN_QUIC_QLOG=dir keeps ngtcp2's qlogs there;
+// SCPSVPN_QUIC_DIRECT=1 adds the direct path, quic-go's pages and its 5 MB (docs/quic.md's table).
 func TestQuicRepairOverGEO(t *testing.T) {
 	if testing.Short() {
 		t.Skip("about two minutes of downloads over an emulated GEO link")
@@ -318,9 +318,10 @@ func TestQuicRepairOverGEO(t *testing.T) {
 			for _, side := range []testbed.Side{testbed.A, testbed.B} {
 				logQuicCounters(t, tb, side)
 			}
-			// CI loads the page under pass alone, with ngtcp2 (the quicker
-			// of the two stacks there); the table has both under each.
-			if table || policy == "pass" {
+			// CI loads the page under pass and repair, with ngtcp2 (the
+			// quicker of the two stacks there); the table has both stacks
+			// under each.
+			if table || policy != "fallback" {
 				logged(policy+"-page", fmt.Sprintf("HTTP/3 page through the tunnel (ngtcp2), quic = %q", policy), h3Page(t, tb, f, srv))
 			}
 			if table {
@@ -366,8 +367,17 @@ func TestQuicRepairOverGEO(t *testing.T) {
 	if p < r*2 {
 		t.Errorf("pass took %v, less than 2 times repair's %v", p, r)
 	}
-	if c >= r {
-		t.Errorf("TCP through the tunnel took %v, no less than repaired QUIC's %v: fallback is no longer the fastest", c, r)
+	// The target is 1.5; on a loaded machine TCP's time moves
+	// with the load more than QUIC's (docs/quic.md: 1.5 to 1.65).
+	if r > 2*c {
+		t.Errorf("repaired QUIC took %v, more than 2 times TCP's %v through the tunnel", r, c)
+	}
+	// Repair hides the hop's losses from the page's first flights too.
+	if rp := took["repair-page"]; rp >= took["pass-page"] {
+		t.Errorf("the HTTP/3 page under repair took %v, no less than under pass (%v)", rp, took["pass-page"])
+	}
+	if dp := took["direct-page"]; table && took["repair-page"] >= dp {
+		t.Errorf("the HTTP/3 page under repair took %v, no less than on the direct path (%v)", took["repair-page"], dp)
 	}
 	if took["refused"] > took["h2-page"]/10 {
 		t.Errorf("the QUIC attempt was refused after %v, more than a tenth of the HTTP/2 page's %v", took["refused"], took["h2-page"])
