@@ -233,6 +233,9 @@ func (a *Association) Deadline() time.Time {
 	consider(a.pathDeadline())
 	consider(a.outage.keepAliveDue(a.sent.ElicitingInFlight(), a.pingPending))
 	consider(a.sent.TimerDeadline())
+	if a.paths.multi() {
+		a.sendPath(false)
+	}
 	if a.sent.Probes() > 0 || a.pingPending {
 		consider(a.now)
 	}

@@ -16,7 +16,14 @@ type assocFrames struct{ a *Association }
 func (h assocFrames) FrameAcked(f *ackhandler.SentFrame) {
 	a := h.a
 	if f.Kind == ackhandler.KindAck {
-		a.ack.OnAckAcked(f.Off)
+		// The peer knows every hole below that ACK's largest, so they
+		// may be forgotten; but with several paths a packet below it may
+		// still be on its way on a slower path, and forgetting its hole
+		// would drop it as a duplicate. Then the received set's own bound
+		// forgets the oldest holes instead.
+		if !a.paths.multi() {
+			a.ack.OnAckAcked(f.Off)
+		}
 		return
 	}
 	a.streams.FrameAcked(f, a.now, a.sent.RTT().Smoothed())

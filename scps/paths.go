@@ -75,6 +75,10 @@ type PathOptions struct {
 	Learned bool
 	// InitialRTT is the path's RTT until measured; 0: Config.InitialRTT.
 	InitialRTT time.Duration
+	// SendRate is the bit/s of the path's forward link, which its pacer
+	// never exceeds; 0: unknown (its controller finds it). Path 0 takes
+	// Config.SendRate instead.
+	SendRate int64
 }
 
 // PathStats is a snapshot of one path.
@@ -133,9 +137,11 @@ type path struct {
 // pathSet is the association's paths.
 type pathSet struct {
 	p         [MaxPaths]path
-	data      int // the data path
-	probeNext int // the next path an outage probe goes on
-	sendOn    int // the path of the packet being built
+	data      int    // the data path
+	probeNext int    // the next path an outage probe goes on
+	ackNext   int    // the path a told side's last spread packet without data went on (bond.go)
+	acksSent  uint64 // packets without data sent while several paths may carry data
+	sendOn    int    // the path of the packet being built
 }
 
 // init makes path 0, the one every association has.
@@ -150,6 +156,13 @@ func (ps *pathSet) set(i int, opts PathOptions, cfg Config, now time.Duration) {
 	ps.p[i] = path{opts: opts, inUse: true, up: true, rtt: cc.NewRTTStats(opts.InitialRTT), lastHeard: now}
 	ps.p[i].stats.Index, ps.p[i].stats.Name = i, opts.Name
 	ps.p[i].stats.Backup, ps.p[i].stats.Learned = opts.Backup, opts.Learned
+}
+
+// setMultipath tells the receiving side whether packets may come over
+// several paths.
+func (a *Association) setMultipath() {
+	a.ack.SetMultipath(a.paths.multi())
+	a.ackBudget.SetMultipath(a.paths.multi())
 }
 
 // multi reports whether more than one path is in use: only then do the
@@ -171,7 +184,14 @@ func (a *Association) SetPath(i int, opts PathOptions) error {
 	if i < 0 || i >= MaxPaths {
 		return fmt.Errorf("scps: path %d: use 0..%d", i, MaxPaths-1)
 	}
+	if i > 0 {
+		// A path of its own: a fresh controller, pacer and RTT.
+		if err := a.sent.SetPath(i, ackhandler.PathConfig{SendRate: opts.SendRate, InitialRTT: opts.InitialRTT}, a.now); err != nil {
+			return fmt.Errorf("scps: path %d: %w", i, err)
+		}
+	}
 	a.paths.set(i, opts, a.cfg, a.now)
+	a.setMultipath()
 	a.choosePath()
 	return nil
 }
@@ -182,6 +202,8 @@ func (a *Association) RemovePath(i int) {
 		return
 	}
 	a.paths.p[i] = path{}
+	a.sent.LosePath(a.now, i)
+	a.setMultipath()
 	a.choosePath()
 }
 
@@ -247,6 +269,7 @@ func isPathProbe(pkt []byte) bool {
 func (a *Association) SendOn(now time.Time, buf []byte) (n int, pn uint64, path int) {
 	a.setNow(now)
 	if a.state != stateOpen || !a.paths.multi() {
+		a.sent.Use(a.paths.data)
 		n, pn = a.Send(now, buf)
 		if n > 0 {
 			a.paths.onSent(a, a.paths.data, pn, n, a.lastSent)
@@ -261,6 +284,7 @@ func (a *Association) SendOn(now time.Time, buf []byte) (n int, pn uint64, path 
 		}
 		path = a.paths.nextProbePath()
 	} else if i, ok := a.paths.probeDue(a.now); ok {
+		a.sent.Use(i)
 		n, pn = a.sendPathProbe(buf)
 		if n > 0 {
 			a.paths.p[i].stats.ProbesSent++
@@ -268,9 +292,13 @@ func (a *Association) SendOn(now time.Time, buf []byte) (n int, pn uint64, path 
 		}
 		return n, pn, i
 	} else {
-		path = a.paths.data
+		path = a.sendPath(true)
 	}
+	a.sent.Use(path)
 	n, pn = a.Send(now, buf)
+	if n > 0 && !a.lastSent.carried {
+		a.paths.acksSent++
+	}
 	if n > 0 {
 		a.paths.onSent(a, path, pn, n, a.lastSent)
 	}
@@ -381,7 +409,7 @@ func (a *Association) onPathAck(f *wire.Ack) {
 	if !a.paths.multi() && a.paths.p[0].n == 0 {
 		return
 	}
-	var ranges [16]wire.AckRange
+	var ranges [32]wire.AckRange
 	rs := ranges[:0]
 	it := f.Iter()
 	for len(rs) < len(ranges) {
@@ -441,6 +469,9 @@ func (a *Association) checkPaths() {
 			p.up = false
 			p.stats.Downs++
 			p.n = 0 // what is awaited now is sent from here on
+			// What is in flight on it is lost to its failure (no
+			// window change), repaired on the paths left.
+			a.sent.LosePath(a.now, i)
 			a.logPath(i, "path down")
 			changed = true
 		}
@@ -487,7 +518,10 @@ func (ps *pathSet) learnedOnly() bool {
 func (a *Association) choosePath() {
 	ps := &a.paths
 	best := -1
-	if ps.learnedOnly() {
+	if d := &ps.p[ps.data]; ps.learnedOnly() && d.inUse && d.up && !d.retired && d.lastTraffc > 0 && a.now-d.lastTraffc <= bondRecent {
+		// Bonding: the peer still sends on it (bond.go).
+		best = ps.data
+	} else if ps.learnedOnly() {
 		for i := range ps.p {
 			p := &ps.p[i]
 			if p.inUse && !p.retired && p.up && (best < 0 || p.lastTraffc > ps.p[best].lastTraffc) {
@@ -495,18 +529,9 @@ func (a *Association) choosePath() {
 			}
 		}
 	} else {
-		rank := func(p *path) int {
-			switch {
-			case p.opts.Backup:
-				return 2
-			case p.opts.Learned:
-				return 1
-			}
-			return 0
-		}
 		for i := range ps.p {
 			p := &ps.p[i]
-			if p.inUse && !p.retired && p.up && (best < 0 || rank(p) < rank(&ps.p[best])) {
+			if p.inUse && !p.retired && p.up && (best < 0 || p.rank() < ps.p[best].rank()) {
 				best = i
 			}
 		}
@@ -531,7 +556,7 @@ func (a *Association) choosePath() {
 		// let the peer's first answer on the new path count as a fresh
 		// start for the silence hold.
 		ps.p[old].stats.Failovers++
-		a.sent.LoseAll(a.now)
+		a.sent.LosePath(a.now, old)
 		a.sent.OnResume()
 		a.outage.onFailover(a.now)
 	}

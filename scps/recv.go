@@ -52,11 +52,11 @@ func (a *Association) Receive(now time.Time, pn uint64, pkt []byte) error {
 		// Told no rate, the windows follow the rate the peer's
 		// trains arrive at (told one, they start at its product).
 		a.arrival.OnPacket(now, len(pkt))
-		a.streams.RateWindow = uint64(windowBDPs * a.arrival.Peak() * a.sent.RTT().Smoothed().Seconds())
+		a.streams.RateWindow = uint64(windowBDPs * a.arrival.Peak() * a.windowRTT().Seconds())
 	}
 	if a.cfg.SendRate == 0 {
 		// Likewise the send buffers follow the controller's rate.
-		a.streams.SendRateWindow = max(a.streams.SendRateWindow, uint64(windowBDPs*a.sent.PacingRate()*a.sent.RTT().Smoothed().Seconds()))
+		a.streams.SendRateWindow = max(a.streams.SendRateWindow, uint64(windowBDPs*a.pacingRate()*a.windowRTT().Seconds()))
 	}
 	defer a.maybeResume()
 

@@ -46,6 +46,7 @@ func (a *Association) sendReady() bool {
 		if _, due := a.paths.probeDue(a.now); due {
 			return true
 		}
+		a.sendPath(false)
 	}
 	if !a.sent.WindowOpen() || a.silenceHold() || !a.hasWork() && !a.copyReady() {
 		return false

@@ -52,7 +52,7 @@ type learnedPaths struct {
 func (a *assoc) pathOptions(learn bool) []scps.PathOptions {
 	var out []scps.PathOptions
 	for _, pc := range a.cfg.Paths {
-		out = append(out, scps.PathOptions{Name: pc.Name, Backup: pc.Backup, InitialRTT: pc.Link.RTT})
+		out = append(out, scps.PathOptions{Name: pc.Name, Backup: pc.Backup, InitialRTT: pc.Link.RTT, SendRate: pc.Link.Up})
 	}
 	if len(out) == 0 && learn {
 		// Path 0 is the first source the peer's packets come from.

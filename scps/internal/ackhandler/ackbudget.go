@@ -22,6 +22,10 @@ const (
 	ackDataShare = 1.0 / 600
 	// ackMinPerRTT: ACK packets per round trip the budget always allows.
 	ackMinPerRTT = 32
+	// ackMultiShare multiplies the share with several paths: an ACK
+	// reports only the ranges of the packets that arrived since the last
+	// few (ackstate.go), so ACKs must not be far apart.
+	ackMultiShare = 4
 )
 
 // AckBudget holds the association's acknowledgement traffic to a rate.
@@ -32,7 +36,11 @@ type AckBudget struct {
 	cost     int           // bytes of one ACK packet on the wire
 	start    time.Duration // of the current measuring window
 	bytes    int           // received in it
+	multi    bool          // several paths (SetMultipath)
 }
+
+// SetMultipath says whether the packets come over several paths.
+func (b *AckBudget) SetMultipath(on bool) { b.multi = on }
 
 // Init sets the budget for cfg at now; cost is one ACK packet's wire size.
 func (b *AckBudget) Init(cfg Config, now time.Duration, cost int) {
@@ -86,7 +94,11 @@ func (b *AckBudget) OnReceived(now time.Duration, size int, srtt time.Duration) 
 	if span < srtt {
 		return
 	}
-	rate := max(float64(b.bytes)/span.Seconds()*ackDataShare, b.floor(srtt))
+	share := ackDataShare
+	if b.multi {
+		share *= ackMultiShare
+	}
+	rate := max(float64(b.bytes)/span.Seconds()*share, b.floor(srtt))
 	b.setRate(now, rate, b.burst)
 	b.start, b.bytes = now, 0
 }

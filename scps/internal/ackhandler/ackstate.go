@@ -9,6 +9,7 @@ package ackhandler
 // maxAckRanges): SACK and SNACK in one frame.
 
 import (
+	"slices"
 	"time"
 
 	"scpsvpn/scps/internal/ranges"
@@ -28,6 +29,13 @@ const (
 	// freshHole: while the top range is shorter than this and a hole lies
 	// below it, every packet is acknowledged at once.
 	freshHole = 4
+	// With several paths (SetMultipath) every packet in flight on a slow
+	// path is a hole among the fast path's packets, and the newest ranges
+	// are those holes, not what arrived: the received set keeps more
+	// ranges, and each ACK reports the ranges holding the latest packets
+	// that arrived (on any path), then the newest ranges.
+	maxTrackedRangesMulti = 4096
+	lateFills             = 64
 )
 
 // ReceivedPacketHandler is the receiver's side of acknowledgement of one
@@ -45,7 +53,16 @@ type ReceivedPacketHandler struct {
 	ackOnlyCount int
 	deferred     bool // the ACK budget held back the pending ACK (counted once)
 	scratch      []wire.AckRange
+
+	multi bool              // several paths (SetMultipath)
+	late  [lateFills]uint64 // the latest packets received, a ring
+	nlate int               // how many were, in all
+	idx   [maxAckRanges]int // Ranges' scratch
 }
+
+// SetMultipath says whether the packets come over several paths, so far
+// out of order (see maxTrackedRangesMulti).
+func (s *ReceivedPacketHandler) SetMultipath(on bool) { s.multi = on }
 
 // Duplicate reports whether pn was already received (or is too old).
 func (s *ReceivedPacketHandler) Duplicate(pn uint64) bool {
@@ -56,8 +73,15 @@ func (s *ReceivedPacketHandler) Duplicate(pn uint64) bool {
 // packets an ACK waits for at most, ackDelay the current ack delay.
 func (s *ReceivedPacketHandler) OnReceived(pn uint64, now time.Duration, eliciting bool, every int, ackDelay time.Duration) {
 	outOfOrder := s.any && pn != s.largest+1
+	limit := maxTrackedRanges
+	if s.multi {
+		// Out of order is the rule: no ACK at once for it.
+		limit, outOfOrder = maxTrackedRangesMulti, false
+		s.late[s.nlate%lateFills] = pn
+		s.nlate++
+	}
 	s.received.Add(pn, pn+1)
-	for s.received.Len() > maxTrackedRanges {
+	for s.received.Len() > limit {
 		s.floor = s.received.First().End
 		s.received.DropLowest()
 	}
@@ -70,7 +94,7 @@ func (s *ReceivedPacketHandler) OnReceived(pn uint64, now time.Duration, eliciti
 	}
 	s.eliciting++
 	top := s.received.Last()
-	if outOfOrder || s.eliciting >= every || (s.received.Len() > 1 && top.Len() < freshHole) {
+	if outOfOrder || s.eliciting >= every || (!s.multi && s.received.Len() > 1 && top.Len() < freshHole) {
 		s.immediate = true
 	}
 	if s.deadline == 0 {
@@ -132,6 +156,9 @@ func (s *ReceivedPacketHandler) OnPacketSent(eliciting bool) {
 // an ACK frame; the slice is reused by the next call.
 func (s *ReceivedPacketHandler) Ranges() []wire.AckRange {
 	s.scratch = s.scratch[:0]
+	if s.multi && s.nlate > 0 {
+		return s.multiRanges()
+	}
 	for i := s.received.Len() - 1; i >= 0 && len(s.scratch) < maxAckRanges; i-- {
 		r := s.received.At(i)
 		s.scratch = append(s.scratch, wire.AckRange{Smallest: r.Start, Largest: r.End - 1})
@@ -151,4 +178,31 @@ func (s *ReceivedPacketHandler) OnAckAcked(largest uint64) {
 		s.floor = largest + 1
 		s.received.RemoveBelow(s.floor)
 	}
+}
+
+// multiRanges is Ranges with several paths: the ranges holding the latest
+// packets that arrived, and the newest ranges, highest first.
+func (s *ReceivedPacketHandler) multiRanges() []wire.AckRange {
+	n := s.received.Len()
+	idx := s.idx[:0]
+	for k := range min(s.nlate, lateFills) {
+		if len(idx) == maxAckRanges {
+			break
+		}
+		// Newest first.
+		if i, ok := s.received.Index(s.late[(s.nlate-1-k)%lateFills]); ok && !slices.Contains(idx, i) {
+			idx = append(idx, i)
+		}
+	}
+	for i := n - 1; i >= 0 && len(idx) < maxAckRanges; i-- {
+		if !slices.Contains(idx, i) {
+			idx = append(idx, i)
+		}
+	}
+	slices.SortFunc(idx, func(a, b int) int { return b - a })
+	for _, i := range idx {
+		r := s.received.At(i)
+		s.scratch = append(s.scratch, wire.AckRange{Smallest: r.Start, Largest: r.End - 1})
+	}
+	return s.scratch
 }

@@ -39,7 +39,8 @@ type SentPacket struct {
 	// (tailcopy.go): it is never copied itself, and its loss queues
 	// nothing, since the original's own fate decides the repair.
 	Copy   bool
-	copied bool // a copy of it went out
+	Path   uint8 // the path it went on (set by OnPacketSent)
+	copied bool  // a copy of it went out
 	state  uint8
 }
 

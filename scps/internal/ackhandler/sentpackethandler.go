@@ -57,27 +57,23 @@ type Config struct {
 // association. It is not safe for concurrent use.
 type SentPacketHandler struct {
 	epoch         time.Time // the association's: cc gets absolute times
+	cfg           Config
 	minRTO        time.Duration
 	maxAckDelay   time.Duration
 	probeInterval time.Duration
-	sendRate      int64 // Config.SendRate: the pacer never exceeds it
 	wireOverhead  int
 	fullPacket    int // MaxPacketSize + WireOverhead: what the pacer waits for
 
 	hist  history
-	rtt   *cc.RTTStats
-	cc    cc.Controller
-	pacer bucket
-	loss  lossClassifier
+	paths [MaxPaths]pathState // per-path state (pathstate.go); path 0 always
+	cur   uint8               // the path the next packet goes on (Use)
 
-	largestAcked      uint64
-	anyAcked          bool
-	bytesInFlight     int
+	bytesInFlight     int // all paths'
 	elicitingInFlight int
 	lastElicitingSent time.Duration
-	lossTime          time.Duration // loss timer of the time threshold; 0 = not armed
 	ptoCount          int
-	probes            int // ack-eliciting probes the probe timeout asked for
+	probes            int    // ack-eliciting probes the probe timeout asked for
+	ackFloor          uint64 // the smallest packet the latest ACK's ranges reach
 
 	copies tailCopies // redundant copies of a burst's last packets (tailcopy.go)
 
@@ -98,39 +94,23 @@ type Stats struct {
 
 // Init sets h up for cfg at internal time now (a duration since epoch).
 func (h *SentPacketHandler) Init(cfg Config, epoch time.Time, now time.Duration, frames FrameHandler) error {
-	h.epoch = epoch
+	h.epoch, h.cfg = epoch, cfg
 	h.minRTO, h.probeInterval, h.maxAckDelay = cfg.MinRTO, cfg.ProbeInterval, cfg.MaxAckDelay
-	h.sendRate, h.wireOverhead = cfg.SendRate, cfg.WireOverhead
+	h.wireOverhead = cfg.WireOverhead
 	h.fullPacket = cfg.MaxPacketSize + cfg.WireOverhead
 	h.frames = frames
-	h.rtt = cc.NewRTTStats(cfg.InitialRTT)
 	h.lastElicitingSent = now
-	h.loss.mode = cfg.Loss
-	h.loss.noise = cfg.RTTNoise
-	ctl, err := cc.New(cfg.Congestion, cc.Params{
-		MaxDatagramSize: cfg.MaxPacketSize,
-		WireOverhead:    cfg.WireOverhead,
-		RTT:             h.rtt,
-		SendRate:        cfg.SendRate,
-		RTTNoise:        cfg.RTTNoise,
-		Resume:          cfg.Resume,
-	})
-	if err != nil {
-		return err
-	}
-	h.cc = ctl
-	h.UpdatePacer(now)
-	h.pacer.tokens = h.pacer.maxBurst
-	return nil
+	return h.initPath(0, PathConfig{SendRate: cfg.SendRate, InitialRTT: cfg.InitialRTT}, cfg.Resume, now)
 }
 
 func (h *SentPacketHandler) abs(d time.Duration) time.Time { return h.epoch.Add(d) }
 
-// Controller is the congestion controller.
-func (h *SentPacketHandler) Controller() cc.Controller { return h.cc }
+// Controller is path 0's congestion controller (the only one of a
+// single-path association).
+func (h *SentPacketHandler) Controller() cc.Controller { return h.paths[0].cc }
 
-// RTT is the RTT statistics.
-func (h *SentPacketHandler) RTT() *cc.RTTStats { return h.rtt }
+// RTT is path 0's RTT statistics.
+func (h *SentPacketHandler) RTT() *cc.RTTStats { return h.paths[0].rtt }
 
 // ElicitingInFlight is the number of ack-eliciting packets outstanding.
 func (h *SentPacketHandler) ElicitingInFlight() int { return h.elicitingInFlight }
@@ -159,27 +139,29 @@ func (h *SentPacketHandler) DropFramesFrom(abs uint64) { h.hist.dropFramesFrom(a
 
 // UpdatePacer sets the pacer to min(SendRate, controller rate).
 func (h *SentPacketHandler) UpdatePacer(now time.Duration) {
-	rate := h.cc.PacingRate()
-	if h.sendRate > 0 {
-		link := float64(h.sendRate) / 8
+	ps := h.cp()
+	rate := ps.cc.PacingRate()
+	if ps.sendRate > 0 {
+		link := float64(ps.sendRate) / 8
 		if rate <= 0 || link < rate {
 			rate = link
 		}
 	}
 	burst := max(pacerMinBurst*float64(h.fullPacket), rate*pacerBurstTime.Seconds())
-	if rate == h.pacer.rate && burst == h.pacer.maxBurst {
-		h.pacer.refill(now)
+	if rate == ps.pacer.rate && burst == ps.pacer.maxBurst {
+		ps.pacer.refill(now)
 		return
 	}
-	h.pacer.setRate(now, rate, burst)
+	ps.pacer.setRate(now, rate, burst)
 }
 
-// WindowOpen reports whether the congestion window has room.
-func (h *SentPacketHandler) WindowOpen() bool { return h.bytesInFlight < h.cc.Window() }
+// WindowOpen reports whether the congestion window of the path in use has
+// room.
+func (h *SentPacketHandler) WindowOpen() bool { ps := h.cp(); return ps.bytesInFlight < ps.cc.Window() }
 
 // Paced reports whether the pacer lets a full packet go now (call
 // UpdatePacer first).
-func (h *SentPacketHandler) Paced() bool { return h.pacer.ready(h.fullPacket) }
+func (h *SentPacketHandler) Paced() bool { return h.cp().pacer.ready(h.fullPacket) }
 
 // PacedAt is when the pacer lets a full packet go: 0 if now.
 func (h *SentPacketHandler) PacedAt(now time.Duration) time.Duration {
@@ -187,29 +169,33 @@ func (h *SentPacketHandler) PacedAt(now time.Duration) time.Duration {
 	if h.Paced() {
 		return 0
 	}
-	return h.pacer.readyAt(now, h.fullPacket)
+	return h.cp().pacer.readyAt(now, h.fullPacket)
 }
 
 // OnPacketSent records p, the packet just built with the next packet number
 // and the frames added since p.FirstFrame, and charges the pacer with it.
 // flightStart reports that p is the first ack-eliciting packet outstanding.
 func (h *SentPacketHandler) OnPacketSent(now time.Duration, p SentPacket) (flightStart bool) {
+	ps := h.cp()
+	p.Path = h.cur
 	h.hist.add(p)
 	if p.AckEliciting && !p.Copy {
 		h.copies.lastOriginal = h.hist.nextPN()
 	}
 	size := int(p.Size)
-	h.pacer.take(size + h.wireOverhead)
+	ps.pacer.take(size + h.wireOverhead)
 	if !p.AckEliciting {
 		return false
 	}
 	flightStart = h.elicitingInFlight == 0
 	h.copyCredit(size, p.Copy)
 	h.elicitingInFlight++
-	h.lastElicitingSent = now
+	ps.elicitingInFlight++
+	h.lastElicitingSent, ps.lastElicitingSent = now, now
 	if p.InFlight {
 		h.bytesInFlight += size
-		h.cc.OnPacketSent(h.abs(now), size, h.bytesInFlight)
+		ps.bytesInFlight += size
+		ps.cc.OnPacketSent(h.abs(now), size, ps.bytesInFlight)
 	}
 	if h.probes > 0 {
 		h.probes--
@@ -233,21 +219,35 @@ func (h *SentPacketHandler) OldestSentAt() (at time.Duration, ok bool) {
 	return h.hist.get(h.hist.basePN).SentAt, true
 }
 
+// pathAck is what one ACK frame did to one path.
+type pathAck struct {
+	priorInFlight  int
+	ackedBytes     int
+	newlyEliciting bool
+	newly          bool
+	largestNewly   uint64
+	largestNewlyAt time.Duration
+	largestAcked   uint64 // the path's largest acknowledged before the ACK
+	anyAcked       bool
+}
+
 // OnAck processes an ACK frame received at now. newly reports whether it
 // acknowledged any packet for the first time.
 func (h *SentPacketHandler) OnAck(now time.Duration, f *wire.Ack) (newly bool) {
-	priorInFlight := h.bytesInFlight
-	var (
-		ackedBytes      int
-		newlyEliciting  bool
-		largestNewly    uint64
-		largestNewlyAt  time.Duration
-		largestWasNewly bool
-	)
+	var pa [MaxPaths]pathAck
+	for i := range h.paths {
+		ps := &h.paths[i]
+		pa[i] = pathAck{priorInFlight: ps.bytesInFlight, largestAcked: ps.largestAcked, anyAcked: ps.anyAcked}
+	}
+	largestPath, largestWasNewly := -1, false
 	base := h.hist.basePN
+	h.ackFloor = f.Largest
 	it := f.Iter()
 	for {
 		r, ok := it.Next()
+		if ok {
+			h.ackFloor = min(h.ackFloor, r.Smallest)
+		}
 		if !ok || r.Largest < base {
 			break
 		}
@@ -257,19 +257,28 @@ func (h *SentPacketHandler) OnAck(now time.Duration, f *wire.Ack) (newly bool) {
 			if p.state != pktAcked {
 				wasOutstanding := p.state == pktOutstanding
 				p.state = pktAcked
+				ps, a := &h.paths[p.Path], &pa[p.Path]
+				if !ps.anyAcked || pn > ps.largestAcked {
+					ps.largestAcked, ps.anyAcked = pn, true
+				}
+				if pn == f.Largest {
+					largestPath = int(p.Path)
+				}
 				if wasOutstanding {
 					if p.InFlight {
 						h.bytesInFlight -= int(p.Size)
-						ackedBytes += int(p.Size)
+						ps.bytesInFlight -= int(p.Size)
+						a.ackedBytes += int(p.Size)
 					}
 					if p.AckEliciting {
 						h.elicitingInFlight--
-						newlyEliciting = true
+						ps.elicitingInFlight--
+						a.newlyEliciting = true
 					}
-					if !newly || pn > largestNewly {
-						largestNewly, largestNewlyAt = pn, p.SentAt
+					if !a.newly || pn > a.largestNewly {
+						a.largestNewly, a.largestNewlyAt = pn, p.SentAt
 					}
-					newly = true
+					a.newly, newly = true, true
 					if pn == f.Largest {
 						largestWasNewly = true
 					}
@@ -281,30 +290,42 @@ func (h *SentPacketHandler) OnAck(now time.Duration, f *wire.Ack) (newly bool) {
 			}
 		}
 	}
-	if !h.anyAcked || f.Largest > h.largestAcked {
-		h.largestAcked, h.anyAcked = f.Largest, true
-	}
-	var sample, peerDelay time.Duration
-	if largestWasNewly && newlyEliciting {
-		peerDelay = time.Duration(f.Delay) * time.Microsecond
-		// The peer's reported delay is trusted up to a quarter RTT beyond
-		// MaxAckDelay: the ACK budget of a narrow return link can hold an
-		// ACK back that long, and counting it as path delay would look like
-		// a queue.
-		delay := min(peerDelay, max(h.maxAckDelay, h.rtt.Smoothed()/4))
-		h.rtt.Update(now-largestNewlyAt, delay)
-		sample = h.rtt.Adjusted()
-	}
-	h.loss.onAck(now, ackedBytes, sample, h.rtt.Min(), h.rtt.Smoothed())
-	if ackedBytes > 0 {
-		h.cc.OnAck(h.abs(now), cc.AckEvent{
-			AckedBytes:    ackedBytes,
-			PriorInFlight: priorInFlight,
-			LargestSentAt: h.abs(largestNewlyAt),
-			RTTUpdated:    sample > 0,
-			RTT:           sample,
-			AckDelay:      peerDelay,
-		})
+	peerDelay := time.Duration(f.Delay) * time.Microsecond
+	for i := range h.paths {
+		ps, a := &h.paths[i], &pa[i]
+		if !ps.inUse {
+			continue
+		}
+		// An RTT sample: the path's newest packet acknowledged, newly.
+		// The peer's delay is that of the ACK's largest; an earlier
+		// packet of another path waited at least as long.
+		var sample time.Duration
+		fresh := a.newlyEliciting && (i == largestPath && largestWasNewly ||
+			i != largestPath && a.newly && (!a.anyAcked || a.largestNewly > a.largestAcked))
+		if fresh {
+			// The peer's reported delay is trusted up to a quarter RTT
+			// beyond MaxAckDelay: the ACK budget of a narrow return link
+			// can hold an ACK back that long, and counting it as path
+			// delay would look like a queue.
+			delay := min(peerDelay, max(h.maxAckDelay, ps.rtt.Smoothed()/4))
+			ps.rtt.Update(now-a.largestNewlyAt, delay)
+			sample = ps.rtt.Adjusted()
+		}
+		ps.loss.onAck(now, a.ackedBytes, sample, ps.rtt.Min(), ps.rtt.Smoothed())
+		if a.ackedBytes > 0 {
+			pd := time.Duration(0)
+			if fresh {
+				pd = peerDelay
+			}
+			ps.cc.OnAck(h.abs(now), cc.AckEvent{
+				AckedBytes:    a.ackedBytes,
+				PriorInFlight: a.priorInFlight,
+				LargestSentAt: h.abs(a.largestNewlyAt),
+				RTTUpdated:    sample > 0,
+				RTT:           sample,
+				AckDelay:      pd,
+			})
+		}
 	}
 	if newly {
 		h.ptoCount = 0
@@ -313,90 +334,129 @@ func (h *SentPacketHandler) OnAck(now time.Duration, f *wire.Ack) (newly bool) {
 	return newly
 }
 
-// detectLoss declares outstanding packets below the largest acknowledged
-// lost by packet or time threshold, arms the loss timer for the others,
-// and reports the losses to congestion control.
+// lossRun is what detectLoss gathers of one path's losses.
+type lossRun struct {
+	lostBytes     int
+	largestLostAt time.Duration
+	runStart      time.Duration // first lost ack-eliciting packet of the current run; -1: none
+	runEnd        time.Duration
+	persistent    bool
+}
+
+// detectLoss declares outstanding packets below their path's largest
+// acknowledged lost by packet or time threshold, arms the loss timers for
+// the others, and reports the losses to each path's congestion control.
 func (h *SentPacketHandler) detectLoss(now time.Duration) {
-	h.lossTime = 0
-	if !h.anyAcked {
+	var (
+		runs           [MaxPaths]lossRun
+		lossDelay      [MaxPaths]time.Duration
+		persistentSpan [MaxPaths]time.Duration
+		end            uint64
+		any            bool
+	)
+	for i := range h.paths {
+		ps := &h.paths[i]
+		ps.lossTime = 0
+		runs[i].runStart = -1
+		if !ps.inUse || !ps.anyAcked {
+			continue
+		}
+		any = true
+		lossDelay[i] = ps.rtt.LossDelay()
+		persistentSpan[i] = ps.rtt.PTO(h.maxAckDelay, h.minRTO) * persistentFactor
+		end = max(end, min(ps.largestAcked, h.hist.nextPN()))
+	}
+	if !any {
 		return
 	}
-	lossDelay := h.rtt.LossDelay()
-	lostBefore := now - lossDelay
-	var (
-		lostBytes     int
-		largestLostAt time.Duration
-		runStart      time.Duration = -1 // first lost ack-eliciting packet of the current run
-		runEnd        time.Duration
-		persistent    bool
-	)
-	persistentSpan := h.rtt.PTO(h.maxAckDelay, h.minRTO) * persistentFactor
-	end := min(h.largestAcked, h.hist.nextPN())
 	for pn := h.hist.basePN; pn < end; pn++ {
 		p := h.hist.get(pn)
+		ps, run := &h.paths[p.Path], &runs[p.Path]
 		switch p.state {
 		case pktAcked:
-			runStart = -1
+			run.runStart = -1
 			continue
 		case pktLost:
 			continue
 		}
-		if h.largestAcked-pn >= packetThreshold || p.SentAt <= lostBefore {
+		if !ps.anyAcked || pn >= ps.largestAcked {
+			continue
+		}
+		// With several paths the ACK's ranges may not reach down to an
+		// old packet of a slow path (the holes of the packets in flight
+		// on it use them up): it says nothing of the packets below them.
+		byCount := ps.largestAcked-pn >= packetThreshold && (!h.multi() || pn >= h.ackFloor)
+		if byCount || p.SentAt <= now-lossDelay[p.Path] {
 			h.markLost(p)
 			if p.InFlight {
-				lostBytes += int(p.Size)
-				largestLostAt = p.SentAt
+				run.lostBytes += int(p.Size)
+				run.largestLostAt = p.SentAt
 			}
 			if p.AckEliciting {
-				if runStart < 0 {
-					runStart = p.SentAt
+				if run.runStart < 0 {
+					run.runStart = p.SentAt
 				}
-				runEnd = p.SentAt
-				if h.rtt.Samples() > 0 && runEnd-runStart > persistentSpan {
-					persistent = true
+				run.runEnd = p.SentAt
+				if ps.rtt.Samples() > 0 && run.runEnd-run.runStart > persistentSpan[p.Path] {
+					run.persistent = true
 				}
 			}
 			continue
 		}
-		if t := p.SentAt + lossDelay; h.lossTime == 0 || t < h.lossTime {
-			h.lossTime = t
+		if t := p.SentAt + lossDelay[p.Path]; ps.lossTime == 0 || t < ps.lossTime {
+			ps.lossTime = t
 		}
 	}
 	h.hist.popResolved()
-	if lostBytes > 0 {
-		fallback := h.pacer.rate
-		if fallback == 0 && h.rtt.Smoothed() > 0 {
-			fallback = float64(h.cc.Window()) / h.rtt.Smoothed().Seconds()
+	for i := range h.paths {
+		run := &runs[i]
+		if run.lostBytes == 0 {
+			continue
 		}
-		cause := h.loss.cause(now, h.rtt.Smoothed(), h.rtt.Min(), h.fullPacket, fallback)
-		h.reportLoss(now, lostBytes, largestLostAt, persistent, cause)
+		ps := &h.paths[i]
+		fallback := ps.pacer.rate
+		if fallback == 0 && ps.rtt.Smoothed() > 0 {
+			fallback = float64(ps.cc.Window()) / ps.rtt.Smoothed().Seconds()
+		}
+		cause := ps.loss.cause(now, ps.rtt.Smoothed(), ps.rtt.Min(), h.fullPacket, fallback)
+		h.reportLoss(now, i, run.lostBytes, run.largestLostAt, run.persistent, cause)
 	}
 }
 
 // LoseAll declares everything outstanding lost to an outage (no window
 // change: cause outage) and stops the loss and probe timers.
 func (h *SentPacketHandler) LoseAll(now time.Duration) {
-	var lostBytes int
+	h.lose(now, func(*SentPacket) bool { return true })
+	h.probes, h.ptoCount = 0, 0
+}
+
+// lose declares the outstanding packets that match lost to an outage.
+func (h *SentPacketHandler) lose(now time.Duration, match func(*SentPacket) bool) {
+	var lostBytes [MaxPaths]int
 	for pn := h.hist.basePN; pn < h.hist.nextPN(); pn++ {
 		p := h.hist.get(pn)
-		if p.state != pktOutstanding {
+		if p.state != pktOutstanding || !match(p) {
 			continue
 		}
 		if p.InFlight {
-			lostBytes += int(p.Size)
+			lostBytes[p.Path] += int(p.Size)
 		}
 		h.markLost(p)
 	}
 	h.hist.popResolved()
-	if lostBytes > 0 {
-		h.reportLoss(now, lostBytes, now, false, cc.CauseOutage)
+	for i, n := range lostBytes {
+		if n > 0 {
+			h.reportLoss(now, i, n, now, false, cc.CauseOutage)
+		}
+		if match(&SentPacket{Path: uint8(i)}) {
+			h.paths[i].lossTime = 0
+		}
 	}
-	h.lossTime, h.probes, h.ptoCount = 0, 0, 0
 }
 
-// reportLoss tells congestion control about lostBytes lost together and
-// counts the event by cause.
-func (h *SentPacketHandler) reportLoss(now time.Duration, lostBytes int, largestLostAt time.Duration, persistent bool, cause cc.Cause) {
+// reportLoss tells path i's congestion control about lostBytes lost
+// together and counts the event by cause.
+func (h *SentPacketHandler) reportLoss(now time.Duration, i, lostBytes int, largestLostAt time.Duration, persistent bool, cause cc.Cause) {
 	h.stats.CongestionEvents++
 	switch cause {
 	case cc.CauseCongestion:
@@ -406,9 +466,10 @@ func (h *SentPacketHandler) reportLoss(now time.Duration, lostBytes int, largest
 	case cc.CauseOutage:
 		h.stats.LossEventsOutage++
 	}
-	h.cc.OnCongestionEvent(h.abs(now), cc.LossEvent{
+	ps := &h.paths[i]
+	ps.cc.OnCongestionEvent(h.abs(now), cc.LossEvent{
 		LostBytes:     lostBytes,
-		PriorInFlight: h.bytesInFlight + lostBytes,
+		PriorInFlight: ps.bytesInFlight + lostBytes,
 		LargestSentAt: h.abs(largestLostAt),
 		Cause:         cause,
 		Persistent:    persistent,
@@ -417,7 +478,12 @@ func (h *SentPacketHandler) reportLoss(now time.Duration, lostBytes int, largest
 
 func (h *SentPacketHandler) markLost(p *SentPacket) {
 	p.state = pktLost
+	ps := &h.paths[p.Path]
+	if p.AckEliciting {
+		ps.elicitingInFlight--
+	}
 	if p.InFlight {
+		ps.bytesInFlight -= int(p.Size)
 		h.bytesInFlight -= int(p.Size)
 		h.stats.PacketsLost++
 		h.stats.BytesLost += uint64(p.Size)
@@ -442,38 +508,65 @@ func (h *SentPacketHandler) framesLost(p *SentPacket) {
 	}
 }
 
-// TimerDeadline is when OnTimer has something to do: the loss timer if
+// lossTime is the earliest armed loss timer of the paths; 0 = none.
+func (h *SentPacketHandler) lossTime() time.Duration {
+	var t time.Duration
+	for i := range h.paths {
+		if lt := h.paths[i].lossTime; lt != 0 && (t == 0 || lt < t) {
+			t = lt
+		}
+	}
+	return t
+}
+
+// TimerDeadline is when OnTimer has something to do: a loss timer if
 // armed, else the probe timeout; 0 when neither is.
 func (h *SentPacketHandler) TimerDeadline() time.Duration {
-	if h.lossTime != 0 {
-		return h.lossTime
+	if t := h.lossTime(); t != 0 {
+		return t
 	}
 	return h.ptoDeadline()
 }
 
-// OnTimer runs the loss timer or the probe timeout if due at now.
+// OnTimer runs the loss timers or the probe timeout if due at now.
 // dataQueued says whether stream data waits to be sent (a probe then
 // carries it).
 func (h *SentPacketHandler) OnTimer(now time.Duration, dataQueued bool) {
-	if h.lossTime != 0 && now >= h.lossTime {
+	if lt := h.lossTime(); lt != 0 && now >= lt {
 		h.detectLoss(now)
 	} else if pto := h.ptoDeadline(); pto != 0 && now >= pto {
 		h.onPTO(dataQueued)
 	}
 }
 
-// ptoDeadline is when the probe timeout fires; 0 when nothing
-// ack-eliciting is in flight. The backoff doubles the timeout but stops at
-// the probe interval: a link that went quiet for a moment is probed at a
-// fixed pace, so its return is noticed within the interval, not after a
-// backed-off timeout (an outage proper then takes over).
+// ptoDeadline is when the probe timeout fires: the earliest of the paths
+// with ack-eliciting packets in flight, each by its own RTT; 0 when
+// nothing ack-eliciting is in flight. The backoff doubles the timeout but
+// stops at the probe interval: a link that went quiet for a moment is
+// probed at a fixed pace, so its return is noticed within the interval,
+// not after a backed-off timeout (an outage proper then takes over).
 func (h *SentPacketHandler) ptoDeadline() time.Duration {
 	if h.elicitingInFlight == 0 {
 		return 0
 	}
-	base := h.rtt.PTO(h.maxAckDelay, h.minRTO)
-	pto := min(base<<min(h.ptoCount, maxPTOBackoff), max(base, h.probeInterval))
-	return h.lastElicitingSent + pto
+	var d time.Duration
+	for i := range h.paths {
+		ps := &h.paths[i]
+		if !ps.inUse || ps.elicitingInFlight == 0 {
+			continue
+		}
+		base := ps.rtt.PTO(h.maxAckDelay, h.minRTO)
+		pto := min(base<<min(h.ptoCount, maxPTOBackoff), max(base, h.probeInterval))
+		if t := ps.lastElicitingSent + pto; d == 0 || t < d {
+			d = t
+		}
+	}
+	if d == 0 {
+		// In flight on a path since removed: path 0's clock.
+		base := h.paths[0].rtt.PTO(h.maxAckDelay, h.minRTO)
+		d = h.lastElicitingSent + min(base<<min(h.ptoCount, maxPTOBackoff), max(base, h.probeInterval))
+	}
+	return d
 }
 
 // onPTO asks for two probes. They carry data waiting for repair or new
@@ -501,11 +594,13 @@ func (h *SentPacketHandler) Stats() Stats { return h.stats }
 // BytesInFlight is the bytes of packets counted in flight.
 func (h *SentPacketHandler) BytesInFlight() int { return h.bytesInFlight }
 
-// PacingRate is the bytes/s the pacer releases at (0 = unlimited).
-func (h *SentPacketHandler) PacingRate() float64 { return h.pacer.rate }
+// PacingRate is the bytes/s path 0's pacer releases at (0 = unlimited).
+func (h *SentPacketHandler) PacingRate() float64 { return h.paths[0].pacer.rate }
 
-// QueueDelay is the latest RTT sample (less ACK delay) above the minimum.
-func (h *SentPacketHandler) QueueDelay() time.Duration { return h.loss.lastQueue }
+// QueueDelay is path 0's latest RTT sample (less ACK delay) above its
+// minimum.
+func (h *SentPacketHandler) QueueDelay() time.Duration { return h.paths[0].loss.lastQueue }
 
-// DeliveryRate is the bytes/s acknowledged over the last round trip.
-func (h *SentPacketHandler) DeliveryRate() float64 { return h.loss.rate }
+// DeliveryRate is the bytes/s acknowledged on path 0 over the last round
+// trip.
+func (h *SentPacketHandler) DeliveryRate() float64 { return h.paths[0].loss.rate }

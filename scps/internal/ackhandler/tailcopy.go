@@ -47,7 +47,7 @@ func (h *SentPacketHandler) copyCredit(size int, copy bool) {
 		c.credit -= size
 		return
 	}
-	c.credit = min(c.credit+size/copyCreditShare, max(h.cc.Window()/2, 2*h.fullPacket))
+	c.credit = min(c.credit+size/copyCreditShare, max(h.cp().cc.Window()/2, 2*h.fullPacket))
 }
 
 // NextCopy returns the newest packet whose stream data should go out again
@@ -63,9 +63,10 @@ func (h *SentPacketHandler) NextCopy(now time.Duration) *SentPacket {
 		c.top = h.hist.nextPN()
 		c.below = c.top
 	}
-	minRTT := h.rtt.Min()
+	rtt := h.cp().rtt
+	minRTT := rtt.Min()
 	if minRTT <= 0 {
-		minRTT = h.rtt.Smoothed()
+		minRTT = rtt.Smoothed()
 	}
 	oldest := now - minRTT*copyAgeNum/copyAgeDen
 	for c.below > h.hist.basePN {

@@ -63,7 +63,7 @@ func TestTailCopiesNewestFirstOnce(t *testing.T) {
 	}
 	// The credit (a quarter of the bytes sent, at most half the window)
 	// bounds them.
-	credit := min(41*1000/4, h.cc.Window()/2)
+	credit := min(41*1000/4, h.Controller().Window()/2)
 	if want := (credit + 999) / 1000; len(copied) != want {
 		t.Errorf("%d copies of a 40-packet burst, want the credit's %d", len(copied), want)
 	}

@@ -61,6 +61,14 @@ func (s *Set) Contains(v uint64) bool {
 	return i < len(l) && l[i].Start <= v
 }
 
+// Index returns the index (for At) of the range holding v; ok is false
+// when v is not in the set.
+func (s *Set) Index(v uint64) (i int, ok bool) {
+	i = s.search(v + 1)
+	l := s.live()
+	return i, i < len(l) && l[i].Start <= v
+}
+
 // Covers reports whether all of [start, end) is in the set.
 func (s *Set) Covers(start, end uint64) bool {
 	if start >= end {

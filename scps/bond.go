@@ -1,0 +1,149 @@
+package scps
+
+// This file owns the bonding scheduler: which working path the next packet
+// goes on when several may carry data (docs/multipath.md, "Bonding"). Each
+// path has its own congestion controller and pacer (internal/ackhandler,
+// pathstate.go), so a bulk transfer spreads across the paths in
+// proportion to what each delivers: a packet goes on the path whose window
+// has room and whose pacer lets it go first, the lowest-delay one among
+// those ready together. Repairs are stream data like any other and go on
+// whichever path sends next, so a loss on one path may be repaired on
+// another.
+//
+// The paths that may carry data: on a side told its paths, the working
+// paths of the best role present (primaries; backups only while no
+// primary works); on a side that only learned them, the working paths the
+// peer sent anything but probes on within bondRecent, and the data path
+// (choosePath). A told side spreads its packets that carry no data (ACKs)
+// over its data paths in turn, so its peer sees traffic on each and
+// bonds across the same ones.
+
+import (
+	"math/bits"
+	"time"
+)
+
+// bondRecent: a learned path the peer sent traffic on this recently may
+// carry data (the peer's ACKs come several times per round trip on each
+// path it bonds).
+const bondRecent = 200 * time.Millisecond
+
+// rank orders paths by role for a side told its paths: configured
+// primaries, then learned paths, then backups.
+func (p *path) rank() int {
+	switch {
+	case p.opts.Backup:
+		return 2
+	case p.opts.Learned:
+		return 1
+	}
+	return 0
+}
+
+// dataPaths returns the set of paths that may carry data now (bit i:
+// path i); it always holds the data path.
+func (a *Association) dataPaths() (set uint16) {
+	ps := &a.paths
+	set = 1 << ps.data
+	d := &ps.p[ps.data]
+	if !d.up {
+		return set
+	}
+	learned := ps.learnedOnly()
+	for i := range ps.p {
+		p := &ps.p[i]
+		if !p.inUse || p.retired || !p.up {
+			continue
+		}
+		if learned && p.lastTraffc > 0 && a.now-p.lastTraffc <= bondRecent || !learned && p.rank() == d.rank() {
+			set |= 1 << i
+		}
+	}
+	return set
+}
+
+// sendPath picks the path for the next packet (see the file's comment) and
+// makes it the one the sent-packet handler speaks of. rotate, when no path
+// may carry data now, moves a told side's packets (ACKs) on to the next
+// data path.
+func (a *Association) sendPath(rotate bool) int {
+	set := a.dataPaths()
+	if set&(set-1) == 0 {
+		a.sent.Use(a.paths.data)
+		return a.paths.data
+	}
+	best, bestAt, bestRTT := -1, time.Duration(0), time.Duration(0)
+	for s := set; s != 0; s &= s - 1 {
+		i := bits.TrailingZeros16(s)
+		a.sent.Use(i)
+		if !a.sent.WindowOpen() {
+			continue
+		}
+		at, rtt := a.sent.PacedAt(a.now), a.sent.PathRTT(i).Smoothed()
+		if best < 0 || at < bestAt || at == bestAt && rtt < bestRTT {
+			best, bestAt, bestRTT = i, at, rtt
+		}
+	}
+	if best < 0 {
+		best = a.paths.data
+	}
+	if rotate && !a.hasWork() && !a.paths.learnedOnly() {
+		// No data waits: the packet is an ACK or a probe. It goes on
+		// the lowest-delay data path, every ackSpread-th on the next
+		// other one in turn, so the peer sees traffic on each.
+		best = a.fastestPath(set)
+		if a.paths.acksSent%ackSpread == ackSpread-1 {
+			for range MaxPaths {
+				a.paths.ackNext = (a.paths.ackNext + 1) % MaxPaths
+				if set&(1<<a.paths.ackNext) != 0 {
+					best = a.paths.ackNext
+					break
+				}
+			}
+		}
+	}
+	a.sent.Use(best)
+	return best
+}
+
+// ackSpread: one in this many of a told side's packets without data goes
+// on another data path than the lowest-delay one.
+const ackSpread = 8
+
+// fastestPath is the path of set with the lowest smoothed RTT.
+func (a *Association) fastestPath(set uint16) int {
+	best, bestRTT := a.paths.data, time.Duration(0)
+	for s := set; s != 0; s &= s - 1 {
+		i := bits.TrailingZeros16(s)
+		if rtt := a.sent.PathRTT(i).Smoothed(); bestRTT == 0 || rtt < bestRTT {
+			best, bestRTT = i, rtt
+		}
+	}
+	return best
+}
+
+// windowRTT is the RTT the automatic windows are sized by: the longest
+// smoothed RTT of the paths that may carry data, since the receiver must
+// hold what the fast paths deliver while the slow one's data is on its way.
+func (a *Association) windowRTT() time.Duration {
+	rtt := a.sent.RTT().Smoothed()
+	if !a.paths.multi() {
+		return rtt
+	}
+	for s := a.dataPaths(); s != 0; s &= s - 1 {
+		rtt = max(rtt, a.sent.PathRTT(bits.TrailingZeros16(s)).Smoothed())
+	}
+	return rtt
+}
+
+// pacingRate is the sum of the data paths' pacing rates (bytes/s).
+func (a *Association) pacingRate() float64 {
+	if !a.paths.multi() {
+		return a.sent.PacingRate()
+	}
+	var r float64
+	for s := a.dataPaths(); s != 0; s &= s - 1 {
+		r += a.sent.PathPacingRate(bits.TrailingZeros16(s))
+	}
+	return r
+}

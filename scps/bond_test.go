@@ -1,0 +1,168 @@
+package scps
+
+import (
+	"fmt"
+	"os"
+	"testing"
+	"time"
+)
+
+// bondLink is one of the two links of a bonding run: each way, and a cut
+// of both ways for cutFor out of every cutEvery (none if 0).
+type bondLink struct {
+	name             string
+	fwd, rev         linkParams // fwd carries the download
+	cutEvery, cutFor time.Duration
+}
+
+// Links of issue-style sites (docs/multipath.md, "Figures").
+var (
+	bondGEO = bondLink{name: "GEO 10/2M 600ms 1%",
+		fwd: linkParams{Rate: 10e6, Delay: 300 * time.Millisecond, Loss: 0.01, QueueBytes: 750_000},
+		rev: linkParams{Rate: 2e6, Delay: 300 * time.Millisecond, Loss: 0.01, QueueBytes: 150_000}}
+	bondCell = bondLink{name: "cellular 20/5M 60ms 1%",
+		fwd: linkParams{Rate: 20e6, Delay: 30 * time.Millisecond, Loss: 0.01, QueueBytes: 150_000},
+		rev: linkParams{Rate: 5e6, Delay: 30 * time.Millisecond, Loss: 0.01, QueueBytes: 40_000}}
+	bondLEO = bondLink{name: "LEO 100/20M 40ms, 50ms cut/15s",
+		fwd:      linkParams{Rate: 100e6, Delay: 20 * time.Millisecond, QueueBytes: 500_000},
+		rev:      linkParams{Rate: 20e6, Delay: 20 * time.Millisecond, QueueBytes: 100_000},
+		cutEvery: 15 * time.Second, cutFor: 50 * time.Millisecond}
+)
+
+// limit is the link's payload limit (bit/s) while it is up.
+func (l bondLink) limit() float64 {
+	up := 1.0
+	if l.cutEvery > 0 {
+		up -= float64(l.cutFor) / float64(l.cutEvery)
+	}
+	return payloadLimit(l.fwd.Rate, l.fwd.Loss) * up
+}
+
+// bondResult is what a bonding run measured.
+type bondResult struct {
+	goodput, limit float64 // bit/s in order at the receiver, the links' payload limits summed
+	dataBytes      [2]uint64
+}
+
+// bondRun downloads n streams (side 1 sends, side 0 reads) over links[0]
+// as path 0 and links[1] as path 1, both primaries told to side 0 and
+// learned by side 1, nothing told of their rates, for dur; goodput is the
+// in-order delivery from warm on.
+func bondRun(t *testing.T, links [2]bondLink, n int, warm, dur time.Duration) bondResult {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.MaxPacketSize, cfg.WireOverhead = tunnelPacketSize, tunnelOverhead
+	cfg.InitialRTT = 600 * time.Millisecond
+	for i := range links {
+		links[i].fwd.Overhead, links[i].rev.Overhead = tunnelOverhead, tunnelOverhead
+	}
+	// Side 0 (the receiver) sends on dir[0] and pathDir[0]: the reverse.
+	s := newSim(t, 7, cfg, cfg, links[0].rev, links[0].fwd)
+	s.pathDir = [2][]*simDir{{nil, {p: links[1].rev}}, {nil, {p: links[1].fwd}}}
+	mustSetPath(t, s.a[0], 0, PathOptions{Name: "a", InitialRTT: links[0].fwd.Delay + links[0].rev.Delay})
+	mustSetPath(t, s.a[0], 1, PathOptions{Name: "b", InitialRTT: links[1].fwd.Delay + links[1].rev.Delay})
+	mustSetPath(t, s.a[1], 0, PathOptions{Learned: true})
+	mustSetPath(t, s.a[1], 1, PathOptions{Learned: true})
+	s.attach()
+	const total = 1 << 40
+	s.apps[1].onAccept = func(id uint64, meta []byte) *appStream {
+		return &appStream{toSend: total, expect: 0, resetAfter: -1}
+	}
+	sts := make([]*appStream, n)
+	for i := range sts {
+		sts[i] = s.apps[0].open(fmt.Sprintf("stream-%d", 2*i), 0, -1)
+	}
+	if testing.Verbose() {
+		for side := range 2 {
+			s.a[side].SetPathLogger(func(i int, name, what string) { t.Logf("%v side %d path %d: %s", s.now, side, i, what) })
+		}
+	}
+	received := func() (b uint64) {
+		for _, st := range sts {
+			b += st.received
+		}
+		return b
+	}
+	var atWarm uint64
+	warmAt := time.Duration(-1)
+	const step = 10 * time.Millisecond
+	for next := step; next <= dur; next += step {
+		s.runUntil(next, func() bool { return false })
+		for i, l := range links {
+			if l.cutEvery > 0 {
+				s.setPathDown(i, s.now >= l.cutEvery && s.now%l.cutEvery < l.cutFor)
+			}
+		}
+		if os.Getenv("SCPS_TRACE") != "" && s.now%time.Second < step {
+			st := s.a[1].Stats()
+			t.Logf("t=%v recv %d lost %d retx %d cong %d corr %d flow credit %d inflight0 %d cwnd0 %d inflight1 %d cwnd1 %d pace %.0f/%.0f",
+				s.now, received(), st.PacketsLost, st.Retransmits, st.LossEventsCongestion, st.LossEventsCorruption,
+				int64(s.a[1].streams.Flow.PeerMax)-int64(s.a[1].streams.Flow.Sent),
+				s.a[1].sent.PathInFlight(0), s.a[1].sent.PathController(0).Window(), s.a[1].sent.PathInFlight(1), s.a[1].sent.PathController(1).Window(),
+				s.a[1].sent.PathPacingRate(0)*8/1e6, s.a[1].sent.PathPacingRate(1)*8/1e6)
+		}
+		if warmAt < 0 && s.now >= warm {
+			atWarm, warmAt = received(), s.now
+		}
+		for _, st := range sts {
+			if st.resetErr != nil || st.closeErr != nil {
+				t.Fatalf("stream failed at %v: reset %v close %v", s.now, st.resetErr, st.closeErr)
+			}
+		}
+	}
+	r := bondResult{goodput: float64(received()-atWarm) * 8 / (s.now - warmAt).Seconds(), limit: links[0].limit() + links[1].limit()}
+	for i := range r.dataBytes {
+		r.dataBytes[i] = pathOf(s.a[1], i).DataBytesSent
+	}
+	for i, d := range []*simDir{s.dir[1], s.pathDir[1][1]} {
+		t.Logf("link %d forward: sent %d, dropped %d, queue drops %d", i, d.sent, d.dropped, d.queueDrop)
+	}
+	for i := range 2 {
+		ps := pathOf(s.a[1], i)
+		t.Logf("sender path %d (%s): data %d B, srtt %v, loss %.3f, downs %d", i, links[i].name, ps.DataBytesSent, ps.SRTT, ps.Loss, ps.Downs)
+	}
+	t.Logf("%s + %s, %d stream(s): %.1f Mbit/s in order from %v to %v, %.1f%% of the sum of payload limits (%.1f Mbit/s)",
+		links[0].name, links[1].name, n, r.goodput/1e6, warm, dur, 100*r.goodput/r.limit, r.limit/1e6)
+	return r
+}
+
+// checkBond fails unless the run reached share of the summed limits and
+// each path carried a part of the data in proportion to its limit (at
+// least half of it).
+func checkBond(t *testing.T, r bondResult, links [2]bondLink, share float64) {
+	t.Helper()
+	if r.goodput < share*r.limit {
+		t.Errorf("goodput %.1f Mbit/s = %.1f%% of the summed payload limits %.1f Mbit/s: want at least %.0f%%",
+			r.goodput/1e6, 100*r.goodput/r.limit, r.limit/1e6, 100*share)
+	}
+	sum := float64(r.dataBytes[0] + r.dataBytes[1])
+	for i, l := range links {
+		if want := l.limit() / r.limit / 2; float64(r.dataBytes[i]) < want*sum {
+			t.Errorf("path %d (%s) carried %.1f%% of the data: want at least %.1f%%", i, l.name, 100*float64(r.dataBytes[i])/sum, 100*want)
+		}
+	}
+}
+
+// TestBondGEOCellular: one bulk download over a GEO link and a cellular
+// one, both primaries, reaches 90% of the sum of their payload limits in
+// order at the receiver: the fast path is not stalled by the slow one's
+// reordering.
+func TestBondGEOCellular(t *testing.T) {
+	links := [2]bondLink{bondGEO, bondCell}
+	checkBond(t, bondRun(t, links, 1, 10*time.Second, 30*time.Second), links, 0.9)
+}
+
+// TestBondGEOCellularParallel: eight parallel downloads over the same two
+// links reach 90% too.
+func TestBondGEOCellularParallel(t *testing.T) {
+	links := [2]bondLink{bondGEO, bondCell}
+	checkBond(t, bondRun(t, links, 8, 10*time.Second, 30*time.Second), links, 0.9)
+}
+
+// TestBondLEOGEO: a LEO link cut for 50 ms every 15 s beside a GEO link:
+// one download reaches 90% of their summed limits (the LEO's while up)
+// from 6 s to 16 s, across the cut at 15 s.
+func TestBondLEOGEO(t *testing.T) {
+	links := [2]bondLink{bondGEO, bondLEO}
+	checkBond(t, bondRun(t, links, 1, 6*time.Second, 16*time.Second), links, 0.9)
+}

@@ -1,0 +1,101 @@
+package ackhandler
+
+import (
+	"testing"
+	"time"
+
+	"scpsvpn/scps/internal/wire"
+)
+
+// TestPathsJudgedApart: a packet on a slow path is not lost because later
+// packets of a fast path were acknowledged first; each path counts its own
+// bytes in flight and measures its own RTT.
+func TestPathsJudgedApart(t *testing.T) {
+	var h SentPacketHandler
+	var log frameLog
+	if err := h.Init(testConfig(), time.Unix(0, 0), time.Second, &log); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Second
+	if err := h.SetPath(1, PathConfig{InitialRTT: 600 * time.Millisecond}, now); err != nil {
+		t.Fatal(err)
+	}
+	h.Use(1)
+	slow := send(&h, now)
+	h.Use(0)
+	for range 5 {
+		send(&h, now)
+	}
+	if h.PathInFlight(1) != 1000 || h.PathInFlight(0) != 5000 || h.BytesInFlight() != 6000 {
+		t.Fatalf("in flight %d on 0, %d on 1, %d in all", h.PathInFlight(0), h.PathInFlight(1), h.BytesInFlight())
+	}
+	now += 50 * time.Millisecond
+	h.OnAck(now, ackOf(t, wire.AckRange{Smallest: slow + 1, Largest: slow + 5}))
+	if len(log.lost) != 0 {
+		t.Fatalf("lost %v after the fast path's ACK: the slow path's packet is judged on its own path", log.lost)
+	}
+	if got := h.PathRTT(0).Smoothed(); got != 50*time.Millisecond {
+		t.Errorf("fast path RTT %v, want 50ms", got)
+	}
+	now += 550 * time.Millisecond
+	h.OnAck(now, ackOf(t, wire.AckRange{Smallest: slow, Largest: slow + 5}))
+	if got := h.PathRTT(1).Smoothed(); got != 600*time.Millisecond {
+		t.Errorf("slow path RTT %v, want 600ms", got)
+	}
+	if h.PathInFlight(1) != 0 || h.BytesInFlight() != 0 || len(log.lost) != 0 {
+		t.Errorf("after both ACKs: %d in flight on path 1, %d in all, lost %v", h.PathInFlight(1), h.BytesInFlight(), log.lost)
+	}
+	// A packet of the slow path is lost by its own path's evidence: an
+	// ACK that reaches below it shows it missing (one that does not says
+	// nothing of it).
+	h.Use(1)
+	a, b := send(&h, now), send(&h, now)
+	c, d := send(&h, now), send(&h, now)
+	h.OnAck(now+600*time.Millisecond, ackOf(t, wire.AckRange{Smallest: b, Largest: d}))
+	if len(log.lost) != 0 {
+		t.Fatalf("lost %v on an ACK that does not reach below them", log.lost)
+	}
+	h.OnAck(now+600*time.Millisecond, ackOf(t, wire.AckRange{Smallest: b, Largest: d}, wire.AckRange{Smallest: slow, Largest: slow + 5}))
+	if len(log.lost) != 1 || log.lost[0] != a || c != a+2 {
+		t.Errorf("lost %v, want [%d]", log.lost, a)
+	}
+	// LosePath loses one path's packets only.
+	h.Use(0)
+	send(&h, now)
+	h.Use(1)
+	send(&h, now)
+	h.LosePath(now, 1)
+	if h.PathInFlight(1) != 0 || h.PathInFlight(0) != 1000 {
+		t.Errorf("after LosePath(1): %d in flight on 0, %d on 1", h.PathInFlight(0), h.PathInFlight(1))
+	}
+}
+
+// TestMultipathAckRanges: with several paths an ACK reports the range of
+// a packet that arrived late on a slow path, below more holes than an ACK
+// holds; with one path it reports the newest ranges only.
+func TestMultipathAckRanges(t *testing.T) {
+	for _, multi := range []bool{false, true} {
+		var r ReceivedPacketHandler
+		r.SetMultipath(multi)
+		now := time.Second
+		for pn := uint64(0); pn < 200; pn += 2 { // the odd ones are on a slow path
+			r.OnReceived(pn, now, true, 2, time.Millisecond)
+		}
+		r.OnReceived(1, now, true, 2, time.Millisecond)
+		rs := r.Ranges()
+		has := false
+		for _, x := range rs {
+			if x.Smallest <= 1 && 1 <= x.Largest {
+				has = true
+			}
+		}
+		if len(rs) != maxAckRanges || rs[0].Largest != 198 || has != multi {
+			t.Errorf("multipath %v: %d ranges from %d, packet 1's range reported %v", multi, len(rs), rs[0].Largest, has)
+		}
+		for i := 1; i < len(rs); i++ {
+			if rs[i].Largest+1 >= rs[i-1].Smallest {
+				t.Fatalf("multipath %v: ranges %v not descending and apart", multi, rs)
+			}
+		}
+	}
+}
