@@ -50,12 +50,24 @@ func (s *Stack) chargeBuffers(ep tcpip.Endpoint) int64 {
 	s.bufCharged += charge
 	s.mu.Unlock()
 	if charge < fullConnBuffers {
-		// Fixed sizes: auto-tuning could grow them past the share.
+		// Fixed sizes: auto-tuning could grow them past the share. The
+		// send buffer stays within sndBufMax (configureTCP: what a
+		// client that stopped reading holds here), the rest of the share
+		// goes to the receive buffer.
+		snd, rcv := splitCharge(charge)
 		ops := ep.SocketOptions()
-		ops.SetReceiveBufferSize(charge/2, true)
-		ops.SetSendBufferSize(charge/2, true)
+		ops.SetReceiveBufferSize(rcv, true)
+		ops.SetSendBufferSize(snd, true)
 	}
 	return charge
+}
+
+// splitCharge is the fixed send and receive buffer sizes of a connection
+// charged charge bytes (below fullConnBuffers): half each, but the send
+// buffer at most sndBufMax.
+func splitCharge(charge int64) (snd, rcv int64) {
+	snd = min(charge/2, sndBufMax)
+	return snd, charge - snd
 }
 
 // connBudget is the part of the buffer budget the connections share.

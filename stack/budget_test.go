@@ -8,8 +8,9 @@ import (
 
 // dialCharged opens connection i and checks that the accepting side
 // charged it a sixteenth of free (at least minConnBuffers) and fixed its
-// receive buffer at half of that; it takes the charge off free and
-// returns both ends.
+// buffers at half of that each, the send buffer at most sndBufMax and the
+// receive buffer the rest; it takes the charge off free and returns both
+// ends.
 func dialCharged(t *testing.T, n *testNet, acc chan accepted, i int, free *int64) []*Conn {
 	t.Helper()
 	cc := dial(t, n.b, netip.AddrPortFrom(client4.Addr(), uint16(40000+i)), server4)
@@ -18,8 +19,12 @@ func dialCharged(t *testing.T, n *testNet, acc chan accepted, i int, free *int64
 	if sc.charge != want {
 		t.Fatalf("connection %d charged %d, want %d", i, sc.charge, want)
 	}
-	if got := sc.ep.SocketOptions().GetReceiveBufferSize(); got != want/2 {
-		t.Errorf("connection %d: receive buffer %d, want %d", i, got, want/2)
+	snd := min(want/2, sndBufMax)
+	if got := sc.ep.SocketOptions().GetReceiveBufferSize(); got != want-snd {
+		t.Errorf("connection %d: receive buffer %d, want %d", i, got, want-snd)
+	}
+	if got := sc.ep.SocketOptions().GetSendBufferSize(); got != snd {
+		t.Errorf("connection %d: send buffer %d, want %d", i, got, snd)
 	}
 	*free -= want
 	return []*Conn{cc, sc}
