@@ -163,10 +163,10 @@ func runMultipath(ctx context.Context, rc RunConfig, r *Result) (err error) {
 	r.PayloadBytes, r.DurationS = t.Bytes, t.Window.Seconds()
 	r.GoodputKBps = t.Goodput() / 1000
 	mp.Requests = len(t.Latencies)
-	if p, ok := Percentile(t.Latencies, 50); ok {
+	if p, ok := Percentile(t.Latencies, 0.5); ok {
 		mp.P50Ms = ms(p)
 	}
-	if p, ok := Percentile(t.Latencies, 95); ok {
+	if p, ok := Percentile(t.Latencies, 0.95); ok {
 		mp.P95Ms = ms(p)
 	}
 	paths, err := pathsOf(ctx, tb, rc.Binary, testbed.B)

@@ -312,7 +312,7 @@ func smokeMultipath(t *testing.T, bin string) {
 	}
 	m := rep.Results[0].Multipath
 	t.Logf("%s", RunSummary(rep.Results[0]))
-	if len(m.Paths) != 2 || m.Paths[0].Share+m.Paths[1].Share < 0.99 || m.Requests == 0 || m.FastRTTMs != 60 {
+	if len(m.Paths) != 2 || m.Paths[0].Share+m.Paths[1].Share < 0.99 || m.Requests == 0 || m.FastRTTMs != 60 || m.P50Ms <= 0 || m.P50Ms > m.P95Ms {
 		t.Errorf("bulk phase: %+v", m)
 	}
 	if !m.SHA256OK || m.FailoverErr != "" || m.FailBytes == 0 {
