@@ -351,8 +351,9 @@ func fecFrames(flow uint32, n, k, m int) (frames [][]byte, pkts [][]byte) {
 // lost or swapped on the way: a gap its block's parity fills is rebuilt;
 // one beyond repair is asked for again as soon as the block's last parity
 // (or a later block's) comes, with no wait for the hold timer, and the
-// flow waits for the resend (each sent twice, as onResend does): only a
-// gap whose two resends were both lost is given up, once its wait passed.
+// flow waits for the resend (each sent twice, as onResend does; every
+// third asked loses both): only a gap whose two resends were both lost
+// is given up, once its wait passed.
 // Its budget is whole again at the end.
 func TestQuicRxInOrder(t *testing.T) {
 	frames, pkts := fecFrames(9, 2000, 16, 2)
@@ -388,16 +389,16 @@ func TestQuicRxInOrder(t *testing.T) {
 					continue
 				}
 				asked++
-				lost := 0
-				for range 2 {
-					if rng.IntN(100) < 40 { // a harsh loss, so that both copies are lost at times
-						lost++
-						continue
-					}
-					resends = append(resends, resend{now.Add(100 * time.Millisecond), data[h.seq+uint32(i)]})
-				}
-				if lost == 2 {
+				// Every third loses both copies; the others one at times.
+				copies := 2
+				if asked%3 == 0 {
+					copies = 0
 					bothLost++
+				} else if rng.IntN(100) < 40 {
+					copies = 1
+				}
+				for range copies {
+					resends = append(resends, resend{now.Add(100 * time.Millisecond), data[h.seq+uint32(i)]})
 				}
 			}
 		}
@@ -443,8 +444,11 @@ func TestQuicRxInOrder(t *testing.T) {
 	if st.QuicRepaired.Load() < 40 || asked == 0 {
 		t.Errorf("rebuilt %d, asked for %d: the loss did not reach both", st.QuicRepaired.Load(), asked)
 	}
-	if len(got) != len(pkts)-bothLost || st.QuicGivenUp.Load() != uint64(bothLost) {
-		t.Errorf("delivered %d of %d, given up %d; want all but the %d whose resends were both lost", len(got), len(pkts), st.QuicGivenUp.Load(), bothLost)
+	// A gap asked for may still fill from a frame swapped on the way, so
+	// not every datagram whose resends were lost is given up.
+	gaveUp := int(st.QuicGivenUp.Load())
+	if len(got) != len(pkts)-gaveUp || gaveUp > bothLost || gaveUp == 0 {
+		t.Errorf("delivered %d of %d, given up %d; want all but those whose resends were both lost (%d asked, at least one)", len(got), len(pkts), gaveUp, bothLost)
 	}
 	if f := rx.flows[9]; len(f.held) > 0 || len(f.asked) > 0 {
 		t.Errorf("%d datagrams still held, %d gaps asked at the end", len(f.held), len(f.asked))
