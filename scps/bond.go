@@ -87,6 +87,9 @@ func (a *Association) sendPath(rotate bool) int {
 	if best < 0 {
 		best = a.paths.data
 	}
+	if i, ok := a.latencyPath(set); ok {
+		best = i
+	}
 	if rotate && !a.hasWork() && !a.paths.learnedOnly() {
 		// No data waits: the packet is an ACK or a probe. It goes on
 		// the lowest-delay data path, every ackSpread-th on the next

@@ -117,11 +117,28 @@ func (m *Map) ScheduleNew(s *State) {
 		return
 	}
 	s.queued |= inNewQ
-	if s.Unsent() <= LightThreshold && !s.writeWait {
+	if s.light() {
 		m.LightQ.Push(s)
 	} else {
 		m.BulkQ.Push(s)
 	}
+}
+
+// light reports whether s has little new data to send and its writer
+// waits for no room: a request, a reply, an interactive write.
+func (s *State) light() bool { return s.Unsent() <= LightThreshold && !s.writeWait }
+
+// LightWaiting reports whether the next stream data to go is a light
+// stream's: a repair of one at the head of the repairs, or, with no
+// repair waiting, new data in the light queue (an entry may be stale:
+// the answer errs towards light). Several paths put it on the
+// lowest-delay one.
+func (m *Map) LightWaiting() bool {
+	if m.RetxQ.Len() > 0 {
+		s := m.RetxQ.Peek()
+		return !s.gone && s.light()
+	}
+	return m.LightQ.Len() > 0
 }
 
 func (m *Map) ScheduleRetx(s *State) {
