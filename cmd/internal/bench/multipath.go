@@ -206,12 +206,15 @@ func waitBothPaths(ctx context.Context, tb *testbed.Testbed, binary string, with
 	}
 }
 
-// failover downloads what the link in use carries in span, cutting that
-// link at A a third of the way into the span; it fills mp's failover
+// failover downloads what the slower link carries in span, cutting the
+// link in use at A a third of the way into the span; it fills mp's failover
 // fields. A broken or unequal download is a measurement, not an error.
 func failover(ctx context.Context, tb *testbed.Testbed, rc RunConfig, span time.Duration, mp *MultipathResult) error {
 	c := rc.Condition
-	size := int(min(max(c.PayloadCapacity()*span.Seconds(), 1e6), 200e6))
+	// What the slower link carries in span: after the cut, one link is
+	// left, perhaps the slower.
+	capacity := min(c.PayloadCapacity(), c.Second.PayloadCapacity())
+	size := int(min(max(capacity*span.Seconds(), 1e6), 200e6))
 	data := make([]byte, size)
 	rand.Read(data)
 	want := sha256.Sum256(data)
