@@ -207,7 +207,7 @@ func waitBothPaths(ctx context.Context, tb *testbed.Testbed, binary string, with
 }
 
 // failover downloads what the slower link carries in span, cutting the
-// link in use at A a third of the way into the span; it fills mp's failover
+// link in use at A once a quarter has arrived; it fills mp's failover
 // fields. A broken or unequal download is a measurement, not an error.
 func failover(ctx context.Context, tb *testbed.Testbed, rc RunConfig, span time.Duration, mp *MultipathResult) error {
 	c := rc.Condition
@@ -239,6 +239,7 @@ func failover(ctx context.Context, tb *testbed.Testbed, rc RunConfig, span time.
 	var (
 		mu    sync.Mutex
 		reads []time.Time
+		got   int64
 	)
 	type outcome struct {
 		n   int64
@@ -248,16 +249,24 @@ func failover(ctx context.Context, tb *testbed.Testbed, rc RunConfig, span time.
 	end := make(chan outcome, 1)
 	go func() {
 		h := sha256.New()
-		n, err := io.Copy(h, readTimes(conn, &mu, &reads))
+		n, err := io.Copy(h, &timedReader{r: conn, mu: &mu, reads: &reads, n: &got})
 		var o outcome
 		o.n, o.err = n, err
 		copy(o.sum[:], h.Sum(nil))
 		end <- o
 	}()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(span / 3):
+	for start := time.Now(); time.Since(start) < span; {
+		mu.Lock()
+		n := got
+		mu.Unlock()
+		if n >= int64(size/4) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 	ps, err := pathsOf(ctx, tb, rc.Binary, testbed.A)
 	if err != nil {
@@ -286,10 +295,13 @@ func failover(ctx context.Context, tb *testbed.Testbed, rc RunConfig, span time.
 	}
 	mu.Lock()
 	mp.MoveMs = ms(longestGap(reads, cut))
+	cutLate := len(reads) == 0 || !reads[len(reads)-1].After(cut)
 	mu.Unlock()
 	mp.FailBytes = o.n
 	mp.SHA256OK = o.n == int64(size) && o.sum == want
 	switch {
+	case cutLate:
+		mp.FailoverErr = "the download ended before the cut"
 	case o.err != nil:
 		mp.FailoverErr = oneLine(o.err.Error())
 	case o.n != int64(size):
@@ -301,15 +313,12 @@ func failover(ctx context.Context, tb *testbed.Testbed, rc RunConfig, span time.
 // netipHostPort is host with a port the kernel picks.
 func netipHostPort(host string) string { return net.JoinHostPort(host, "0") }
 
-// timedReader notes when each read returned bytes.
+// timedReader notes when each read returned bytes, and how many came.
 type timedReader struct {
 	r     io.Reader
 	mu    *sync.Mutex
 	reads *[]time.Time
-}
-
-func readTimes(r io.Reader, mu *sync.Mutex, reads *[]time.Time) io.Reader {
-	return &timedReader{r: r, mu: mu, reads: reads}
+	n     *int64
 }
 
 func (t *timedReader) Read(p []byte) (int, error) {
@@ -317,6 +326,7 @@ func (t *timedReader) Read(p []byte) (int, error) {
 	if n > 0 {
 		t.mu.Lock()
 		*t.reads = append(*t.reads, time.Now())
+		*t.n += int64(n)
 		t.mu.Unlock()
 	}
 	return n, err
