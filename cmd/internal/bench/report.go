@@ -228,6 +228,8 @@ func (rep *Report) RenderMarkdown(w io.Writer) {
 		p("- each run: %s; loss seed %d\n", rep.Flows.Describe(rep.DurationS), rep.Seed)
 	} else if rep.Stalled != nil {
 		p("- each run: %s; loss seed %d\n", rep.Stalled.Describe(rep.DurationS), rep.Seed)
+	} else if rep.Workload == WorkloadMultipath {
+		p("- each run: two emulated links at once, scpsvpn only: a bulk download of %s from site B with a request probe beside it, then a download during which the link in use is cut; loss seeds %d and %d\n", fmtSeconds(rep.DurationS/2), rep.Seed, rep.Seed+1)
 	} else if rep.Resume != nil {
 		p("- each run: %s; loss seed %d\n", rep.Resume.Describe(), rep.Seed)
 	} else {
