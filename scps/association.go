@@ -63,6 +63,11 @@ type Association struct {
 	// arrival times the peer's packet trains: the link's rate, which
 	// sizes the receive windows as a configured rate would (rateWindow).
 	arrival cc.ArrivalRate
+	// rxArrived is when the host took in the packet being received, if
+	// the layer below knows (ReceiveArrived); rxAt is that time as the
+	// packet's timing uses it (arrivedAt), lastRxAt the previous one's.
+	rxArrived      time.Time
+	rxAt, lastRxAt time.Duration
 
 	streams streams.Manager // the streams, their flow control and the memory budget
 
@@ -196,6 +201,22 @@ func (a *Association) Closed() bool { return a.state != stateOpen }
 // Done reports whether the association is closed and has nothing more to
 // send.
 func (a *Association) Done() bool { return a.state == stateClosed }
+
+// maxHold bounds how long before now a packet may have arrived
+// (ReceiveArrived): a timestamp further back is not believed.
+const maxHold = time.Second
+
+// arrivedAt is when the packet being received arrived: the host's
+// timestamp when there is one (ReceiveArrived), within maxHold before
+// now and no earlier than the packet before it, else now.
+func (a *Association) arrivedAt() time.Duration {
+	at := a.now
+	if !a.rxArrived.IsZero() {
+		at = min(max(a.rxArrived.Sub(a.epoch), a.now-maxHold, a.lastRxAt), a.now)
+	}
+	a.lastRxAt = at
+	return at
+}
 
 func (a *Association) setNow(t time.Time) {
 	if d := t.Sub(a.epoch); d > a.now {

@@ -228,6 +228,17 @@ func (a *Association) Paths() []PathStats {
 	return out
 }
 
+// ReceiveArrived is ReceiveOn for a packet the host took in at arrived,
+// before now (a kernel receive timestamp): the packet's timing (RTT
+// samples, the delay its ACK reports, the arrival rate of trains) counts
+// from arrived, so a host that holds packets before handing them over
+// does not look like a queue on the path. A zero arrived is now.
+func (a *Association) ReceiveArrived(now, arrived time.Time, i int, pn uint64, pkt []byte) error {
+	a.rxArrived = arrived
+	defer func() { a.rxArrived = time.Time{} }()
+	return a.ReceiveOn(now, i, pn, pkt)
+}
+
 // ReceiveOn is Receive for a packet that arrived on path i; a path not
 // set (SetPath) counts as path 0.
 func (a *Association) ReceiveOn(now time.Time, i int, pn uint64, pkt []byte) error {

@@ -23,6 +23,7 @@ import (
 // close are ignored.
 func (a *Association) Receive(now time.Time, pn uint64, pkt []byte) error {
 	a.setNow(now)
+	a.rxAt = a.arrivedAt()
 	if a.state != stateOpen {
 		return nil
 	}
@@ -47,11 +48,14 @@ func (a *Association) Receive(now time.Time, pn uint64, pkt []byte) error {
 	a.ackBudget.OnReceived(a.now, len(pkt)+a.cfg.WireOverhead, a.sent.RTT().Smoothed())
 	a.outage.onPacketReceived(a.now, a.sent.ElicitingInFlight())
 	a.ackDelay = max(min(MaxAckDelay, a.sent.RTT().Smoothed()/time.Duration(a.cfg.AcksPerRTT)), time.Millisecond)
-	a.ack.OnReceived(pn, a.now, eliciting, a.cfg.AckEvery, a.ackDelay)
+	// Timed from its arrival, the ACK's reported delay covers the time
+	// the host held the packet, which the peer then leaves out of its RTT
+	// sample.
+	a.ack.OnReceived(pn, a.rxAt, eliciting, a.cfg.AckEvery, a.ackDelay)
 	if eliciting && a.cfg.RecvRate == 0 {
 		// Told no rate, the windows follow the rate the peer's
 		// trains arrive at (told one, they start at its product).
-		a.arrival.OnPacket(now, len(pkt))
+		a.arrival.OnPacket(a.abs(a.rxAt), len(pkt))
 		a.streams.RateWindow = uint64(windowBDPs * a.arrival.Peak() * a.windowRTT().Seconds())
 	}
 	if a.cfg.SendRate == 0 {
@@ -116,7 +120,11 @@ func (a *Association) apply(f *wire.Frame, pn uint64) error {
 	switch f.Type {
 	case wire.FramePadding, wire.FramePing:
 	case wire.FrameAck:
-		if a.sent.OnAck(a.now, &f.Ack) {
+		// Timed from the packet's arrival: a host that held it (a
+		// loaded machine's scheduling, a batch of packets handled at
+		// once) would otherwise add the hold to every RTT sample, and
+		// the delay signal would read it as a queue.
+		if a.sent.OnAck(a.rxAt, &f.Ack) {
 			a.outage.onNewlyAcked(a.now)
 		}
 		a.onPathAck(&f.Ack)

@@ -288,12 +288,17 @@ func (s *Session) Input(pn uint64, pkt []byte) { s.InputOn(0, pn, pkt) }
 
 // InputOn is Input for a packet that arrived on path i
 // (Association.ReceiveOn).
-func (s *Session) InputOn(i int, pn uint64, pkt []byte) {
+func (s *Session) InputOn(i int, pn uint64, pkt []byte) { s.InputArrived(i, pn, pkt, time.Time{}) }
+
+// InputArrived is InputOn for a packet the host took in at arrived (a
+// kernel receive timestamp; zero: unknown), which the packet's timing
+// counts from (Association.ReceiveArrived).
+func (s *Session) InputArrived(i int, pn uint64, pkt []byte, arrived time.Time) {
 	s.inputMu.Lock()
 	defer s.inputMu.Unlock()
 	s.mu.Lock()
 	now := s.cfg.Now()
-	err := s.a.ReceiveOn(now, i, pn, pkt)
+	err := s.a.ReceiveArrived(now, arrived, i, pn, pkt)
 	s.dispatchLocked()
 	s.kickAtLocked(now)
 	if s.a.Done() {

@@ -36,6 +36,13 @@ type linkParams struct {
 	// after the bottleneck, keeping the order (a host's processing delay:
 	// TUN, socket queues, scheduling), so it reorders nothing.
 	Jitter time.Duration
+	// StallEvery and StallFor: the receiving host stalls for StallFor
+	// every StallEvery (a loaded machine's scheduling): packets that
+	// arrive meanwhile are handed over together when it ends, with the
+	// time each arrived (a kernel receive timestamp) unless
+	// StallUntimed.
+	StallEvery, StallFor time.Duration
+	StallUntimed         bool
 }
 
 type simDir struct {
@@ -50,12 +57,13 @@ type simDir struct {
 }
 
 type delivery struct {
-	at   time.Duration
-	seq  uint64
-	to   int
-	path int
-	pn   uint64
-	data []byte
+	at      time.Duration
+	arrived time.Duration // when it reached the host; at is when the host handed it over
+	seq     uint64
+	to      int
+	path    int
+	pn      uint64
+	data    []byte
 }
 
 type deliveryHeap []delivery
@@ -146,7 +154,8 @@ func (s *sim) transmit(from, path int, pn uint64, pkt []byte) {
 		b := s.getBuf(len(pkt))
 		copy(b, pkt)
 		s.seq++
-		heap.Push(&s.q, delivery{at: at + time.Duration(i)*time.Microsecond, seq: s.seq, to: 1 - from, path: path, pn: pn, data: b})
+		arrived := at + time.Duration(i)*time.Microsecond
+		heap.Push(&s.q, delivery{at: d.handover(arrived), arrived: arrived, seq: s.seq, to: 1 - from, path: path, pn: pn, data: b})
 	}
 }
 
@@ -204,6 +213,23 @@ func (d *simDir) carry(now time.Duration, rng *rand.Rand, size int) (at time.Dur
 		copies = 2
 	}
 	return at, copies
+}
+
+// handover is when the receiving host hands a packet that arrived at
+// arrived to its association: at the end of the stall it arrived in. The
+// k-th stall begins somewhere in the k-th StallEvery (a fixed hash of k),
+// so stalls do not keep step with the round trip.
+func (d *simDir) handover(arrived time.Duration) time.Duration {
+	e, f := d.p.StallEvery, d.p.StallFor
+	if e <= f || f <= 0 || arrived < e {
+		return arrived
+	}
+	k := arrived / e
+	start := k*e + time.Duration(uint64(k)*0x9e3779b97f4a7c15%uint64(e-f))
+	if arrived >= start && arrived < start+f {
+		return start + f
+	}
+	return arrived
 }
 
 // flush lets both sides send everything due now.
@@ -266,7 +292,11 @@ func (s *sim) step() bool {
 	s.now = next
 	for len(s.q) > 0 && s.q[0].at <= s.now {
 		d := heap.Pop(&s.q).(delivery)
-		_ = s.a[d.to].ReceiveOn(s.clock(), d.path, d.pn, d.data)
+		var arrived time.Time
+		if !s.dir[1-d.to].p.StallUntimed {
+			arrived = simEpoch.Add(d.arrived)
+		}
+		_ = s.a[d.to].ReceiveArrived(s.clock(), arrived, d.path, d.pn, d.data)
 		s.pool = append(s.pool, d.data)
 	}
 	for i := 0; i < 2; i++ {

@@ -531,10 +531,10 @@ func (a *assoc) input(it rxItem) {
 	}
 	pkt := (*it.buf)[:it.n]
 	if !as.learned.on {
-		as.sess.Input(it.pn, pkt)
+		as.sess.InputArrived(0, it.pn, pkt, it.at)
 		return
 	}
-	as.sess.InputOn(a.pathOf(as, it), it.pn, pkt)
+	as.sess.InputArrived(a.pathOf(as, it), it.pn, pkt, it.at)
 }
 
 // close ends the association for good (the peer was removed or changed,

@@ -173,7 +173,8 @@ func (e *Endpoint) writeTUNPacket(p []byte) {
 // port. Anything that fails is dropped and counted, with no reply.
 func (e *Endpoint) readUDP() {
 	var plain *[]byte // the next packet's plaintext buffer, from rxBuf
-	handle := func(src netip.AddrPort, pkt []byte) { plain = e.handleUDP(src, pkt, plain, -1) }
+	timer, _ := e.sock.(arrivalTimer)
+	handle := func(src netip.AddrPort, pkt []byte) { plain = e.handleUDP(src, pkt, plain, -1, arrivedAt(timer)) }
 	for {
 		if err := e.sock.Receive(handle); err != nil {
 			if !errors.Is(err, net.ErrClosed) && e.ctx.Err() == nil {
@@ -185,12 +186,13 @@ func (e *Endpoint) readUDP() {
 }
 
 // handleUDP decrypts pkt into plain (a buffer from rxBuf, or nil) and
-// dispatches it. An association packet is queued for its peer in plain
+// dispatches it; at is when it reached the host (zero: unknown). An
+// association packet is queued for its peer in plain
 // itself, which then belongs to the queue; the buffer the next datagram
 // may use is returned (plain, when nothing took it). via is the
 // configured path whose socket took it (multipath.go), -1 for the listen
 // socket.
-func (e *Endpoint) handleUDP(src netip.AddrPort, pkt []byte, plain *[]byte, via int) *[]byte {
+func (e *Endpoint) handleUDP(src netip.AddrPort, pkt []byte, plain *[]byte, via int, at time.Time) *[]byte {
 	e.stats.UDPIn.Add(1)
 	if plain == nil || cap(*plain) < len(pkt) {
 		if plain != nil {
@@ -222,10 +224,19 @@ func (e *Endpoint) handleUDP(src netip.AddrPort, pkt []byte, plain *[]byte, via 
 		a.rx.pushEstablished(res.Session, res.LocalPayload, res.RemotePayload, res.HandshakeRTT)
 	}
 	if res.Data != nil {
-		a.rx.push(res.Session, res.Counter, plain, len(res.Data), src, via)
+		a.rx.push(res.Session, res.Counter, plain, len(res.Data), src, via, at)
 		return nil
 	}
 	return plain
+}
+
+// arrivedAt is when the datagram a socket is handing over reached the
+// host, if the socket knows (arrivalTimer); zero otherwise.
+func arrivedAt(t arrivalTimer) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.Arrived()
 }
 
 // maxQueuedReplies bounds the handshake answers (responses, cookie

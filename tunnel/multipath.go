@@ -101,7 +101,8 @@ func (e *Endpoint) closePaths(a *assoc) {
 // readPath reads path i's socket until it closes.
 func (e *Endpoint) readPath(s PacketConn, i int) {
 	var plain *[]byte
-	handle := func(src netip.AddrPort, pkt []byte) { plain = e.handleUDP(src, pkt, plain, i) }
+	timer, _ := s.(arrivalTimer)
+	handle := func(src netip.AddrPort, pkt []byte) { plain = e.handleUDP(src, pkt, plain, i, arrivedAt(timer)) }
 	for {
 		if err := s.Receive(handle); err != nil {
 			if !isClosed(err) && e.ctx.Err() == nil {

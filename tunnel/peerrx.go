@@ -41,6 +41,7 @@ type rxItem struct {
 	established   bool
 	local, remote []byte        // the handshake's payloads, if established
 	rtt           time.Duration // the handshake's round trip, if established
+	at            time.Time     // when the packet reached the host (zero: unknown)
 }
 
 // rxBufs hold packets of a 1500-byte path; rxBuf replaces one that is too
@@ -74,11 +75,11 @@ func newPeerRx(drops *atomic.Uint64, limit int64) *peerRx {
 	return r
 }
 
-// push queues packet (*bp)[:n], taking bp (from rxBuf): the queue returns
+// push queues packet (*bp)[:n], which reached the host at at, taking bp (from rxBuf): the queue returns
 // it to the pool once the packet is handled. With the queue full, in
 // packets or in bytes, it is dropped and counted, as a loss on the link
 // would be (the association repairs it).
-func (r *peerRx) push(session, pn uint64, bp *[]byte, n int, src netip.AddrPort, via int) {
+func (r *peerRx) push(session, pn uint64, bp *[]byte, n int, src netip.AddrPort, via int, at time.Time) {
 	size := int64(cap(*bp))
 	if r.held.Add(size) > r.limit.Load() {
 		r.held.Add(-size)
@@ -87,7 +88,7 @@ func (r *peerRx) push(session, pn uint64, bp *[]byte, n int, src netip.AddrPort,
 		return
 	}
 	select {
-	case r.q <- rxItem{session: session, pn: pn, buf: bp, n: n, src: src, via: via}:
+	case r.q <- rxItem{session: session, pn: pn, buf: bp, n: n, src: src, via: via, at: at}:
 	default:
 		r.held.Add(-size)
 		rxBufs.Put(bp)

@@ -46,7 +46,7 @@ func TestPeerRxIsolation(t *testing.T) {
 	pushed := make(chan struct{})
 	go func() {
 		for i := 0; i < 3*rxQueueLen; i++ {
-			slow.push(1, uint64(i), rxBuf(1+i%1400), 1+i%1400, netip.AddrPort{}, -1)
+			slow.push(1, uint64(i), rxBuf(1+i%1400), 1+i%1400, netip.AddrPort{}, -1, time.Time{})
 		}
 		slow.pushEstablished(2, nil, []byte("params"), 0)
 		close(pushed)
@@ -57,7 +57,7 @@ func TestPeerRxIsolation(t *testing.T) {
 		t.Fatal("pushing to a stuck peer's queue blocked")
 	}
 	for range 100 {
-		fast.push(1, 0, rxBuf(5), 5, netip.AddrPort{}, -1)
+		fast.push(1, 0, rxBuf(5), 5, netip.AddrPort{}, -1, time.Time{})
 	}
 	if !waitFor(waitTime, func() bool { mu.Lock(); defer mu.Unlock(); return gotB == 100 }) {
 		t.Fatalf("the other peer got %d of 100 packets while one peer was stuck", gotB)
@@ -89,7 +89,7 @@ func TestPeerRxBoundedInBytes(t *testing.T) {
 	var drops atomic.Uint64
 	r := newPeerRx(&drops, limit)
 	for i := range rxQueueLen {
-		r.push(1, uint64(i), rxBuf(65535), 65535, netip.AddrPort{}, -1)
+		r.push(1, uint64(i), rxBuf(65535), 65535, netip.AddrPort{}, -1, time.Time{})
 		if h := r.held.Load(); h > limit {
 			t.Fatalf("after %d packets of 64 KB the queue holds %d bytes, limit %d", i+1, h, limit)
 		}
@@ -101,7 +101,7 @@ func TestPeerRxBoundedInBytes(t *testing.T) {
 	}
 	// A smaller limit (a reload with more peers) holds from the next push.
 	r.limit.Store(limit / 4)
-	r.push(1, 0, rxBuf(65535), 65535, netip.AddrPort{}, -1)
+	r.push(1, 0, rxBuf(65535), 65535, netip.AddrPort{}, -1, time.Time{})
 	if drops.Load() != rxQueueLen-uint64(queued)+1 {
 		t.Errorf("a push over the lowered limit was queued")
 	}

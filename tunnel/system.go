@@ -10,6 +10,7 @@ package tunnel
 import (
 	"errors"
 	"net/netip"
+	"time"
 
 	"scpsvpn/configs"
 )
@@ -50,6 +51,17 @@ type PacketConn interface {
 	// LocalAddr is the address peers send to.
 	LocalAddr() netip.AddrPort
 	Close() error
+}
+
+// arrivalTimer is a PacketConn that knows when the datagram being handed
+// to Receive's callback reached the host (the kernel's receive
+// timestamp). The association times packets from then: a loaded host
+// that reads a batch late, or a goroutine that waits its turn, would
+// otherwise add its hold to RTT samples, which the delay signal reads as
+// a queue on the path.
+type arrivalTimer interface {
+	// Arrived is that time during Receive's callback; zero if unknown.
+	Arrived() time.Time
 }
 
 // NetConfig is the kernel's configuration of the TUN device.

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/net/ipv4"
@@ -62,6 +63,7 @@ type udpSock struct {
 	replyShare int
 
 	rx      *udpReceiver // the one reader's, made on its first Receive
+	stamps  bool         // the kernel timestamps received datagrams (SO_TIMESTAMPNS)
 	senders sync.Pool    // *udpSender: scratch space for concurrent Sends
 }
 
@@ -117,6 +119,7 @@ func newUDPSock(c *net.UDPConn) *udpSock {
 				s.gso.Store(true)
 			}
 			s.gro = unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_GRO, 1) == nil
+			s.stamps = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1) == nil
 			// The kernel reports the buffer as it accounts it (twice what
 			// was asked), in the units SIOCOUTQ counts.
 			if n, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF); err == nil && n > 0 {
@@ -298,17 +301,51 @@ func segmentSize(oob []byte) int {
 	return 0
 }
 
+// Arrived implements arrivalTimer: the kernel's receive timestamp of the
+// datagram being handed to Receive's callback, zero if unknown.
+func (s *udpSock) Arrived() time.Time {
+	if s.rx == nil {
+		return time.Time{}
+	}
+	return s.rx.at
+}
+
 // receiver reads batches of datagrams, splitting GRO super-packets.
 type udpReceiver struct {
 	s    *udpSock
 	msgs []ipv4.Message
+	at   time.Time // the current datagram's arrival (Arrived)
+}
+
+// receiveTime returns when the kernel took in a message whose control
+// data is oob (SCM_TIMESTAMPNS), on the monotonic clock of now; zero
+// when oob carries none or it is not before now. The kernel stamps with
+// the wall clock; the age it gives is carried over to now.
+func receiveTime(oob []byte, now time.Time) time.Time {
+	for len(oob) >= unix.CmsgLen(0) {
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
+		l := int(h.Len)
+		if l < unix.CmsgLen(0) || l > len(oob) {
+			return time.Time{}
+		}
+		if h.Level == unix.SOL_SOCKET && h.Type == unix.SCM_TIMESTAMPNS && l >= unix.CmsgLen(int(unsafe.Sizeof(unix.Timespec{}))) {
+			t := (*unix.Timespec)(unsafe.Pointer(&oob[unix.CmsgLen(0)]))
+			ts := time.Unix(t.Unix())
+			if age := now.Sub(ts); age >= 0 {
+				return now.Add(-age)
+			}
+			return time.Time{}
+		}
+		oob = oob[unix.CmsgSpace(l-unix.CmsgLen(0)):]
+	}
+	return time.Time{}
 }
 
 func (s *udpSock) receiver(batch int) *udpReceiver {
 	r := &udpReceiver{s: s, msgs: make([]ipv4.Message, batch)}
 	for i := range r.msgs {
 		r.msgs[i].Buffers = [][]byte{make([]byte, 65535)}
-		r.msgs[i].OOB = make([]byte, 64)
+		r.msgs[i].OOB = make([]byte, 128) // UDP_GRO and SCM_TIMESTAMPNS
 	}
 	return r
 }
@@ -322,6 +359,8 @@ func (r *udpReceiver) read(f func(src netip.AddrPort, pkt []byte)) error {
 	if err != nil {
 		return err
 	}
+	now := time.Now()
+	defer func() { r.at = time.Time{} }()
 	for i := 0; i < n; i++ {
 		m := &r.msgs[i]
 		ua, ok := m.Addr.(*net.UDPAddr)
@@ -331,6 +370,10 @@ func (r *udpReceiver) read(f func(src netip.AddrPort, pkt []byte)) error {
 		src := ua.AddrPort()
 		src = netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
 		data := m.Buffers[0][:m.N]
+		r.at = time.Time{}
+		if r.s.stamps {
+			r.at = receiveTime(m.OOB[:m.NN], now)
+		}
 		seg := 0
 		if r.s.gro {
 			seg = segmentSize(m.OOB[:m.NN])

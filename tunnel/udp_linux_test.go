@@ -75,3 +75,36 @@ func TestBatchedUDPLoopback(t *testing.T) {
 		}
 	}
 }
+
+// TestReceiveTimestamp: a datagram read 50 ms after it arrived is handed
+// over with the time it arrived (the kernel's stamp), not the time it was
+// read, and the stamp is gone once Receive returns.
+func TestReceiveTimestamp(t *testing.T) {
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newUDPSock(c)
+	defer s.Close()
+	if !s.stamps {
+		t.Skip("SO_TIMESTAMPNS not available")
+	}
+	sent := time.Now()
+	if err := s.Send([][]byte{[]byte("stamp")}, s.LocalAddr()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	var arrived, read time.Time
+	if err := s.Receive(func(netip.AddrPort, []byte) { arrived, read = s.Arrived(), time.Now() }); err != nil {
+		t.Fatal(err)
+	}
+	if arrived.IsZero() || arrived.Before(sent.Add(-time.Second)) || read.Sub(arrived) < 40*time.Millisecond {
+		t.Errorf("arrived %v after the send, read %v after it: want the arrival, at least 40 ms before the read", arrived.Sub(sent), read.Sub(sent))
+	}
+	if !s.Arrived().IsZero() {
+		t.Errorf("Arrived after Receive returned = %v, want zero", s.Arrived())
+	}
+	if got := receiveTime(bytes.Repeat([]byte{0xff}, 40), time.Now()); !got.IsZero() {
+		t.Errorf("receiveTime of garbage = %v", got)
+	}
+}
