@@ -93,6 +93,32 @@ func TestCarefulResumeReachesRate(t *testing.T) {
 	}
 }
 
+// TestCarefulResumeHostStalls: on the path as saved, hosts that stall
+// (hostStalls) hand the jump's ACKs over in batches; the resume must
+// validate, not retreat. Untimed (a stall the receive timestamps do not
+// see), the first ACK of a batch carried an RTT a stall above the saved
+// one, the resume retreated on it ("rtt") and the run delivered 37% of
+// the limit over 6 s (now: validated, 61%; with the arrivals timed, 77%).
+func TestCarefulResumeHostStalls(t *testing.T) {
+	saved := savedPath(t, condResumeGEO(6*time.Second))
+	for _, untimed := range []bool{false, true} {
+		c := hostStalls(condResumeGEO(6*time.Second), untimed)
+		rtt := c.fwd.Delay + c.rev.Delay
+		c.resume = cc.Resume{Saved: saved, RTT: rtt}
+		r := measure(t, c, "hybrid", "auto", 2)
+		limit := payloadLimit(c.fwd.Rate, 0)
+		at := r.reach(c.rev.Delay, 0.9*limit, true)
+		t.Logf("untimed %v: %s %s; 90%% of the limit from %.2f RTTs after the first byte; %.1f%% of it over %v",
+			untimed, r.stats.Resume, r.stats.ResumeRetreat, at.Seconds()/rtt.Seconds(), 100*r.rateBetween(0, c.dur)/limit, c.dur)
+		if r.stats.Resume != "validated" || r.stats.ResumeRetreat != "" {
+			t.Errorf("untimed %v: resume %s, retreat %q on the path as saved, want validated", untimed, r.stats.Resume, r.stats.ResumeRetreat)
+		}
+		if !untimed && (at < 0 || at > 2*rtt) {
+			t.Errorf("90%% of the limit from %v after the first byte, want within 2 RTTs", at)
+		}
+	}
+}
+
 // TestCarefulResumeRetreats: the path's capacity fell to a fifth since
 // the state was saved. The jump, paced at a third of the saved rate,
 // overshoots the new rate by less than the new bandwidth-delay product in

@@ -328,7 +328,7 @@ func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
 		// The jump is paced: an eighth of a round trip of its ACKs
 		// measures the rate it arrives at.
 		rate := c.r.deliveryRate(now, c.p.RTT.Smoothed()/8)
-		retreat := c.cr.onAck(now, ev, rate, c.mss)
+		retreat := c.cr.onAck(now, ev, rtt, rate, c.mss)
 		switch {
 		case retreat:
 			// The path is not the one saved: the window goes to what

@@ -250,11 +250,18 @@ func (r *careful) queueLimit() time.Duration {
 // paced at (the bottleneck spaced them: its rate is less). A jump paced
 // at a share of a rate the path still has builds no queue and arrives at
 // its own rate. It reports whether the controller must retreat.
-func (r *careful) onAck(now time.Time, ev AckEvent, rate float64, mss int) bool {
+//
+// One sample above the limit is not enough: a host that held a batch of
+// ACKs (a loaded machine's scheduling, a stall the receive timestamps do
+// not see) hands them over with RTTs that fall back to the path's within
+// the batch, while the queue of a path that fell keeps every one of them
+// up. On the first sample alone a run through the real binary retreated
+// on the path as saved and lost the start (and the saved rate).
+func (r *careful) onAck(now time.Time, ev AckEvent, rtt time.Duration, rate float64, mss int) bool {
 	if !r.active() || ev.LargestSentAt.Before(r.jump) {
 		return false
 	}
-	if ev.RTT > 0 && ev.RTT > r.queueLimit() {
+	if ev.RTT > r.queueLimit() && rtt > r.queueLimit() {
 		r.retreat(now, rate, RetreatRTT)
 		return true
 	}
