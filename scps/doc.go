@@ -35,8 +35,8 @@ package scps
 //	                      silence hold
 //	paths.go              the paths: several links under one association,
 //	                      path probes, up/down, the data path, failover
-//	latency.go            the latency scheduler: light streams' data on the
-//	                      lowest-delay path
+//	latency.go            the latency scheduler (light streams' data on the
+//	                      lowest-delay path) and answers to probes
 //	recvranges.go         dropping packets that break the bound on
 //	                      received stream ranges, closing on abuse
 //	datagramqueue.go      datagramQueue: outgoing datagrams

@@ -65,3 +65,19 @@ func TestPathLatency(t *testing.T) {
 		t.Errorf("server's paths: geo %+v, cellular %+v: want the bulk on both", geo, cell)
 	}
 }
+
+// TestProbeAnswered: when the primary dies under a download, the far
+// side still sends on it for a while; the probes of the backup are
+// answered on the backup meanwhile, so the link left never counts as
+// down at either end.
+func TestProbeAnswered(t *testing.T) {
+	s, st := pathSim(t, true, 24<<20)
+	s.runUntil(2*time.Second, func() bool { return false })
+	s.setPathDown(0, true)
+	watchProgress(s, st, 4*time.Second)
+	for side := range 2 {
+		if p := pathOf(s.a[side], 1); p.Downs != 0 || !p.Up {
+			t.Errorf("side %d: the backup after the primary died: %+v: want it never down", side, p)
+		}
+	}
+}

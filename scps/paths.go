@@ -142,6 +142,9 @@ type pathSet struct {
 	ackNext   int    // the path a told side's last spread packet without data went on (bond.go)
 	acksSent  uint64 // packets without data sent while several paths may carry data
 	sendOn    int    // the path of the packet being built
+	// answerOwed: paths a probe came on, off the data path, not yet
+	// answered there (latency.go)
+	answerOwed uint16
 }
 
 // init makes path 0, the one every association has.
@@ -257,7 +260,10 @@ func (a *Association) ReceiveOn(now time.Time, i int, pn uint64, pkt []byte) err
 	if p.retired {
 		p.retired, p.up = false, false // heard again: probe it anew
 	}
-	if !isPathProbe(pkt) {
+	if isPathProbe(pkt) && i != a.paths.data {
+		a.paths.answerOwed |= 1 << i
+	}
+	if !isPathProbe(pkt) && !isProbeAnswer(pkt) {
 		p.lastTraffc = a.now
 		if a.paths.learnedOnly() {
 			a.choosePath()
@@ -274,6 +280,29 @@ func isPathProbe(pkt []byte) bool {
 		}
 	}
 	return len(pkt) > 0
+}
+
+// isProbeAnswer reports whether pkt answers a probe (latency.go): ACK
+// frames and padding alone, with padding. Like a probe, it is not the
+// peer's traffic: a backup it came on carries no data for it.
+func isProbeAnswer(pkt []byte) bool {
+	var f wire.Frame
+	pad := false
+	for p := 0; p < len(pkt); {
+		n, err := wire.ParseFrame(pkt[p:], &f)
+		if err != nil || n <= 0 {
+			return false
+		}
+		p += n
+		switch f.Type {
+		case wire.FramePadding:
+			pad = true
+		case wire.FrameAck:
+		default:
+			return false
+		}
+	}
+	return pad
 }
 
 // SendOn is Send that also says which path the packet goes on.
@@ -302,6 +331,14 @@ func (a *Association) SendOn(now time.Time, buf []byte) (n int, pn uint64, path 
 			a.paths.onSent(a, i, pn, n, a.lastSent)
 		}
 		return n, pn, i
+	} else if i, ok := a.paths.owedAnswer(); ok {
+		a.sent.Use(i)
+		pn = a.sent.NextPN()
+		if n = a.sendProbeAnswer(buf); n > 0 {
+			a.paths.onSent(a, i, pn, n, a.lastSent)
+			return n, pn, i
+		}
+		path = a.sendPath(true)
 	} else {
 		path = a.sendPath(true)
 	}

@@ -43,7 +43,7 @@ func (a *Association) sendReady() bool {
 		return true
 	}
 	if a.paths.multi() {
-		if _, due := a.paths.probeDue(a.now); due {
+		if _, due := a.paths.probeDue(a.now); due || a.paths.answerOwed != 0 {
 			return true
 		}
 		a.sendPath(false)
