@@ -172,6 +172,18 @@ type builtPacket struct {
 func (a *Association) assemble(b []byte, plan sendPlan) (p builtPacket, ok bool) {
 	limit := cap(b)
 	p.firstFrame = a.sent.FrameEnd()
+	if plan.copy {
+		// The copies first, whole: a copy cut short by an ACK or a
+		// control frame ahead of it (the packet it copies had the room)
+		// would leave the rest of a lost packet's bytes to the repair a
+		// round trip later, which is what the copy is for.
+		for _, f := range a.copyFrames {
+			var added bool
+			if b, added = a.streams.AppendCopy(b, limit, f); added {
+				p.copy, p.carried, p.eliciting = true, true, true
+			}
+		}
+	}
 	if a.ack.Pending() && (plan.ackDue || plan.work || plan.probe || plan.copy) {
 		n := len(b)
 		b = a.appendAck(b, limit)
@@ -181,7 +193,7 @@ func (a *Association) assemble(b []byte, plan sendPlan) (p builtPacket, ok bool)
 	// ride along even on a packet that exists only for its ACK.
 	var el bool
 	b, el = a.streams.AppendControl(b, limit)
-	p.eliciting = el
+	p.eliciting = p.eliciting || el
 	if plan.canSend {
 		// Datagrams and streams share the link (datagramshare.go).
 		var dBytes, sBytes int
@@ -208,14 +220,6 @@ func (a *Association) assemble(b []byte, plan sendPlan) (p builtPacket, ok bool)
 			a.share.charge(dBytes, sBytes)
 		}
 		p.eliciting = p.eliciting || p.carried
-	}
-	if plan.copy {
-		for _, f := range a.copyFrames {
-			var added bool
-			if b, added = a.streams.AppendCopy(b, limit, f); added {
-				p.copy, p.carried, p.eliciting = true, true, true
-			}
-		}
 	}
 	if !p.eliciting && (plan.probe || (p.ackLen > 0 && a.ack.PingWanted())) && len(b) < limit {
 		b = append(b, wire.FramePing)

@@ -33,6 +33,7 @@ type tailCopies struct {
 	top          uint64 // nextPN when the scan began
 	lastOriginal uint64 // nextPN just after the latest ack-eliciting packet that is not a copy
 	credit       int    // bytes copies may still take
+	primed       bool   // credit was set for the first packet
 }
 
 // copyCreditShare: new packets earn this share of their bytes as copy
@@ -43,11 +44,18 @@ const copyCreditShare = 4
 // sent.
 func (h *SentPacketHandler) copyCredit(size int, copy bool) {
 	c := &h.copies
+	limit := max(h.cp().cc.Window()/2, 2*h.fullPacket)
+	if !c.primed {
+		// A new association starts with the credit a busy one keeps:
+		// its first response (a page's HTML) has its tail covered as
+		// any later one.
+		c.credit, c.primed = limit, true
+	}
 	if copy {
 		c.credit -= size
 		return
 	}
-	c.credit = min(c.credit+size/copyCreditShare, max(h.cp().cc.Window()/2, 2*h.fullPacket))
+	c.credit = min(c.credit+size/copyCreditShare, limit)
 }
 
 // NextCopy returns the newest packet whose stream data should go out again
