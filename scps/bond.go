@@ -150,3 +150,22 @@ func (a *Association) pacingRate() float64 {
 	}
 	return r
 }
+
+// minReorderHold is the least time a hole among packets of several paths
+// is kept after the peer learned of it: above scheduling noise on paths
+// of sub-millisecond RTT.
+const minReorderHold = 100 * time.Millisecond
+
+// reorderHold is how long a hole the peer knows of may still be filled
+// by a packet on its way on a slower path: twice the longest smoothed RTT
+// of the paths in use, at least minReorderHold (ackstate.go,
+// OnAckAckedAt).
+func (a *Association) reorderHold() time.Duration {
+	hold := minReorderHold
+	for i := range a.paths.p {
+		if p := &a.paths.p[i]; p.inUse && !p.retired {
+			hold = max(hold, 2*a.sent.PathRTT(i).Smoothed())
+		}
+	}
+	return hold
+}

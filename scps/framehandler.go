@@ -17,11 +17,12 @@ func (h assocFrames) FrameAcked(f *ackhandler.SentFrame) {
 	a := h.a
 	if f.Kind == ackhandler.KindAck {
 		// The peer knows every hole below that ACK's largest, so they
-		// may be forgotten; but with several paths a packet below it may
-		// still be on its way on a slower path, and forgetting its hole
-		// would drop it as a duplicate. Then the received set's own bound
-		// forgets the oldest holes instead.
-		if !a.paths.multi() {
+		// may be forgotten; with several paths a packet below it may
+		// still be on its way on a slower path: its hole goes a round
+		// trip of the slowest path later.
+		if a.paths.multi() {
+			a.ack.OnAckAckedAt(f.Off, a.now, a.reorderHold())
+		} else {
 			a.ack.OnAckAcked(f.Off)
 		}
 		return

@@ -10,10 +10,19 @@ import (
 // (path 1 a backup when backup is set), side 1 learned them.
 func pathSim(t *testing.T, backup bool, total uint64) (*sim, *appStream) {
 	t.Helper()
+	link := linkParams{Rate: 10e6, Delay: 20 * time.Millisecond, QueueBytes: 200_000, Overhead: tunnelOverhead}
+	return pathSimOn(t, link, 40*time.Millisecond, backup, total)
+}
+
+// pathSimOn is pathSim over two paths of link each way; initialRTT 0
+// keeps the default.
+func pathSimOn(t *testing.T, link linkParams, initialRTT time.Duration, backup bool, total uint64) (*sim, *appStream) {
+	t.Helper()
 	cfg := DefaultConfig()
 	cfg.MaxPacketSize, cfg.WireOverhead = tunnelPacketSize, tunnelOverhead
-	cfg.InitialRTT = 40 * time.Millisecond
-	link := linkParams{Rate: 10e6, Delay: 20 * time.Millisecond, QueueBytes: 200_000, Overhead: tunnelOverhead}
+	if initialRTT > 0 {
+		cfg.InitialRTT = initialRTT
+	}
 	s := newSim(t, 11, cfg, cfg, link, link)
 	s.pathDir = [2][]*simDir{{nil, {p: link}}, {nil, {p: link}}}
 	mustSetPath(t, s.a[0], 0, PathOptions{Name: "one"})
@@ -208,4 +217,40 @@ func TestPathLoss(t *testing.T) {
 		t.Errorf("path losing 10%% outbound: loss %.3f (%d of %d): want about 0.1", lossy.Loss, lossy.Lost, lossy.Checked)
 	}
 	t.Logf("measured loss: clean %.3f, lossy %.3f of %d", clean.Loss, lossy.Loss, lossy.Checked)
+}
+
+// TestPathCutAckSize: after one of two bonded paths is cut, the holes
+// nothing will fill (packets lost on it, the probes of it) are forgotten
+// once the peer knows of them and a slow path's round trip has passed, so
+// the receiver's ACKs stay as small as before the cut. Paths of
+// sub-millisecond RTT, as two veth links. Before the holes were forgotten,
+// every ACK grew to the most ranges one holds, and the receiver sent
+// several times the ACK bytes per data byte it had before the cut.
+func TestPathCutAckSize(t *testing.T) {
+	const total = 64 << 20
+	link := linkParams{Rate: 20e6, Delay: 100 * time.Microsecond, QueueBytes: 200_000, Overhead: tunnelOverhead, Jitter: 200 * time.Microsecond}
+	s, st := pathSimOn(t, link, 0, false, total)
+	// ackShare is the receiver's bytes sent per byte received over the
+	// next second.
+	ackShare := func() float64 {
+		before := s.a[0].Stats()
+		s.runUntil(s.now+time.Second, func() bool { return st.eof })
+		after := s.a[0].Stats()
+		if st.eof {
+			t.Fatalf("the transfer ended at %v: make it longer", s.now)
+		}
+		return float64(after.BytesSent-before.BytesSent) / float64(max(after.BytesReceived-before.BytesReceived, 1))
+	}
+	s.runUntil(time.Second, func() bool { return false })
+	bonded := ackShare()
+	s.setPathDown(1, true)
+	s.runUntil(s.now+3*time.Second, func() bool { return false })
+	if p := pathOf(s.a[0], 1); p.Up {
+		t.Fatalf("path 1 after the cut: %+v: want it down", p)
+	}
+	cut := ackShare()
+	t.Logf("receiver's bytes sent per byte received: %.5f bonded, %.5f three seconds after the cut", bonded, cut)
+	if cut > 2*bonded {
+		t.Errorf("after the cut the receiver sent %.5f bytes per byte received, %.1f times as many as before it (%.5f): want its ACKs no larger than before", cut, cut/bonded, bonded)
+	}
 }

@@ -154,3 +154,43 @@ func TestAckPolicy(t *testing.T) {
 		t.Fatalf("after the ACK was acknowledged: 1 duplicate %v, %d tracked", r.Duplicate(1), r.ReceivedTotal())
 	}
 }
+
+// TestReceivedAckAckedAt: with several paths, the holes below an
+// acknowledged ACK stay until the time given (a packet may still come on a
+// slower path) and are forgotten at the first packet after it; raises
+// closer than an eighth of the hold to the last are left out.
+func TestReceivedAckAckedAt(t *testing.T) {
+	var r ReceivedPacketHandler
+	r.SetMultipath(true)
+	const delay = 10 * time.Millisecond
+	r.OnReceived(0, 0, true, 2, delay)
+	r.OnReceived(2, 0, true, 2, delay) // 1 on its way on a slower path
+	r.OnReceived(5, 0, true, 2, delay) // 3 and 4 too
+	r.OnAckSent()
+	r.OnAckAckedAt(5, 0, 100*time.Millisecond)
+	r.OnAckAckedAt(5, time.Millisecond, 100*time.Millisecond) // no higher: ignored
+	r.OnReceived(1, 50*time.Millisecond, true, 2, delay)
+	if !r.Duplicate(1) || r.Duplicate(3) {
+		t.Fatalf("before the hold ends: 1 duplicate %v, 3 duplicate %v: want 1 taken, 3 still awaited", r.Duplicate(1), r.Duplicate(3))
+	}
+	r.OnReceived(6, 100*time.Millisecond, true, 2, delay)
+	if !r.Duplicate(3) || !r.Duplicate(4) || r.Duplicate(7) {
+		t.Fatalf("after the hold: 3 duplicate %v, 4 %v, 7 %v: want the holes below 5 forgotten", r.Duplicate(3), r.Duplicate(4), r.Duplicate(7))
+	}
+	if rs := r.Ranges(); len(rs) != 1 || rs[0] != (wire.AckRange{Smallest: 6, Largest: 6}) {
+		t.Fatalf("ranges after the hold %v: want only 6", rs)
+	}
+	r.OnReceived(9, 100*time.Millisecond, true, 2, delay)  // 7, 8 missing
+	r.OnReceived(12, 100*time.Millisecond, true, 2, delay) // 10, 11 missing
+	r.OnAckAckedAt(9, 100*time.Millisecond, 100*time.Millisecond)
+	r.OnAckAckedAt(12, 105*time.Millisecond, 100*time.Millisecond) // too close: left out
+	r.OnAckAckedAt(12, 120*time.Millisecond, 100*time.Millisecond)
+	r.OnReceived(13, 200*time.Millisecond, true, 2, delay)
+	if !r.Duplicate(8) || r.Duplicate(10) {
+		t.Fatalf("at 200 ms: 8 duplicate %v, 10 %v: want only the holes below 9 forgotten", r.Duplicate(8), r.Duplicate(10))
+	}
+	r.OnReceived(14, 220*time.Millisecond, true, 2, delay)
+	if !r.Duplicate(11) {
+		t.Fatal("at 220 ms: 11 still awaited: want the holes below 12 forgotten")
+	}
+}

@@ -58,6 +58,20 @@ type ReceivedPacketHandler struct {
 	late  [lateFills]uint64 // the latest packets received, a ring
 	nlate int               // how many were, in all
 	idx   [maxAckRanges]int // Ranges' scratch
+	// Floor raises held back (OnAckAckedAt), a ring, oldest at fhead.
+	forgets     [heldForgets]heldForget
+	fhead, fnum int
+}
+
+// heldForgets bounds the floor raises held at once; they are at least
+// an eighth of the hold apart, so a hole goes at most that much later
+// than its hold.
+const heldForgets = 8
+
+// heldForget: the holes below pn go at at.
+type heldForget struct {
+	pn uint64
+	at time.Duration
 }
 
 // SetMultipath says whether the packets come over several paths, so far
@@ -79,6 +93,10 @@ func (s *ReceivedPacketHandler) OnReceived(pn uint64, now time.Duration, eliciti
 		limit, outOfOrder = maxTrackedRangesMulti, false
 		s.late[s.nlate%lateFills] = pn
 		s.nlate++
+	}
+	for s.fnum > 0 && now >= s.forgets[s.fhead].at {
+		s.OnAckAcked(s.forgets[s.fhead].pn)
+		s.fhead, s.fnum = (s.fhead+1)%heldForgets, s.fnum-1
 	}
 	s.received.Add(pn, pn+1)
 	for s.received.Len() > limit {
@@ -178,6 +196,27 @@ func (s *ReceivedPacketHandler) OnAckAcked(largest uint64) {
 		s.floor = largest + 1
 		s.received.RemoveBelow(s.floor)
 	}
+}
+
+// OnAckAckedAt is OnAckAcked for packets that come over several paths,
+// told at now: the peer knows every hole below largest, but a packet below
+// it may still be on its way on a slower path, and forgetting its hole
+// would drop it as a duplicate. So the holes go hold later, when whatever
+// was sent before largest has arrived or is lost. Without that, holes
+// nothing fills (packets lost on a path that went down, the probes of a
+// dead path, ten a second) pile up and every ACK grows to maxAckRanges
+// ranges. Raises closer than hold/heldForgets to the last one held are
+// left to a later ACK's.
+func (s *ReceivedPacketHandler) OnAckAckedAt(largest uint64, now, hold time.Duration) {
+	at := now + hold
+	if s.fnum > 0 {
+		last := s.forgets[(s.fhead+s.fnum-1)%heldForgets]
+		if s.fnum == heldForgets || largest <= last.pn || at-last.at < hold/heldForgets {
+			return
+		}
+	}
+	s.forgets[(s.fhead+s.fnum)%heldForgets] = heldForget{pn: largest, at: at}
+	s.fnum++
 }
 
 // multiRanges is Ranges with several paths: the ranges holding the latest
