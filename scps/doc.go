@@ -35,6 +35,8 @@ package scps
 //	                      silence hold
 //	paths.go              the paths: several links under one association,
 //	                      path probes, up/down, the data path, failover
+//	bond.go               the bonding scheduler: which working path the
+//	                      next packet goes on when several carry data
 //	latency.go            the latency scheduler (light streams' data on the
 //	                      lowest-delay path) and answers to probes
 //	recvranges.go         dropping packets that break the bound on

@@ -15,6 +15,9 @@
 //	sentpackethandler.go  SentPacketHandler, Config, FrameHandler, Stats
 //	history.go            history: the sent-packet and sent-frame rings;
 //	                      SentPacket, SentFrame
+//	pathstate.go          per-path RTT, congestion controller, pacer, bytes
+//	                      in flight and loss detection of a multipath
+//	                      association
 //	lossclassifier.go     lossClassifier: congestion or corruption; LossMode
 //	tailcopy.go           tailCopies: which packets a burst's end sends
 //	                      again into the idle link (NextCopy, TakeCopy)
