@@ -159,12 +159,18 @@ const minReorderHold = 100 * time.Millisecond
 // reorderHold is how long a hole the peer knows of may still be filled
 // by a packet on its way on a slower path: twice the longest smoothed RTT
 // of the paths in use, at least minReorderHold (ackstate.go,
-// OnAckAckedAt).
+// OnAckAckedAt). A path's RTT is the longer of its controller's (data
+// packets) and its probes' (paths.go): a path that carries only probes
+// and ACKs has no controller samples, and its initial RTT may be another
+// link's; holding its holes that short dropped the peer's ACKs and probes
+// on a slow path as duplicates, so the path looked dead at the peer and
+// carried no data. A retired path counts too: the peer's probes on it,
+// a slow link's round trip late, are what bring it back.
 func (a *Association) reorderHold() time.Duration {
 	hold := minReorderHold
 	for i := range a.paths.p {
-		if p := &a.paths.p[i]; p.inUse && !p.retired {
-			hold = max(hold, 2*a.sent.PathRTT(i).Smoothed())
+		if p := &a.paths.p[i]; p.inUse {
+			hold = max(hold, 2*a.sent.PathRTT(i).Smoothed(), 2*p.rtt.Smoothed())
 		}
 	}
 	return hold

@@ -19,8 +19,9 @@ func (h assocFrames) FrameAcked(f *ackhandler.SentFrame) {
 		// The peer knows every hole below that ACK's largest, so they
 		// may be forgotten; with several paths a packet below it may
 		// still be on its way on a slower path: its hole goes a round
-		// trip of the slowest path later.
-		if a.paths.multi() {
+		// trip of the slowest path later (a retired path's too: its
+		// probes bring it back).
+		if a.paths.inUse() > 1 {
 			a.ack.OnAckAckedAt(f.Off, a.now, a.reorderHold())
 		} else {
 			a.ack.OnAckAcked(f.Off)

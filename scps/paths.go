@@ -168,6 +168,16 @@ func (a *Association) setMultipath() {
 	a.ackBudget.SetMultipath(a.paths.multi())
 }
 
+// inUse counts the paths set, retired or not.
+func (ps *pathSet) inUse() (n int) {
+	for i := range ps.p {
+		if ps.p[i].inUse {
+			n++
+		}
+	}
+	return n
+}
+
 // multi reports whether more than one path is in use: only then do the
 // paths' probes and judgements run.
 func (ps *pathSet) multi() bool {
@@ -249,7 +259,9 @@ func (a *Association) ReceiveOn(now time.Time, i int, pn uint64, pkt []byte) err
 		i = 0
 	}
 	before := a.stats.PacketsReceived
+	a.rxPath = i + 1
 	err := a.Receive(now, pn, pkt)
+	a.rxPath = 0
 	if a.stats.PacketsReceived == before {
 		return err // not accepted: says nothing of the path
 	}
@@ -501,7 +513,51 @@ func (a *Association) onPathAck(f *wire.Ack) {
 			a.choosePath()
 		}
 	}
+	if len(rs) > 0 && a.paths.multi() {
+		a.pathsBehind(rs[len(rs)-1].Smallest, rs[0].Largest)
+	}
 }
+
+// pathsBehind takes down the paths whose oldest awaited packet the ACK
+// being received proves lost by the time it was sent: the packet lies
+// within the ACK's ranges (smallest..largest) yet is not acknowledged,
+// and the ACK left the peer after the packet should have arrived. The
+// ACK came on path rxPath-1 and took at most that path's round trip to
+// come back, so it left no earlier than now less that round trip; the
+// packet, sent at its check's time, took at most its own path's round
+// trip to arrive. So a primary whose link dies is judged by the ACKs of
+// a faster path (a backup's probe answers, a bonded path's ACKs) about
+// a round trip of that path after the packet was due, rather than after
+// twice its own round trip (downAfter): a GEO primary beside a cellular
+// backup hands over in well under a second.
+func (a *Association) pathsBehind(smallest, largest uint64) {
+	k := a.rxPath - 1
+	if k < 0 || !a.paths.p[k].inUse || a.paths.p[k].rtt.Samples() == 0 {
+		return
+	}
+	kr := a.paths.p[k].rtt
+	left := a.rxAt - kr.Smoothed() - kr.Var() // the ACK left the peer no earlier
+	for i := range a.paths.p {
+		p := &a.paths.p[i]
+		if i == k || !p.inUse || p.retired || !p.up || p.n == 0 || p.rtt.Samples() == 0 {
+			continue
+		}
+		c := p.checks[p.head]
+		if c.pn < smallest || c.pn > largest {
+			continue
+		}
+		due := c.at + p.rtt.Smoothed() + max(minBehind, 4*p.rtt.Var(), p.rtt.Smoothed()/4)
+		if left >= due {
+			a.pathDown(i)
+			a.choosePath()
+		}
+	}
+}
+
+// minBehind is the least time an ACK must have left the peer after a
+// packet was due for the packet's absence to take its path down: above
+// the jitter of a queue.
+const minBehind = 100 * time.Millisecond
 
 // checkPaths takes down the paths whose awaited packets went
 // unacknowledged too long, retires learned paths long down and silent,
@@ -514,13 +570,7 @@ func (a *Association) checkPaths() {
 			continue
 		}
 		if p.up && p.n > 0 && a.now-p.checks[p.head].at >= p.downAfter() {
-			p.up = false
-			p.stats.Downs++
-			p.n = 0 // what is awaited now is sent from here on
-			// What is in flight on it is lost to its failure (no
-			// window change), repaired on the paths left.
-			a.sent.LosePath(a.now, i)
-			a.logPath(i, "path down")
+			a.pathDown(i)
 			changed = true
 		}
 		if !p.up && p.opts.Learned && a.now-p.lastHeard >= pathForget && i != a.paths.data {
@@ -531,6 +581,18 @@ func (a *Association) checkPaths() {
 	if changed {
 		a.choosePath()
 	}
+}
+
+// pathDown takes path i down: its awaited packets went unacknowledged.
+func (a *Association) pathDown(i int) {
+	p := &a.paths.p[i]
+	p.up = false
+	p.stats.Downs++
+	p.n = 0 // what is awaited now is sent from here on
+	// What is in flight on it is lost to its failure (no window change),
+	// repaired on the paths left.
+	a.sent.LosePath(a.now, i)
+	a.logPath(i, "path down")
 }
 
 // pathDeadline is when checkPaths or a path probe next has work (0:

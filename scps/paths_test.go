@@ -1,6 +1,7 @@
 package scps
 
 import (
+	"container/heap"
 	"testing"
 	"time"
 )
@@ -252,5 +253,177 @@ func TestPathCutAckSize(t *testing.T) {
 	t.Logf("receiver's bytes sent per byte received: %.5f bonded, %.5f three seconds after the cut", bonded, cut)
 	if cut > 2*bonded {
 		t.Errorf("after the cut the receiver sent %.5f bytes per byte received, %.1f times as many as before it (%.5f): want its ACKs no larger than before", cut, cut/bonded, bonded)
+	}
+}
+
+// twoLinkSim is a download (side 1 sends, side 0 reads, from start on)
+// over two links of issue-style sites (bond_test.go): side 0 told
+// links[0] as path 0 and links[1] as path 1 (a backup when backup), side
+// 1 learned both. Each side's initial RTT is its first link's, as each
+// site's [peer.link] says.
+func twoLinkSim(t *testing.T, links [2]bondLink, backup bool, start time.Duration) (*sim, *appStream) {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.MaxPacketSize, cfg.WireOverhead = tunnelPacketSize, tunnelOverhead
+	cfg.InitialRTT = links[0].fwd.Delay + links[0].rev.Delay
+	for i := range links {
+		links[i].fwd.Overhead, links[i].rev.Overhead = tunnelOverhead, tunnelOverhead
+	}
+	// Side 0 (the reader) sends on dir[0] and pathDir[0]: the reverse.
+	s := newSim(t, 7, cfg, cfg, links[0].rev, links[0].fwd)
+	s.pathDir = [2][]*simDir{{nil, {p: links[1].rev}}, {nil, {p: links[1].fwd}}}
+	mustSetPath(t, s.a[0], 0, PathOptions{Name: "first", InitialRTT: links[0].fwd.Delay + links[0].rev.Delay})
+	mustSetPath(t, s.a[0], 1, PathOptions{Name: "second", Backup: backup, InitialRTT: links[1].fwd.Delay + links[1].rev.Delay})
+	mustSetPath(t, s.a[1], 0, PathOptions{Learned: true})
+	mustSetPath(t, s.a[1], 1, PathOptions{Learned: true})
+	s.attach()
+	if testing.Verbose() {
+		for side := range 2 {
+			s.a[side].SetPathLogger(func(i int, name, what string) { t.Logf("%v side %d path %d: %s", s.now, side, i, what) })
+		}
+	}
+	s.apps[1].onAccept = func(id uint64, meta []byte) *appStream {
+		return &appStream{toSend: 1 << 40, expect: 0, resetAfter: -1}
+	}
+	s.runUntil(start, func() bool { return false })
+	return s, s.apps[0].open("stream-0", 0, -1)
+}
+
+// cutAt cuts path i as its interface going down at side does: the link
+// carries nothing more either way, and what was on its way to side over
+// it is lost.
+func (s *sim) cutAt(i, side int) {
+	s.setPathDown(i, true)
+	kept := s.q[:0]
+	for _, d := range s.q {
+		if d.path != i || d.to != side {
+			kept = append(kept, d)
+		}
+	}
+	s.q = kept
+	heap.Init(&s.q)
+}
+
+// cutDrain: a stall that begins this soon after a cut is the cut's (the
+// last bytes that crossed the cut link arrive first).
+const cutDrain = 250 * time.Millisecond
+
+// stallsAfter runs until until from a cut now, returning the longest time
+// the stream went without a new byte in a stall that began within
+// cutDrain of the cut (the wait for the data to move on), and the longest
+// one at all (a loss repaired over the slow link left stalls the in-order
+// reader for its round trip).
+func stallsAfter(s *sim, st *appStream, until time.Duration) (atCut, longest time.Duration) {
+	cut := s.now
+	last, lastAt := st.received, s.now
+	s.runUntil(until, func() bool {
+		if st.received != last {
+			if lastAt-cut <= cutDrain {
+				atCut = max(atCut, s.now-lastAt)
+			}
+			last, lastAt = st.received, s.now
+		}
+		longest = max(longest, s.now-lastAt)
+		return false
+	})
+	if lastAt-cut <= cutDrain {
+		atCut = max(atCut, s.now-lastAt) // it never moved on
+	}
+	return atCut, longest
+}
+
+// TestPathFailoverLEOGEO: a LEO link (path 0) beside a GEO one, both
+// primaries, the LEO carrying a download alone (the GEO's probes and
+// ACKs keep it up at both ends) when it is cut at the reader: the data
+// moves on over the GEO within a second, without a reset or an outage.
+// Before the cut the reader's packets on the GEO (probes, ACKs) must
+// reach the sender: a sender told a 40 ms RTT once forgot its holes too
+// soon and dropped them as duplicates, so the reader saw its GEO path go
+// down, and at the cut had no working path to acknowledge the repairs on.
+func TestPathFailoverLEOGEO(t *testing.T) {
+	s, st := twoLinkSim(t, [2]bondLink{bondLEO, bondGEO}, false, 3*time.Second)
+	s.runUntil(3800*time.Millisecond, func() bool { return false })
+	if st.received == 0 {
+		t.Fatal("no data before the cut")
+	}
+	if p := pathOf(s.a[0], 1); p.Downs != 0 || !p.Up {
+		t.Errorf("reader's GEO path before the cut: %+v: want it up throughout", p)
+	}
+	if d := s.a[1].Stats().DuplicatePackets; d != 0 {
+		t.Errorf("sender dropped %d of the reader's packets as duplicates before the cut", d)
+	}
+	s.cutAt(0, 0)
+	atCut, longest := stallsAfter(s, st, s.now+15*time.Second)
+	t.Logf("stall at the cut %v, longest stall after it %v", atCut, longest)
+	if atCut > time.Second {
+		t.Errorf("the stream stalled %v at the cut: want the data on the GEO within 1 s", atCut)
+	}
+	if st.resetErr != nil || st.closeErr != nil {
+		t.Fatalf("stream: reset %v, close %v", st.resetErr, st.closeErr)
+	}
+	for side := range 2 {
+		if n := s.a[side].Stats().Outages; n != 0 {
+			t.Errorf("side %d entered outage mode %d times", side, n)
+		}
+	}
+	if p := pathOf(s.a[1], 1); !p.Active || p.DataBytesSent == 0 {
+		t.Errorf("sender's GEO path after the cut: %+v: want it carrying the data", p)
+	}
+}
+
+// TestPathBackupGEOCellular: a GEO primary with a cellular backup, the
+// site of docs/multipath.md: the backup carries no data while the GEO
+// works (probes only, counted at both ends), takes the data within a
+// second when the GEO is cut at the reader, and hands it back when the
+// GEO returns. The sender sees the GEO dead by the backup's probe
+// answers, which report the GEO's packets missing well before twice the
+// GEO's round trip has passed (pathsBehind).
+func TestPathBackupGEOCellular(t *testing.T) {
+	s, st := twoLinkSim(t, [2]bondLink{bondGEO, bondCell}, true, 3*time.Second)
+	s.runUntil(13*time.Second, func() bool { return false })
+	for side := range 2 {
+		if p := pathOf(s.a[side], 1); p.DataBytesSent != 0 || p.ProbesSent == 0 {
+			t.Errorf("side %d backup before the cut: %+v: want probes only", side, p)
+		}
+	}
+	before := st.received
+	cut := s.now
+	s.cutAt(0, 0)
+	var downAt time.Duration
+	s.a[1].SetPathLogger(func(i int, name, what string) {
+		if i == 0 && what == "path down" && downAt == 0 {
+			downAt = s.now - cut
+		}
+	})
+	atCut, longest := stallsAfter(s, st, s.now+8*time.Second)
+	t.Logf("sender took the GEO down %v after the cut; stall at the cut %v, longest after it %v", downAt, atCut, longest)
+	if atCut > time.Second {
+		t.Errorf("the stream stalled %v at the cut: want the backup carrying it within 1 s", atCut)
+	}
+	// Its own silence rule (twice its RTT) would take the GEO down about
+	// 450 ms after the cut; the backup's answers do it sooner.
+	if downAt == 0 || downAt > 400*time.Millisecond {
+		t.Errorf("sender took the GEO down %v after the cut: want within 400 ms", downAt)
+	}
+	if p := pathOf(s.a[1], 1); !p.Active || p.DataBytesSent == 0 || st.received == before {
+		t.Errorf("sender's backup after the cut: %+v: want it carrying the data", p)
+	}
+	// Eight seconds down: the sender retired the GEO (pathForget); the
+	// reader's probes on it bring it back.
+	s.setPathDown(0, false)
+	s.runUntil(s.now+2*time.Second, func() bool { return false })
+	back := [2]PathStats{pathOf(s.a[1], 0), pathOf(s.a[1], 1)}
+	if !back[0].Up || !back[0].Active {
+		t.Fatalf("sender's GEO 2 s after it returned: %+v: want it carrying the data again", back[0])
+	}
+	s.runUntil(s.now+3*time.Second, func() bool { return false })
+	if p := pathOf(s.a[1], 1); p.DataBytesSent != back[1].DataBytesSent {
+		t.Errorf("backup carried %d more data bytes after the GEO returned", p.DataBytesSent-back[1].DataBytesSent)
+	}
+	if p := pathOf(s.a[1], 0); p.DataBytesSent <= back[0].DataBytesSent {
+		t.Errorf("the GEO carried no data after it returned")
+	}
+	if st.resetErr != nil || st.closeErr != nil {
+		t.Fatalf("stream: reset %v, close %v", st.resetErr, st.closeErr)
 	}
 }

@@ -54,10 +54,14 @@ type MultipathResult struct {
 	P50Ms     float64 `json:"request_p50_ms"`
 	P95Ms     float64 `json:"request_p95_ms"`
 	FastRTTMs float64 `json:"fast_link_rtt_ms"` // the lower of the two links' RTTs
-	// Failover: the link cut (0 the first, 1 the second), the longest
-	// wait for a byte after the cut, and the download's fate.
+	// Failover: the link cut (0 the first, 1 the second), the wait for
+	// the data to move on (the stall that begins at the cut), the longest
+	// stall anywhere after the cut (a loss repaired over the link left
+	// stalls the in-order reader for that link's round trip or more), and
+	// the download's fate.
 	CutLink     int     `json:"cut_link"`
 	MoveMs      float64 `json:"move_ms"`
+	LongestMs   float64 `json:"longest_stall_ms"`
 	FailBytes   int64   `json:"failover_bytes"`
 	SHA256OK    bool    `json:"sha256_equal"`
 	FailoverErr string  `json:"failover_error,omitempty"` // what broke the download, if anything
@@ -294,7 +298,8 @@ func failover(ctx context.Context, tb *testbed.Testbed, rc RunConfig, span time.
 		o.err = fmt.Errorf("unfinished after %v: %w", guard, o.err)
 	}
 	mu.Lock()
-	mp.MoveMs = ms(longestGap(reads, cut))
+	mp.MoveMs = ms(stallAt(reads, cut, cutDrain))
+	mp.LongestMs = ms(longestGap(reads, cut))
 	cutLate := len(reads) == 0 || !reads[len(reads)-1].After(cut)
 	mu.Unlock()
 	mp.FailBytes = o.n
@@ -332,6 +337,30 @@ func (t *timedReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// cutDrain bounds how long after the cut the reader may still get bytes
+// that were past the cut link already (buffered at A): a stall that begins
+// within it is the cut's.
+const cutDrain = 250 * time.Millisecond
+
+// stallAt is the longest time without a read that began between t0 and
+// t0+drain: the wait for the data to move on after a cut at t0 (0 if the
+// reads never paused that long after it).
+func stallAt(reads []time.Time, t0 time.Time, drain time.Duration) time.Duration {
+	var gap time.Duration
+	last := t0
+	for _, at := range reads {
+		if at.Before(t0) {
+			continue
+		}
+		if last.Sub(t0) > drain {
+			break
+		}
+		gap = max(gap, at.Sub(last))
+		last = at
+	}
+	return gap
+}
+
 // longestGap is the longest time without a read from t0 to the last read.
 func longestGap(reads []time.Time, t0 time.Time) time.Duration {
 	var gap time.Duration
@@ -357,8 +386,8 @@ func twoLinkNames() []string {
 // multipathSummary is RunSummary's line for a multipath run.
 func multipathSummary(r *Result) string {
 	m := r.Multipath
-	s := fmt.Sprintf("bulk %.1f kB/s, paths %s; requests p50 %.0f / p95 %.0f ms (fast link RTT %.0f ms, %d); failover: link %d cut, moved on in %.0f ms, SHA-256 equal %v",
-		r.GoodputKBps, shareText(m.Paths), m.P50Ms, m.P95Ms, m.FastRTTMs, m.Requests, m.CutLink, m.MoveMs, m.SHA256OK)
+	s := fmt.Sprintf("bulk %.1f kB/s, paths %s; requests p50 %.0f / p95 %.0f ms (fast link RTT %.0f ms, %d); failover: link %d cut, moved on in %.0f ms (longest stall after %.0f ms), SHA-256 equal %v",
+		r.GoodputKBps, shareText(m.Paths), m.P50Ms, m.P95Ms, m.FastRTTMs, m.Requests, m.CutLink, m.MoveMs, m.LongestMs, m.SHA256OK)
 	if m.FailoverErr != "" {
 		s += " (" + m.FailoverErr + ")"
 	}
@@ -382,15 +411,15 @@ func (rep *Report) renderMultipath(w io.Writer) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	p("## Two links\n\n")
 	p("Bulk: a download of half the duration from B with a request/response probe beside it; each path's share of the data B sent. " +
-		"Failover: a download during which the link the data runs on is cut at A; the longest wait for a byte after the cut, and whether all bytes arrived with an equal SHA-256 on the same connection.\n\n")
-	p("| condition | contender | bulk kB/s | path shares (B) | request p50 / p95 ms | fast link RTT ms | link cut | moved on in ms | SHA-256 equal |\n|---|---|---:|---|---:|---:|---:|---:|---|\n")
-	rep.workloadRows(w, 7, func(r *Result) bool { return r.Multipath != nil }, func(r *Result) string {
+		"Failover: a download during which the link the data runs on is cut at A; the wait for the data to move on (the stall that begins at the cut), the longest stall after the cut (a loss repaired over the link left stalls the reader too), and whether all bytes arrived with an equal SHA-256 on the same connection.\n\n")
+	p("| condition | contender | bulk kB/s | path shares (B) | request p50 / p95 ms | fast link RTT ms | link cut | moved on in ms | longest stall ms | SHA-256 equal |\n|---|---|---:|---|---:|---:|---:|---:|---:|---|\n")
+	rep.workloadRows(w, 8, func(r *Result) bool { return r.Multipath != nil }, func(r *Result) string {
 		m := r.Multipath
 		ok := fmt.Sprint(m.SHA256OK)
 		if m.FailoverErr != "" {
 			ok += " (" + m.FailoverErr + ")"
 		}
-		return fmt.Sprintf("%.1f | %s | %.0f / %.0f | %.0f | %d | %.0f | %s", r.GoodputKBps, shareText(m.Paths), m.P50Ms, m.P95Ms, m.FastRTTMs, m.CutLink, m.MoveMs, ok)
+		return fmt.Sprintf("%.1f | %s | %.0f / %.0f | %.0f | %d | %.0f | %.0f | %s", r.GoodputKBps, shareText(m.Paths), m.P50Ms, m.P95Ms, m.FastRTTMs, m.CutLink, m.MoveMs, m.LongestMs, ok)
 	})
 	p("\n")
 }

@@ -37,3 +37,29 @@ func TestTwoLinkConditions(t *testing.T) {
 		t.Errorf("LEO+GEO's cuts: %+v", LEO.OutageEvery)
 	}
 }
+
+// TestStallAt: the wait at a cut is the stall that begins within the
+// drain after it, not a later one (a repair over the link left).
+func TestStallAt(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms ...int) (out []time.Time) {
+		for _, m := range ms {
+			out = append(out, t0.Add(time.Duration(m)*time.Millisecond))
+		}
+		return out
+	}
+	// Bytes until 20 ms after the cut, then 480 ms of nothing, then a
+	// later stall of 900 ms.
+	reads := at(-50, 5, 20, 500, 510, 600, 1500, 1510)
+	if got := stallAt(reads, t0, cutDrain); got != 480*time.Millisecond {
+		t.Errorf("stall at the cut %v, want 480ms", got)
+	}
+	if got := longestGap(reads, t0); got != 900*time.Millisecond {
+		t.Errorf("longest stall %v, want 900ms", got)
+	}
+	// Nothing at all after the cut: no stall measured (the download
+	// ended before it).
+	if got := stallAt(at(-50), t0, cutDrain); got != 0 {
+		t.Errorf("no reads after the cut: %v", got)
+	}
+}
