@@ -99,6 +99,7 @@ type Stats struct {
 	QuicHeld     atomic.Uint64 // lost datagrams resent while the flow waited
 	QuicResent   atomic.Uint64 // datagrams resent on the peer's request
 	QuicMarked   atomic.Uint64 // marked CE rather than dropped by the flow's queue
+	QuicParities atomic.Uint64 // parity datagrams sent (repair's overhead)
 }
 
 // New prepares an endpoint; Run starts it. The zero Options opens the real

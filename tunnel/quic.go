@@ -50,7 +50,10 @@ const (
 	// flows are carried as plain datagrams.
 	maxQuicFlows = 256
 	// fecSpan closes a block that has not filled up this long after its
-	// first datagram left, so a slow flow's parity is not held back.
+	// first datagram left, so a slow flow's parity is not held back; a
+	// flow silent for fecSpan after a block closed has paused, and that
+	// block's parities go again (the tail: no later frame would tell the
+	// receiver of its losses).
 	fecSpan = 20 * time.Millisecond
 	// quicHold is the longest the receiver holds a flow's datagrams
 	// behind a gap for its block's parity (which follows the block within
@@ -256,6 +259,9 @@ type quicSender struct {
 	sums     fecSums
 	buf      []byte
 	deadline time.Duration
+	// tail holds the last closed block's parity frames until the flow
+	// sends again, to repeat them if it pauses instead.
+	tail [][]byte
 }
 
 // send hands frame b to the association once its datagram queue has
@@ -364,6 +370,7 @@ func sendTwice(as *association, b []byte, group uint64) {
 func (s *quicSender) add(d quicDatagram) bool {
 	e := s.a.e
 	if s.n == 0 {
+		s.tail = s.tail[:0] // this block's frames tell of the last one's losses
 		st := s.as.sess.Stats()
 		// The forward loss the association has seen, from a prior of 1%
 		// (a satellite hop's) until it has sent a few hundred packets.
@@ -389,37 +396,46 @@ func (s *quicSender) add(d quicDatagram) bool {
 	s.n++
 	s.seq++
 	if s.n == s.k {
-		s.close(false)
+		s.close()
 		return true
 	}
 	return false
 }
 
-// close sends the open block's parities.
-// A block the flow's pause closed (tail: true) is the last for a while:
-// no later frame would tell the receiver of its losses, so its parities
-// go twice, and a burst that took its last datagrams and its parities
-// still leaves a parity to tell.
-func (s *quicSender) close(tail bool) {
+// close sends the open block's parities, once, and keeps them in tail.
+// A block closed by its span (a slow flow, or the pacing of a QUIC
+// sender that fills a block in about fecSpan) is not the last as a rule:
+// sending its parities twice made a fifth of a 5 MB download parities.
+func (s *quicSender) close() {
 	if s.n == 0 {
 		return
 	}
 	now := time.Now()
-	copies := 1
-	if tail {
-		copies = 2
-	}
-	for range copies {
-		for w := range s.m {
-			sum := s.sums.p
-			if w == 1 {
-				sum = s.sums.q
-			}
-			s.buf = appendFecParity(s.buf[:0], s.id, s.first, s.n, s.m, byte(w), sum)
-			s.send(s.buf, now)
+	s.tail = s.tail[:0]
+	for w := range s.m {
+		sum := s.sums.p
+		if w == 1 {
+			sum = s.sums.q
 		}
+		fr := appendFecParity(nil, s.id, s.first, s.n, s.m, byte(w), sum)
+		s.tail = append(s.tail, fr)
+		s.a.e.stats.QuicParities.Add(1)
+		s.send(fr, now)
 	}
 	s.n = 0
+}
+
+// repeatTail sends the last closed block's parities again: the flow
+// paused after it, so no later frame tells the receiver of its losses,
+// and a burst that took its last datagrams and its parities still leaves
+// a parity to tell.
+func (s *quicSender) repeatTail() {
+	now := time.Now()
+	for _, fr := range s.tail {
+		s.a.e.stats.QuicParities.Add(1)
+		s.send(fr, now)
+	}
+	s.tail = s.tail[:0]
 }
 
 // runQuicFlow sends the flow's datagrams on association as until the flow
@@ -457,9 +473,9 @@ func (a *assoc) runQuicFlow(as *association, key quicFlowKey, f *quicFlow) {
 			e.stats.QuicMarked.Add(1)
 		}
 		opened := s.n == 0
-		if s.add(d) {
-			span.Stop()
-		} else if opened && s.n > 0 {
+		if s.add(d) || opened && s.n > 0 {
+			// Close the open block, or (closed full) see whether the
+			// flow pauses after it.
 			span.Reset(fecSpan)
 		}
 	}
@@ -472,7 +488,14 @@ func (a *assoc) runQuicFlow(as *association, key quicFlowKey, f *quicFlow) {
 			}
 			idle.Reset(quicIdle)
 		case <-span.C:
-			s.close(true)
+			switch {
+			case s.n > 0:
+				s.close()
+				span.Reset(fecSpan)
+			case len(f.q) == 0:
+				// Silent for fecSpan since the block closed: a pause.
+				s.repeatTail()
+			}
 		case <-idle.C:
 			done = true
 		case <-as.sess.Done():
@@ -495,7 +518,8 @@ func (a *assoc) runQuicFlow(as *association, key quicFlowKey, f *quicFlow) {
 		}
 		break
 	}
-	s.close(true)
+	s.close()
+	s.repeatTail()
 }
 
 // quicRx is the receiver's state of a peer's repaired flows, by the

@@ -66,14 +66,15 @@ type Counters struct {
 	// (fallback); under repair, rebuilt from parities, lost but resent
 	// while the flow was held (the loss became delay), given up (past
 	// the resend's deadline, or the sender's queue full), resent on the
-	// peer's request, and marked CE rather than dropped by the sender's
-	// queue.
+	// peer's request, marked CE rather than dropped by the sender's
+	// queue, and the parity datagrams sent (repair's overhead).
 	QuicRefused  uint64 `json:"quic_refused"`
 	QuicRepaired uint64 `json:"quic_repaired"`
 	QuicHeld     uint64 `json:"quic_held"`
 	QuicGivenUp  uint64 `json:"quic_given_up"`
 	QuicResent   uint64 `json:"quic_resent"`
 	QuicMarked   uint64 `json:"quic_marked"`
+	QuicParities uint64 `json:"quic_parities"`
 }
 
 // PeerStatus is one peer and its association.
@@ -126,6 +127,7 @@ func (e *Endpoint) Status() Status {
 			FlowsOverQuota: s.FlowsOverQuota.Load(), DatagramsOverQuota: s.DatagramsOverQuota.Load(),
 			QuicRefused: s.QuicRefused.Load(), QuicRepaired: s.QuicRepaired.Load(), QuicGivenUp: s.QuicGivenUp.Load(),
 			QuicHeld: s.QuicHeld.Load(), QuicResent: s.QuicResent.Load(), QuicMarked: s.QuicMarked.Load(),
+			QuicParities: s.QuicParities.Load(),
 		},
 		Security: e.dev.Stats(),
 	}
