@@ -373,6 +373,29 @@ func TestDatagramRoom(t *testing.T) {
 	}
 }
 
+// TestDatagramRoomWindowFull: while the congestion window is full (a
+// bulk stream over a long round trip), a sender waiting for DatagramRoom
+// queues no more than datagramRoomClosed datagrams, which a longer stall
+// would drop (datagramMaxAge); the rest wait in the sender's own queue.
+func TestDatagramRoomWindowFull(t *testing.T) {
+	link := linkParams{Rate: 100e6, Delay: 300 * time.Millisecond}
+	s := newSim(t, 3, DefaultConfig(), DefaultConfig(), link, link)
+	s.attach()
+	s.apps[0].open("bulk", 1<<30, -1)
+	a := s.a[0]
+	if !s.runUntil(10*time.Second, func() bool { return !a.sent.WindowOpen() }) {
+		t.Fatal("the bulk stream never filled the window")
+	}
+	for i := 0; a.DatagramRoom(1200) && i < datagramQueueLen; i++ {
+		if err := a.SendDatagram(make([]byte, 1200)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a.dgrams.count > datagramRoomClosed {
+		t.Errorf("%d datagrams queued under DatagramRoom with the window full, want at most %d", a.dgrams.count, datagramRoomClosed)
+	}
+}
+
 // TestDatagramApart: datagrams of one group each leave in a packet of
 // their own, however small, while datagrams of no group, and of other
 // groups, share packets.

@@ -367,7 +367,20 @@ func (a *Association) datagramLimit() int {
 // queue of its own waits for that room instead of having its datagrams
 // dropped: few of them then wait here, where a stall of the association
 // would drop them all at once (datagramMaxAge), and the rest of the queue
-// is left to datagrams that cannot wait.
+// is left to datagrams that cannot wait. While the congestion window is
+// full the room is datagramRoomClosed: a cut of the window below the
+// bytes in flight stops the association for about as long as
+// datagramMaxAge, and a repaired QUIC flow lost the quarter queue it had
+// handed over (a resend and a round trip's hold each), where its own
+// queue would have kept them.
 func (a *Association) DatagramRoom(n int) bool {
-	return a.state == stateOpen && a.dgrams.count < datagramQueueLen/4 && a.dgrams.bytes+n <= a.datagramLimit()/4
+	room := datagramQueueLen / 4
+	if !a.sent.WindowOpen() {
+		room = datagramRoomClosed
+	}
+	return a.state == stateOpen && a.dgrams.count < room && a.dgrams.bytes+n <= a.datagramLimit()/4
 }
+
+// datagramRoomClosed is DatagramRoom's room while the window is full:
+// enough that the datagrams go as soon as an ACK opens it.
+const datagramRoomClosed = 2
