@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +26,7 @@ import (
 	"scpsvpn/cmd/internal/linkemu"
 	"scpsvpn/cmd/internal/testbed"
 	"scpsvpn/cmd/internal/webpage"
+	"scpsvpn/tunnel"
 )
 
 // TestQuicFallback: with the default quic policy a client's UDP datagram
@@ -210,8 +212,10 @@ func h3Fetch(t *testing.T, tb *testbed.Testbed, f quicFiles, addr netip.Addr, wa
 		cliArgs = append(cliArgs, "https://"+hostPort(addr, 443)+p)
 	}
 	start := time.Now()
+	stopTrace := traceSender(t, tb, start)
 	out, err := tb.Exec(testbed.A, "gtlsclient", cliArgs...)
 	took := time.Since(start)
+	stopTrace()
 	if err != nil {
 		t.Fatalf("gtlsclient %v: %v\n%s\nserver: %s", paths, err, out, srvOut.String())
 	}
@@ -358,6 +362,12 @@ func TestQuicRepairOverGEO(t *testing.T) {
 		return
 	}
 	r, p, c := took["repair"], took["pass"], took["tcp"]
+	if p == 0 || took["h2-page"] == 0 {
+		// Some policies alone (-run 'TestQuicRepairOverGEO/^repair$',
+		// docs/quic.md's breakdown): their figures, no comparison.
+		t.Logf("repair/tcp = %.2f", r.Seconds()/c.Seconds())
+		return
+	}
 	h2 := took["go-h2-page"]
 	t.Logf("pass/repair = %.2f, repair/tcp = %.2f; page over Go's HTTP/2: pass (ngtcp2)/h2 = %.2f, fallback/h2 = %.2f", p.Seconds()/r.Seconds(), r.Seconds()/c.Seconds(),
 		took["pass-page"].Seconds()/h2.Seconds(), took["dual-page"].Seconds()/h2.Seconds())
@@ -367,10 +377,10 @@ func TestQuicRepairOverGEO(t *testing.T) {
 	if p < r*2 {
 		t.Errorf("pass took %v, less than 2 times repair's %v", p, r)
 	}
-	// The target is 1.5, met on a quieter machine (docs/quic.md:
-	// 1.51 to 1.76); at load average 20 to 30 a starved endpoint's
-	// association drops datagrams it held past 100 ms, and runs gave
-	// 1.86 to 2.53 (once 7).
+	// The target is 1.5: ngtcp2's slow start and the parities
+	// leave about 1.5 to 1.6 on a quiet machine (docs/quic.md); at load
+	// average 20 to 30 the endpoint's own congestion control has cut its
+	// window to a tenth (once 33 s against 6.5 s).
 	if r > 3*c {
 		t.Errorf("repaired QUIC took %v, more than 3 times TCP's %v through the tunnel", r, c)
 	}
@@ -485,7 +495,7 @@ func logQuicCounters(t *testing.T, tb *testbed.Testbed, side testbed.Side) {
 	t.Helper()
 	st := statusOf(t, tb, side)
 	k := st.Counters
-	t.Logf("%s: quic repaired %d, held for a resend %d, given up %d, resent %d, marked CE %d", side, k.QuicRepaired, k.QuicHeld, k.QuicGivenUp, k.QuicResent, k.QuicMarked)
+	t.Logf("%s: quic repaired %d, held for a resend %d, given up %d, resent %d, marked CE %d, parities sent %d", side, k.QuicRepaired, k.QuicHeld, k.QuicGivenUp, k.QuicResent, k.QuicMarked, k.QuicParities)
 	for _, p := range st.Peers {
 		as := p.Association
 		t.Logf("%s: association packets sent %d, lost %d; datagrams sent %d, dropped before sending %d",
@@ -577,4 +587,44 @@ func fallbackPage(t *testing.T, tb *testbed.Testbed, f quicFiles, addr netip.Add
 	}
 	t.Errorf("under fallback the dual client loaded the page in %v, more than 1.1 times HTTP/2's %v", dual, h2)
 	return dual, h2
+}
+
+// traceSender logs, every 250 ms until stop is called, site B's
+// association as the download sees it (bytes sent, window, pacing,
+// datagrams dropped), when SCPSVPN_QUIC_TRACE=1: docs/quic.md's
+// breakdown of where the time goes.
+func traceSender(t *testing.T, tb *testbed.Testbed, start time.Time) (stop func()) {
+	if os.Getenv("SCPSVPN_QUIC_TRACE") != "1" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		var last uint64
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			out, err := statusIn(t, tb, testbed.B)
+			var st tunnel.Status
+			if err != nil || json.Unmarshal(out, &st) != nil || len(st.Peers) == 0 {
+				continue
+			}
+			as := st.Peers[0].Association
+			k := st.Counters
+			t.Logf("trace %5.2fs B sent %6.0f kB (+%5.0f) cwnd %7d inflight %7d pacing %5.2f Mbit/s srtt %v lost %d dgram sent %d dropped %d | repaired %d held %d marked %d given up %d",
+				time.Since(start).Seconds(), float64(as.BytesSent)/1e3, float64(as.BytesSent-last)/1e3, as.Cwnd, as.BytesInFlight, as.PacingRate*8/1e6, as.SRTT.Round(time.Millisecond),
+				as.PacketsLost, as.DatagramsSent, as.DatagramsDropped, k.QuicRepaired, k.QuicHeld, k.QuicMarked, k.QuicGivenUp)
+			last = as.BytesSent
+		}
+	}()
+	return func() {
+		close(done)
+		<-ended
+	}
 }
