@@ -72,6 +72,9 @@ type Condition struct {
 	// Second is a second link beside this one (TwoLinkConditions, the
 	// multipath workload): its own rates, RTT, loss and outages.
 	Second *Condition
+	// SecondBackup makes the second link a backup path (backup = true):
+	// it carries data only while the first does not work.
+	SecondBackup bool
 }
 
 // minQueuePackets is the floor of a BDP-sized queue, so a thin link still
@@ -394,6 +397,9 @@ func (c Condition) Summary() string {
 	}
 	if c.Second != nil {
 		s += "; beside it " + c.Second.Summary()
+		if c.SecondBackup {
+			s += ", a backup"
+		}
 	}
 	return s
 }

@@ -43,6 +43,9 @@ var TwoLinkConditions = []Condition{
 	{Name: "LEO+GEO", Desc: "a LEO dish with handover cuts beside a GEO terminal", Down: 100_000_000, Up: 20_000_000, RTT: 40 * time.Millisecond,
 		OutageEvery: linkemu.Periodic{Every: 15 * time.Second, Duration: 50 * time.Millisecond}, BDPQueue: true, PeerLossAuto: true,
 		Second: &Condition{Name: "GEO", Down: 10_000_000, Up: 2_000_000, RTT: 600 * time.Millisecond, LossDown: 0.01, LossUp: 0.01, BDPQueue: true, PeerLossAuto: true}},
+	{Name: "GEO+CELL-BACKUP", Desc: "a GEO terminal with a metered cellular modem as its backup", Down: 10_000_000, Up: 2_000_000, RTT: 600 * time.Millisecond,
+		LossDown: 0.01, LossUp: 0.01, BDPQueue: true, PeerLossAuto: true, SecondBackup: true,
+		Second: &Condition{Name: "CELL", Down: 20_000_000, Up: 5_000_000, RTT: 60 * time.Millisecond, LossDown: 0.01, LossUp: 0.01, BDPQueue: true, PeerLossAuto: true}},
 }
 
 // MultipathResult is what a multipath run measured.
@@ -65,6 +68,31 @@ type MultipathResult struct {
 	FailBytes   int64   `json:"failover_bytes"`
 	SHA256OK    bool    `json:"sha256_equal"`
 	FailoverErr string  `json:"failover_error,omitempty"` // what broke the download, if anything
+	// Ping and UDP across the cut: the longest time without an echo
+	// reply from the cut on (a ping and a UDP echo every 100 ms from A
+	// to B's tunnel address), and the replies after the cut.
+	PingStallMs  float64 `json:"ping_stall_ms"`
+	PingReplies  int     `json:"ping_replies_after_cut"`
+	UDPStallMs   float64 `json:"udp_stall_ms"`
+	UDPReplies   int     `json:"udp_replies_after_cut"`
+	FollowErrors string  `json:"follow_error,omitempty"`
+	// Backup (the second link a backup): the data bytes its path carried
+	// while the primary worked (A and B, after the bulk phase; the probes
+	// beside them), the time from the primary's return until both ends
+	// send on it again, and the data bytes B sent on the backup from a
+	// second after that to the end of the download.
+	Backup *BackupResult `json:"backup,omitempty"`
+}
+
+// BackupResult is what a run with a backup link measured of it.
+type BackupResult struct {
+	DataBytesA      uint64  `json:"data_bytes_a_while_primary"`
+	DataBytesB      uint64  `json:"data_bytes_b_while_primary"`
+	ProbesA         uint64  `json:"probes_a"`
+	ProbesB         uint64  `json:"probes_b"`
+	HandBackMs      float64 `json:"hand_back_ms"`
+	DataAfterReturn uint64  `json:"data_bytes_b_after_hand_back"`
+	HandBackErr     string  `json:"hand_back_error,omitempty"`
 }
 
 // PathShare is one path's part of the data a side sent.
@@ -94,7 +122,7 @@ func pathsOf(ctx context.Context, tb *testbed.Testbed, binary string, side testb
 // shares turns B's paths into their shares of the data sent, each named
 // by the link its endpoint (an address of A) lies on.
 func shares(tb *testbed.Testbed, c Condition, paths []tunnel.PathStatus) []PathShare {
-	links := strings.SplitN(c.Name, "+", 2)
+	links := []string{strings.SplitN(c.Name, "+", 2)[0], c.Second.Name}
 	var total uint64
 	for _, p := range paths {
 		total += p.DataBytesSent
@@ -122,14 +150,15 @@ func multipathConfig(rc RunConfig) testbed.Config {
 	linkA, linkB := c.PeerLinks(rc.Contender.Congestion)
 	secondA, _ := c.Second.PeerLinks(rc.Contender.Congestion)
 	return testbed.Config{
-		Kind:      testbed.Emulated,
-		Link:      c.LinkOptions(rc.Seed),
-		Link2:     c.Second.LinkOptions(rc.Seed + 1),
-		TwoPaths:  true,
-		PathLinks: [2]string{linkA, secondA},
-		PeerLinkA: linkA,
-		PeerLinkB: linkB,
-		Endpoints: testbed.Endpoints{Binary: rc.Binary, LogLevel: "info", Logger: rc.Logger},
+		Kind:       testbed.Emulated,
+		Link:       c.LinkOptions(rc.Seed),
+		Link2:      c.Second.LinkOptions(rc.Seed + 1),
+		TwoPaths:   true,
+		BackupPath: c.SecondBackup,
+		PathLinks:  [2]string{linkA, secondA},
+		PeerLinkA:  linkA,
+		PeerLinkB:  linkB,
+		Endpoints:  testbed.Endpoints{Binary: rc.Binary, LogLevel: "info", Logger: rc.Logger},
 	}
 }
 
@@ -179,6 +208,17 @@ func runMultipath(ctx context.Context, rc RunConfig, r *Result) (err error) {
 	}
 	mp.Paths = shares(tb, c, paths)
 	srv.Close()
+	if c.SecondBackup {
+		a, err := pathsOf(ctx, tb, rc.Binary, testbed.A)
+		if err != nil {
+			return err
+		}
+		if len(a) < 2 || len(paths) < 2 {
+			return fmt.Errorf("backup: paths at A %+v, at B %+v: want two each", a, paths)
+		}
+		bb := backupOf(tb, paths)
+		mp.Backup = &BackupResult{DataBytesA: a[1].DataBytesSent, ProbesA: a[1].ProbesSent, DataBytesB: bb.DataBytesSent, ProbesB: bb.ProbesSent}
+	}
 
 	// Failover: cut the link the data runs on.
 	if err := failover(ctx, tb, rc, half, mp); err != nil {
@@ -235,6 +275,12 @@ func failover(ctx context.Context, tb *testbed.Testbed, rc RunConfig, span time.
 		defer conn.Close()
 		conn.Write(data)
 	}()
+	// Ping and UDP echoes from before the cut to followAfter past it.
+	follow, err := startFollow(ctx, tb)
+	if err != nil {
+		return err
+	}
+	defer follow.stop()
 	conn, err := tb.DialContext(ctx, testbed.A, "tcp4", ln.Addr().String())
 	if err != nil {
 		return fmt.Errorf("failover client: %w", err)
@@ -286,6 +332,21 @@ func failover(ctx context.Context, tb *testbed.Testbed, rc RunConfig, span time.
 		return err
 	}
 	defer tb.SetPathUp(mp.CutLink, true)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(followAfter):
+	}
+	follow.stop()
+	mp.PingStallMs, mp.PingReplies = follow.ping.stallFrom(cut)
+	mp.UDPStallMs, mp.UDPReplies = follow.udp.stallFrom(cut)
+	mp.FollowErrors = follow.err()
+	var backupBase uint64
+	if mp.Backup != nil {
+		if backupBase, err = handBack(ctx, tb, rc.Binary, mp.CutLink, mp.Backup); err != nil {
+			return err
+		}
+	}
 	guard := 4*span + 30*time.Second
 	var o outcome
 	select {
@@ -296,6 +357,11 @@ func failover(ctx context.Context, tb *testbed.Testbed, rc RunConfig, span time.
 		conn.Close()
 		o = <-end
 		o.err = fmt.Errorf("unfinished after %v: %w", guard, o.err)
+	}
+	if mp.Backup != nil && mp.Backup.HandBackErr == "" {
+		if ps, err := pathsOf(ctx, tb, rc.Binary, testbed.B); err == nil {
+			mp.Backup.DataAfterReturn = backupOf(tb, ps).DataBytesSent - backupBase
+		}
 	}
 	mu.Lock()
 	mp.MoveMs = ms(stallAt(reads, cut, cutDrain))
@@ -313,6 +379,80 @@ func failover(ctx context.Context, tb *testbed.Testbed, rc RunConfig, span time.
 		mp.FailoverErr = fmt.Sprintf("%d of %d bytes", o.n, size)
 	}
 	return nil
+}
+
+// backupOf is B's path over the second link (A's backup).
+func backupOf(tb *testbed.Testbed, paths []tunnel.PathStatus) tunnel.PathStatus {
+	for _, p := range paths {
+		if strings.HasPrefix(p.Endpoint, tb.A.Underlay2.Addr().String()+":") {
+			return p
+		}
+	}
+	return tunnel.PathStatus{}
+}
+
+// handBack restores the cut primary (link 0) and waits until both ends
+// send on it again, filling b's hand-back time; base is B's data bytes on
+// the backup handBackSettle later.
+func handBack(ctx context.Context, tb *testbed.Testbed, binary string, cut int, b *BackupResult) (base uint64, err error) {
+	if cut != 0 {
+		b.HandBackErr = fmt.Sprintf("link %d was cut, not the primary", cut)
+		return 0, nil
+	}
+	back := time.Now()
+	if err := tb.SetPathUp(0, true); err != nil {
+		return 0, err
+	}
+	for deadline := back.Add(handBackGuard); ; {
+		a, errA := pathsOf(ctx, tb, binary, testbed.A)
+		bp, errB := pathsOf(ctx, tb, binary, testbed.B)
+		if err := errors.Join(errA, errB); err != nil {
+			return 0, err
+		}
+		if len(a) > 0 && a[0].Active && backupOf(tb, bp).Endpoint != "" && !backupOf(tb, bp).Active && primaryActive(tb, bp) {
+			b.HandBackMs = ms(time.Since(back))
+			// What was queued for the backup drains and B stops
+			// following A's traffic on it within a GEO round trip
+			// (scps bondRecent): count from a second on.
+			select {
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			case <-time.After(handBackSettle):
+			}
+			if bp, err = pathsOf(ctx, tb, binary, testbed.B); err != nil {
+				return 0, err
+			}
+			return backupOf(tb, bp).DataBytesSent, nil
+		}
+		if time.Now().After(deadline) {
+			b.HandBackErr = fmt.Sprintf("not back on the primary within %v", handBackGuard)
+			return 0, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+const (
+	// handBackGuard bounds the wait for the primary to carry the data
+	// again.
+	handBackGuard = 15 * time.Second
+	// handBackSettle is the time after the hand-back from which the
+	// backup must carry nothing.
+	handBackSettle = time.Second
+)
+
+// primaryActive reports whether B sends on its path over the first link.
+func primaryActive(tb *testbed.Testbed, paths []tunnel.PathStatus) bool {
+	for _, p := range paths {
+		if strings.HasPrefix(p.Endpoint, tb.A.Underlay.Addr().String()+":") {
+			return p.Active
+		}
+	}
+	return false
 }
 
 // netipHostPort is host with a port the kernel picks.
@@ -391,6 +531,16 @@ func multipathSummary(r *Result) string {
 	if m.FailoverErr != "" {
 		s += " (" + m.FailoverErr + ")"
 	}
+	s += fmt.Sprintf("; ping and UDP after the cut: %d and %d replies, longest wait %.0f and %.0f ms", m.PingReplies, m.UDPReplies, m.PingStallMs, m.UDPStallMs)
+	if m.FollowErrors != "" {
+		s += " (" + m.FollowErrors + ")"
+	}
+	if b := m.Backup; b != nil {
+		s += fmt.Sprintf("; backup while the primary worked: %d data bytes at A, %d at B (%d and %d probes), handed back in %.0f ms, %d data bytes on it after", b.DataBytesA, b.DataBytesB, b.ProbesA, b.ProbesB, b.HandBackMs, b.DataAfterReturn)
+		if b.HandBackErr != "" {
+			s += " (" + b.HandBackErr + ")"
+		}
+	}
 	return s
 }
 
@@ -411,15 +561,35 @@ func (rep *Report) renderMultipath(w io.Writer) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	p("## Two links\n\n")
 	p("Bulk: a download of half the duration from B with a request/response probe beside it; each path's share of the data B sent. " +
-		"Failover: a download during which the link the data runs on is cut at A; the wait for the data to move on (the stall that begins at the cut), the longest stall after the cut (a loss repaired over the link left stalls the reader too), and whether all bytes arrived with an equal SHA-256 on the same connection.\n\n")
-	p("| condition | contender | bulk kB/s | path shares (B) | request p50 / p95 ms | fast link RTT ms | link cut | moved on in ms | longest stall ms | SHA-256 equal |\n|---|---|---:|---|---:|---:|---:|---:|---:|---|\n")
-	rep.workloadRows(w, 8, func(r *Result) bool { return r.Multipath != nil }, func(r *Result) string {
+		"Failover: a download during which the link the data runs on is cut at A; the wait for the data to move on (the stall that begins at the cut), the longest stall after the cut (a loss repaired over the link left stalls the reader too), and whether all bytes arrived with an equal SHA-256 on the same connection; a ping and a UDP echo every 100 ms from A to B across the cut: the longest wait for a reply from the cut on.\n\n")
+	p("| condition | contender | bulk kB/s | path shares (B) | request p50 / p95 ms | fast link RTT ms | link cut | moved on in ms | longest stall ms | SHA-256 equal | ping / UDP longest wait ms |\n|---|---|---:|---|---:|---:|---:|---:|---:|---|---:|\n")
+	rep.workloadRows(w, 9, func(r *Result) bool { return r.Multipath != nil }, func(r *Result) string {
 		m := r.Multipath
 		ok := fmt.Sprint(m.SHA256OK)
 		if m.FailoverErr != "" {
 			ok += " (" + m.FailoverErr + ")"
 		}
-		return fmt.Sprintf("%.1f | %s | %.0f / %.0f | %.0f | %d | %.0f | %.0f | %s", r.GoodputKBps, shareText(m.Paths), m.P50Ms, m.P95Ms, m.FastRTTMs, m.CutLink, m.MoveMs, m.LongestMs, ok)
+		return fmt.Sprintf("%.1f | %s | %.0f / %.0f | %.0f | %d | %.0f | %.0f | %s | %.0f / %.0f", r.GoodputKBps, shareText(m.Paths), m.P50Ms, m.P95Ms, m.FastRTTMs, m.CutLink, m.MoveMs, m.LongestMs, ok, m.PingStallMs, m.UDPStallMs)
 	})
+	p("\n")
+	var backups []*Result
+	for _, r := range rep.Results {
+		if r.Multipath != nil && r.Multipath.Backup != nil {
+			backups = append(backups, r)
+		}
+	}
+	if len(backups) == 0 {
+		return
+	}
+	p("Backup: the second link a backup. Its data bytes while the primary worked (each side's counters, probes beside them), the time from the primary's return until both sides send on it again, and the data bytes B sent on the backup from a second after that to the end of the download.\n\n")
+	p("| condition | contender | backup data bytes A / B | probes A / B | moved to the backup in ms | handed back in ms | backup data bytes after |\n|---|---|---:|---:|---:|---:|---:|\n")
+	for _, r := range backups {
+		b := r.Multipath.Backup
+		back := fmt.Sprintf("%.0f", b.HandBackMs)
+		if b.HandBackErr != "" {
+			back = b.HandBackErr
+		}
+		p("| %s | %s | %d / %d | %d / %d | %.0f | %s | %d |\n", r.Condition, r.Contender, b.DataBytesA, b.DataBytesB, b.ProbesA, b.ProbesB, r.Multipath.MoveMs, back, b.DataAfterReturn)
+	}
 	p("\n")
 }

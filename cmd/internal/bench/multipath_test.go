@@ -10,7 +10,8 @@ import (
 // valid, and their testbed gives each path its own emulator model and
 // [peer.path.link] lines.
 func TestTwoLinkConditions(t *testing.T) {
-	want := map[string][2]time.Duration{"GEO+CELL": {600 * time.Millisecond, 60 * time.Millisecond}, "LEO+GEO": {40 * time.Millisecond, 600 * time.Millisecond}}
+	want := map[string][2]time.Duration{"GEO+CELL": {600 * time.Millisecond, 60 * time.Millisecond}, "LEO+GEO": {40 * time.Millisecond, 600 * time.Millisecond},
+		"GEO+CELL-BACKUP": {600 * time.Millisecond, 60 * time.Millisecond}}
 	for _, c := range TwoLinkConditions {
 		if err := c.Validate(); err != nil {
 			t.Error(err)
@@ -28,6 +29,9 @@ func TestTwoLinkConditions(t *testing.T) {
 			if !strings.Contains(cfg.PathLinks[i], "rtt = \""+rtt.String()+"\"") {
 				t.Errorf("%s: path %d's link lines %q, want rtt %v", c.Name, i, cfg.PathLinks[i], rtt)
 			}
+		}
+		if cfg.BackupPath != (c.Name == "GEO+CELL-BACKUP") {
+			t.Errorf("%s: backup path %v", c.Name, cfg.BackupPath)
 		}
 		if !strings.Contains(c.Summary(), "beside it") {
 			t.Errorf("%s: summary %q names one link", c.Name, c.Summary())
@@ -61,5 +65,32 @@ func TestStallAt(t *testing.T) {
 	// ended before it).
 	if got := stallAt(at(-50), t0, cutDrain); got != 0 {
 		t.Errorf("no reads after the cut: %v", got)
+	}
+}
+
+// TestFollowReplies: ping -D reply lines give their arrival times, and
+// the wait after a cut runs to the end of the echoes when no reply came.
+func TestFollowReplies(t *testing.T) {
+	at, ok := pingReplyAt("[1733100000.250000] 64 bytes from 10.2.0.1: icmp_seq=5 ttl=64 time=601 ms")
+	if !ok || at.Unix() != 1733100000 || at.Nanosecond()/1e6 != 250 {
+		t.Errorf("reply line: %v %v", at, ok)
+	}
+	for _, l := range []string{"PING 10.2.0.1 (10.2.0.1) 56(84) bytes of data.", "[1733100000.3] From 10.1.0.1 icmp_seq=6 Destination Host Unreachable", "[x] 64 bytes from"} {
+		if _, ok := pingReplyAt(l); ok {
+			t.Errorf("%q read as a reply", l)
+		}
+	}
+	t0 := time.Unix(1000, 0)
+	var r replies
+	for _, ms := range []int{-100, 0, 100, 900, 1000} {
+		r.add(t0.Add(time.Duration(ms) * time.Millisecond))
+	}
+	r.end = t0.Add(1100 * time.Millisecond)
+	if ms, n := r.stallFrom(t0.Add(50 * time.Millisecond)); ms != 800 || n != 3 {
+		t.Errorf("after the cut: %v ms, %d replies; want 800, 3", ms, n)
+	}
+	r.end = t0.Add(3 * time.Second)
+	if ms, n := r.stallFrom(t0.Add(1500 * time.Millisecond)); ms != 1500 || n != 0 {
+		t.Errorf("no reply after the cut: %v ms, %d replies; want 1500, 0", ms, n)
 	}
 }
