@@ -184,3 +184,36 @@ func TestCarefulResumeRefusesOtherPath(t *testing.T) {
 		}
 	}
 }
+
+// TestCarefulResumeRecoversFromRTTRetreat: the path carries the saved
+// rate but its RTT is 100 ms (a sixth) above the saved one (another route,
+// or a loaded host's stall that reads as one), so the resume retreats on
+// the RTT alone while its jump arrives at its own rate. The retreat's
+// window comes from that arrival rate, and the slow start that resumes
+// after a quiet round doubles per round trip: 90% of the rate within 6
+// RTTs of the first byte (5.3; 69% of the limit over 8 s). Before, the
+// retreat took the rate of the first few ACKs over the last eighth of a
+// round trip (558 kbit/s of a jump at 3.2 Mbit/s), waited two quiet
+// rounds and grew by a quarter of the best rate seen per round trip:
+// never 90% within the 8 s (26% of the limit over them).
+func TestCarefulResumeRecoversFromRTTRetreat(t *testing.T) {
+	c := condResumeGEO(8 * time.Second)
+	saved := savedPath(t, c)
+	saved.MinRTT -= 100 * time.Millisecond
+	rtt := c.fwd.Delay + c.rev.Delay
+	c.resume = cc.Resume{Saved: saved, RTT: rtt}
+	r := measure(t, c, "hybrid", "auto", 2)
+	limit := payloadLimit(c.fwd.Rate, 0)
+	at := r.reach(c.rev.Delay, 0.9*limit, true)
+	t.Logf("%s (%s); 90%% of the limit from %.2f RTTs after the first byte; %.1f%% of it over %v, queue drops %.2f%%",
+		r.stats.Resume, r.stats.ResumeRetreat, at.Seconds()/rtt.Seconds(), 100*r.rateBetween(0, c.dur)/limit, c.dur, 100*r.queueLoss)
+	if r.stats.ResumeRetreat != cc.RetreatRTT {
+		t.Fatalf("resume %s, retreat %q: the test needs a retreat on the RTT", r.stats.Resume, r.stats.ResumeRetreat)
+	}
+	if at < 0 || at > 6*rtt {
+		t.Errorf("90%% of the limit from %v after the first byte, want within 6 RTTs (%v)", at, 6*rtt)
+	}
+	if r.queueLoss > 0.01 {
+		t.Errorf("queue drops %.2f%%, want < 1%%", 100*r.queueLoss)
+	}
+}

@@ -479,6 +479,11 @@ func (c *Hybrid) resume(now time.Time, diff float64, in int) bool {
 			need = 1
 		}
 	}
+	if c.cr.cause == RetreatRTT && c.futile == 0 {
+		// Careful resume retreated on the RTT alone: a quiet round
+		// says the rate the path carried is still there.
+		need = 1
+	}
 	if c.quiet < need {
 		return false
 	}
@@ -614,12 +619,17 @@ func (c *Hybrid) PacingRate() float64 {
 	dr := max(float64(c.initialWindow())/c.p.RTT.Smoothed().Seconds(), c.ackRate, c.bestRate())
 	r = min(r, 2*dr)
 	switch est := c.capa.estimate() * c.wireShare(); {
-	case c.resumed && c.fadeLoss && !c.shared:
+	case c.resumed && !c.shared && (c.fadeLoss || c.cr.cause == RetreatRTT):
 		// A fade overflowed the queue (a modem's of less than the
 		// best rate's bandwidth-delay product): the best rate seen is
 		// not there, and a round trip of it into that queue costs a
 		// loss episode per resume. Double the delivery rate per round
-		// trip, as an untold start does.
+		// trip, as an untold start does. So too after careful resume
+		// retreated on the RTT alone (the jump arrived at its rate
+		// with no queue: a loaded host's stall, another route): the
+		// best rate seen is the jump's third of the saved one, and
+		// growing by a quarter of it per round trip took 7 round trips
+		// back to a rate the path had all along.
 		r = min(r, 2*max(c.ackRate, float64(c.initialWindow())/c.p.RTT.Smoothed().Seconds()))
 	case c.resumed:
 		// The link carried that much before (a fade has ended, a

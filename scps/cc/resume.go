@@ -262,7 +262,12 @@ func (r *careful) onAck(now time.Time, ev AckEvent, rtt time.Duration, rate floa
 		return false
 	}
 	if ev.RTT > r.queueLimit() && rtt > r.queueLimit() {
-		r.retreat(now, rate, RetreatRTT)
+		// The ACKs of the jump's start are few: over the last eighth
+		// of a round trip they measured a sixth of the jump's rate on
+		// a path that carried it, and the window went to that. What
+		// arrived since the first of them did not arrive faster than
+		// the jump was sent.
+		r.retreat(now, max(rate, min(r.rate, r.arrivalRate(now, ev, ev.AckedBytes))), RetreatRTT)
 		return true
 	}
 	switch {
@@ -272,7 +277,7 @@ func (r *careful) onAck(now time.Time, ev AckEvent, rtt time.Duration, rate floa
 			break
 		}
 		if r.judge(now, ev, mss) {
-			r.retreat(now, float64(r.acked)/now.Add(-ev.AckDelay).Sub(r.firstRecv).Seconds(), RetreatArrivals)
+			r.retreat(now, r.arrivalRate(now, ev, 0), RetreatArrivals)
 			return true
 		}
 	case !ev.LargestSentAt.Before(r.check):
@@ -308,6 +313,17 @@ func (r *careful) judge(now time.Time, ev AckEvent, mss int) bool {
 	}
 	got := float64(r.acked) / arrived.Seconds()
 	return got < resumeConfirm*r.rate && float64(sent) < resumeConfirm*float64(arrived)
+}
+
+// arrivalRate is the rate (bytes/s) at which the jump's packets judged
+// so far (judge), and more bytes acknowledged by ev, arrived at the peer;
+// 0 if none were.
+func (r *careful) arrivalRate(now time.Time, ev AckEvent, more int) float64 {
+	d := now.Add(-ev.AckDelay).Sub(r.firstRecv)
+	if r.firstRecv.IsZero() || d <= 0 {
+		return 0
+	}
+	return float64(r.acked+more) / d.Seconds()
 }
 
 // validated reports whether the ACK just taken (onAck) ended validating.
