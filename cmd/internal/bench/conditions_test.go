@@ -41,6 +41,7 @@ func TestConditionTable(t *testing.T) {
 		"GEO-250/3-LOSS-NORATE": {250_000_000, 3_000_000, 650 * time.Millisecond, 0.01},
 		"GEO-250/3-LOSS":        {250_000_000, 3_000_000, 650 * time.Millisecond, 0.01},
 		"FADE":                  {50_000_000, 5_000_000, 600 * time.Millisecond, 0},
+		"FADE-HOLD":             {50_000_000, 5_000_000, 600 * time.Millisecond, 0},
 		"GEO-10/2-LOSS-NORATE":  {10_000_000, 2_000_000, 650 * time.Millisecond, 0.005},
 		"LEO-NORATE":            {100_000_000, 20_000_000, 40 * time.Millisecond, 0.005},
 		"BEAM":                  {10_000_000, 2_000_000, 600 * time.Millisecond, 0.01},
