@@ -31,7 +31,7 @@ func (a *Association) Receive(now time.Time, pn uint64, pkt []byte) error {
 		a.stats.BadPackets++
 		return fmt.Errorf("%w: packet number %d beyond %d", ErrBadPacket, pn, uint64(varint.Max))
 	}
-	eliciting, err := a.validate(pkt)
+	eliciting, mark, err := a.validate(pkt)
 	if a.ack.Duplicate(pn) && (err == nil || errors.Is(err, ErrRangesFull)) {
 		a.stats.DuplicatePackets++
 		return nil
@@ -52,6 +52,9 @@ func (a *Association) Receive(now time.Time, pn uint64, pkt []byte) error {
 	// the host held the packet, which the peer then leaves out of its RTT
 	// sample.
 	a.ack.OnReceived(pn, a.rxAt, eliciting, a.cfg.AckEvery, a.ackDelay)
+	if mark {
+		a.ack.AckAtOnce()
+	}
 	if eliciting && a.cfg.RecvRate == 0 {
 		// Told no rate, the windows follow the rate the peer's
 		// trains arrive at (told one, they start at its product).
@@ -79,40 +82,46 @@ func (a *Association) Receive(now time.Time, pn uint64, pkt []byte) error {
 }
 
 // validate decodes every frame and checks what can be checked without
-// changing state. It reports whether the packet is ack-eliciting; an error
+// changing state. It reports whether the packet is ack-eliciting and
+// whether it carries a timing mark (a PING beside stream data: the first
+// packet of a flight the peer times, acknowledged at once); an error
 // wrapping ErrRangesFull means the packet is well-formed but its stream
 // frames would break the received-range bounds (recvranges.go).
-func (a *Association) validate(payload []byte) (eliciting bool, err error) {
+func (a *Association) validate(payload []byte) (eliciting, mark bool, err error) {
 	if len(payload) == 0 {
-		return false, fmt.Errorf("no frames")
+		return false, false, fmt.Errorf("no frames")
 	}
+	ping, data := false, false
 	var full error
 	fresh := 0
 	var f wire.Frame
 	for p := 0; p < len(payload); {
 		n, err := wire.ParseFrame(payload[p:], &f)
 		if err != nil {
-			return false, fmt.Errorf("frame at %d: %w", p, err)
+			return false, false, fmt.Errorf("frame at %d: %w", p, err)
 		}
 		p += n
 		if f.AckEliciting() {
 			eliciting = true
 		}
 		switch f.Type {
+		case wire.FramePing:
+			ping = true
 		case wire.FrameAck:
 			if f.Ack.Largest >= a.sent.NextPN() {
-				return false, fmt.Errorf("ACK of packet %d never sent (next %d)", f.Ack.Largest, a.sent.NextPN())
+				return false, false, fmt.Errorf("ACK of packet %d never sent (next %d)", f.Ack.Largest, a.sent.NextPN())
 			}
 		case wire.FrameStream, wire.FrameResetStream, wire.FrameMaxStreamData:
 			if err := a.streams.CheckID(f.StreamID); err != nil {
-				return false, err
+				return false, false, err
 			}
+			data = data || f.Type == wire.FrameStream
 			if f.Type == wire.FrameStream && full == nil {
 				full = a.streams.NewRange(&f, &fresh)
 			}
 		}
 	}
-	return eliciting, full
+	return eliciting, ping && data, full
 }
 
 // apply acts on one frame of packet pn.

@@ -195,6 +195,15 @@ func (a *Association) assemble(b []byte, plan sendPlan) (p builtPacket, ok bool)
 	b, el = a.streams.AppendControl(b, limit)
 	p.eliciting = p.eliciting || el
 	if plan.canSend {
+		// The first full packet of stream data in a first flight that
+		// times the bottleneck carries a PING ahead of it (the last
+		// frame of a packet runs to its end): the peer acknowledges it
+		// at once (validate).
+		mark := len(b) < limit && a.streams.Unsent >= uint64(limit) && a.sent.TimingMark(a.now)
+		if mark {
+			b = append(b, wire.FramePing)
+			a.sent.AddFrame().Kind = ackhandler.KindPing
+		}
 		// Datagrams and streams share the link (datagramshare.go).
 		var dBytes, sBytes int
 		appendD := func() {
@@ -220,6 +229,7 @@ func (a *Association) assemble(b []byte, plan sendPlan) (p builtPacket, ok bool)
 			a.share.charge(dBytes, sBytes)
 		}
 		p.eliciting = p.eliciting || p.carried
+		p.eliciting = p.eliciting || mark
 	}
 	if !p.eliciting && (plan.probe || (p.ackLen > 0 && a.ack.PingWanted())) && len(b) < limit {
 		b = append(b, wire.FramePing)

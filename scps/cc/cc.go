@@ -90,6 +90,18 @@ type Controller interface {
 	InSlowStart() bool
 }
 
+// FlightTimer is a controller that times the bottleneck from the ACKs of
+// its first flight (hybrid, told no rate): the first full-size packet of
+// that flight asks the peer for an ACK at once. With the ACK of the
+// flight's last packet that is a train across the flight, where a short
+// path's whole first flight (ten packets in 1.2 ms at 100 Mbit/s) came
+// back as one ACK, which times nothing.
+type FlightTimer interface {
+	// TimingMark reports whether the next full-size packet opens the
+	// timed first flight.
+	TimingMark(now time.Time) bool
+}
+
 // Params is what a controller may know about its association.
 type Params struct {
 	MaxDatagramSize int       // largest packet the association sends (bytes)

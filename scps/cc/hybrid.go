@@ -376,6 +376,15 @@ func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
 			// product, each for one round trip.
 			grow := (math.Exp2(rhoOf(c.p.RTT)) - 1) * float64(ev.AckedBytes)
 			c.cwnd = c.clamp(float64(c.cwnd) + grow)
+			if est := c.capa.estimate(); est > 0 && c.p.SendRate == 0 && !c.resumed && base > 0 {
+				// The pacer jumped to the rate the first flight
+				// timed: the window lets it out, a round trip of
+				// that rate with slow start's overshoot, where
+				// doubling from the first flight's window took
+				// four round trips on a short path (LEO: 40 ms,
+				// 100 Mbit/s) at a fraction of the timed rate.
+				c.jump(min(capacityOvershoot*est*base.Seconds(), float64(c.ssthresh)))
+			}
 			c.ss = c.ssthresh == maxWindow || c.cwnd < c.ssthresh
 		}
 		return
@@ -649,6 +658,15 @@ func (c *Hybrid) PacingRate() float64 {
 // before it are too small to.
 func (c *Hybrid) firstFlight() bool {
 	return c.capa.estimate() == 0 && c.sentFull < c.initialWindow()
+}
+
+// TimingMark implements FlightTimer: told no rate and not jumping to a
+// saved path's rate, the first full-size packet of the first flight (it
+// opens the burst whose ACKs time the bottleneck). A resume's jump is
+// paced and judged on its own ACKs (resume.go): it is not marked.
+func (c *Hybrid) TimingMark(now time.Time) bool {
+	resuming := c.cr.phase != ResumeOff && c.cr.phase != ResumeRecon || c.cr.jumpsUpFront(now)
+	return c.p.SendRate == 0 && !resuming && c.sentFull == 0 && c.firstFlight()
 }
 
 // wireShare converts a rate of packet bytes, as ACKs measure it, to the

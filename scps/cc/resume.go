@@ -190,7 +190,7 @@ func newCareful(p Params) careful {
 // returns the window to jump to (0: no jump).
 func (r *careful) confirm(now time.Time, rtt time.Duration) float64 {
 	s := r.saved
-	if !s.Usable(now) || rtt*resumeRTTRange < s.MinRTT || rtt > s.MinRTT*resumeRTTRange {
+	if !r.inRange(now, rtt) {
 		r.phase = ResumeOff
 		return 0
 	}
@@ -198,6 +198,19 @@ func (r *careful) confirm(now time.Time, rtt time.Duration) float64 {
 	r.rate = resumeJumpShare * s.Rate
 	r.window = r.rate * max(rtt, s.MinRTT).Seconds()
 	return r.window
+}
+
+// inRange reports whether the saved path may be jumped on at now given a
+// current RTT sample: usable, and its RTT within resumeRTTRange of it.
+func (r *careful) inRange(now time.Time, rtt time.Duration) bool {
+	s := r.saved
+	return s.Usable(now) && rtt*resumeRTTRange >= s.MinRTT && rtt <= s.MinRTT*resumeRTTRange
+}
+
+// jumpsUpFront reports whether a first packet sent at now jumps
+// (confirmUpFront).
+func (r *careful) jumpsUpFront(now time.Time) bool {
+	return r.phase == ResumeRecon && r.rtt > 0 && r.inRange(now, r.rtt)
 }
 
 // confirmUpFront runs reconnaissance at the first packet with the RTT

@@ -126,6 +126,45 @@ func TestHistoryGrows(t *testing.T) {
 	}
 }
 
+// TestAckAtOnce: a packet the sender marked (the first of a flight it
+// times) is acknowledged at once, and the flight's other ACKs go where they
+// would without it: after AckEvery packets counted from the flight's
+// first, not from the one after it. A ten-packet first flight at
+// 100 Mbit/s (1.2 ms) then comes back as two ACKs that time its arrival.
+func TestAckAtOnce(t *testing.T) {
+	var r ReceivedPacketHandler
+	const every, delay = 10, 10 * time.Millisecond
+	const gap = 120 * time.Microsecond // 1500 bytes at 100 Mbit/s
+	now := time.Second
+	r.OnReceived(0, now, true, every, delay)
+	r.AckAtOnce()
+	if !r.Due(now) {
+		t.Fatal("no ACK due at once for a marked packet")
+	}
+	r.OnAckSent()
+	for pn := uint64(1); pn < every; pn++ {
+		now += gap
+		r.OnReceived(pn, now, true, every, delay)
+		if due := r.Due(now); due != (pn == every-1) {
+			t.Fatalf("packet %d: ACK due %v, want an ACK at once only at the flight's tenth", pn+1, due)
+		}
+	}
+	r.OnAckSent()
+	// The next ACK by count comes AckEvery packets later, not AckEvery-1.
+	for pn := uint64(every); pn < 2*every; pn++ {
+		r.OnReceived(pn, now, true, every, delay)
+		if due := r.Due(now); due != (pn == 2*every-1) {
+			t.Fatalf("packet %d: ACK due %v after the flight's first ACKs", pn+1, due)
+		}
+	}
+	// Unmarked, a first packet waits for the delay (TestAckPolicy).
+	r.OnAckSent()
+	r.OnReceived(2*every, now+time.Second, true, every, delay)
+	if r.Due(now + time.Second) {
+		t.Fatal("an ACK due at once for an unmarked packet")
+	}
+}
+
 func TestAckPolicy(t *testing.T) {
 	var r ReceivedPacketHandler
 	const every, delay = 10, 25 * time.Millisecond

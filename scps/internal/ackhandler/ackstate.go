@@ -5,7 +5,8 @@ package ackhandler
 // ACK ranges) and the ACK policy. An ACK goes out after AckEvery
 // ack-eliciting packets, after an ack delay of min(MaxAckDelay, srtt/4),
 // and at once when a packet arrives out of order or while a new hole is
-// fresh (so the sender can apply its 3-packet threshold without waiting). Every ACK reports the holes (up to
+// fresh (so the sender can apply its 3-packet threshold without waiting),
+// and at once for a packet the sender marked (AckAtOnce). Every ACK reports the holes (up to
 // maxAckRanges): SACK and SNACK in one frame.
 
 import (
@@ -41,14 +42,19 @@ const (
 // ReceivedPacketHandler is the receiver's side of acknowledgement of one
 // association. It is not safe for concurrent use.
 type ReceivedPacketHandler struct {
-	received     ranges.Set // packet numbers received (half-open)
-	floor        uint64     // packets below are forgotten
-	largest      uint64
-	largestAt    time.Duration
-	any          bool
-	pending      bool // something received since the last ACK sent
-	eliciting    int  // ack-eliciting packets since the last ACK sent
-	immediate    bool
+	received  ranges.Set // packet numbers received (half-open)
+	floor     uint64     // packets below are forgotten
+	largest   uint64
+	largestAt time.Duration
+	any       bool
+	pending   bool // something received since the last ACK sent
+	eliciting int  // ack-eliciting packets since the last ACK sent
+	immediate bool
+	// extra: the pending ACK was asked for at once (AckAtOnce), one more
+	// than the policy's; carried is how many ack-eliciting packets such
+	// ACKs covered that still count toward the next ACK by AckEvery.
+	extra        bool
+	carried      int
 	deadline     time.Duration // ack delay timer; 0 = not armed
 	ackOnlyCount int
 	deferred     bool // the ACK budget held back the pending ACK (counted once)
@@ -112,11 +118,22 @@ func (s *ReceivedPacketHandler) OnReceived(pn uint64, now time.Duration, eliciti
 	}
 	s.eliciting++
 	top := s.received.Last()
-	if outOfOrder || s.eliciting >= every || (!s.multi && s.received.Len() > 1 && top.Len() < freshHole) {
+	if outOfOrder || s.eliciting+s.carried >= every || (!s.multi && s.received.Len() > 1 && top.Len() < freshHole) {
 		s.immediate = true
 	}
 	if s.deadline == 0 {
 		s.deadline = now + ackDelay
+	}
+}
+
+// AckAtOnce asks for an ACK at once of the ack-eliciting packet just
+// recorded, beside the policy: the sender marked it as the start of a
+// flight it times (a PING with data). The packets it covers still count
+// toward the next ACK by AckEvery, so the flight's other ACKs go where
+// they would without it.
+func (s *ReceivedPacketHandler) AckAtOnce() {
+	if s.pending && s.eliciting > 0 {
+		s.immediate, s.extra = true, true
 	}
 }
 
@@ -186,6 +203,12 @@ func (s *ReceivedPacketHandler) Ranges() []wire.AckRange {
 
 // OnAckSent resets the policy after an ACK went out.
 func (s *ReceivedPacketHandler) OnAckSent() {
+	if s.extra {
+		s.carried += s.eliciting
+	} else {
+		s.carried = 0
+	}
+	s.extra = false
 	s.pending, s.eliciting, s.immediate, s.deadline, s.deferred = false, 0, false, 0, false
 }
 

@@ -109,6 +109,13 @@ func (h *SentPacketHandler) abs(d time.Duration) time.Time { return h.epoch.Add(
 // single-path association).
 func (h *SentPacketHandler) Controller() cc.Controller { return h.paths[0].cc }
 
+// TimingMark reports whether the next full-size packet on the current
+// path opens its controller's timed first flight (cc.FlightTimer).
+func (h *SentPacketHandler) TimingMark(now time.Duration) bool {
+	t, ok := h.cp().cc.(cc.FlightTimer)
+	return ok && t.TimingMark(h.abs(now))
+}
+
 // RTT is path 0's RTT statistics.
 func (h *SentPacketHandler) RTT() *cc.RTTStats { return h.paths[0].rtt }
 
