@@ -114,6 +114,7 @@ func NewAssociation(cfg Config, now time.Time) (*Association, error) {
 		SendBuffer:          cfg.sendBufferLimit(),
 		MaxPending:          cfg.MaxStreams,
 	}
+	a.streams.UnsentLimit = a.streams.Limits.InitialSendBuffer
 	a.streams.Events = assocEvents{a}
 	a.streams.Frames = &a.sent
 	hc := a.ackhandlerConfig()

@@ -164,6 +164,11 @@ const (
 	// behind a hole during its repair (a round trip and a half, another
 	// if the repair is lost).
 	windowBDPs = 4
+	// unsentBDPs: the streams together hold at most this many
+	// bandwidth-delay products written and not yet sent (at least a
+	// new stream's send buffer): what keeps the link busy for a round
+	// trip beyond the data in flight, whatever the writers could add.
+	unsentBDPs = 2
 	// silenceGapFactor and minSilenceHold: new data waits once the peer
 	// has been quiet this many times its longest recent gap
 	// (outageDetector.silence).

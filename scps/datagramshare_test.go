@@ -69,6 +69,15 @@ func TestDatagramFloodLeavesStreamsTheirShare(t *testing.T) {
 // request that side 1 answers with 1,000 bytes. It returns each of the
 // requests' time from its open to the answer's end.
 func requestBesideBulk(t *testing.T, bulk, requests int, flood bool) []time.Duration {
+	lat, _ := requestBesideBulkUnsent(t, bulk, requests, flood)
+	return lat
+}
+
+// requestBesideBulkUnsent is requestBesideBulk that also reports the most
+// the answering side's streams held written and not yet sent while the
+// requests ran: what its bulk writers (the servers behind a far
+// endpoint) could put in beyond what the link takes.
+func requestBesideBulkUnsent(t *testing.T, bulk, requests int, flood bool) (_ []time.Duration, maxUnsent uint64) {
 	t.Helper()
 	s := newGEOSim(t, 2e6, 10e6, 0)
 	probes := map[uint64]bool{}
@@ -93,9 +102,11 @@ func requestBesideBulk(t *testing.T, bulk, requests int, flood bool) []time.Dura
 				}
 			}
 			s.runUntil(s.now+time.Millisecond, func() bool { return false })
+			maxUnsent = max(maxUnsent, s.a[1].streams.Unsent)
 		}
 	}
 	step(5 * time.Second) // the bulk streams fill the link
+	maxUnsent = 0
 	type probe struct {
 		st   *appStream
 		sent time.Duration
@@ -116,18 +127,30 @@ func requestBesideBulk(t *testing.T, bulk, requests int, flood bool) []time.Dura
 		lat = append(lat, p.st.eofAt-p.sent)
 	}
 	slices.Sort(lat)
-	t.Logf("%d bulk streams, datagram flood %v: %d requests answered after p50 %v, max %v (RTT 600 ms)", bulk, flood, len(lat), lat[len(lat)/2], lat[len(lat)-1])
-	return lat
+	t.Logf("%d bulk streams, datagram flood %v: %d requests answered after p50 %v, max %v (RTT 600 ms); at most %d bytes unsent", bulk, flood, len(lat), lat[len(lat)/2], lat[len(lat)-1], maxUnsent)
+	return lat, maxUnsent
 }
 
 // TestRequestBesideBulkAndFlood: a request on a new stream
 // is answered within 1.2 round trips while bulk streams and a datagram
 // flood at the link's rate fill a GEO link: new streams and their answers
 // go ahead of the bulk queue and the datagrams' share.
+//
+// The bulk writers' unsent data stays within a few bandwidth-delay
+// products, not what their send buffers or a large memory budget would
+// take: through the endpoints, the far endpoint's servers otherwise fill
+// hundreds of MB of send buffers at the local network's rate, and for as
+// long as that lasts its TUN queue holds a new connection's handshake
+// and answer back (docs/manyflows.md).
 func TestRequestBesideBulkAndFlood(t *testing.T) {
-	lat := requestBesideBulk(t, 100, 6, true)
+	lat, unsent := requestBesideBulkUnsent(t, 100, 6, true)
 	if worst := lat[len(lat)-1]; worst > 720*time.Millisecond {
 		t.Errorf("a request took %v, more than 1.2 RTT", worst)
+	}
+	// GEO 10/2's bandwidth-delay product is 750 kB; a new stream's send
+	// buffer (4 MiB) is the floor of what the streams may hold unsent.
+	if limit := uint64(8 << 20); unsent > limit {
+		t.Errorf("the bulk streams held %d bytes unsent, more than %d: their writers fill buffers the link does not need", unsent, limit)
 	}
 }
 

@@ -65,6 +65,10 @@ func (a *Association) Receive(now time.Time, pn uint64, pkt []byte) error {
 		// Likewise the send buffers follow the controller's rate.
 		a.streams.SendRateWindow = max(a.streams.SendRateWindow, uint64(windowBDPs*a.pacingRate()*a.windowRTT().Seconds()))
 	}
+	// What the streams may hold unsent follows the rate as well: enough
+	// to keep the link busy while the writers refill, not what the memory
+	// budget allows (streams.Manager.UnsentLimit).
+	a.streams.UnsentLimit = max(a.streams.Limits.InitialSendBuffer, uint64(unsentBDPs*a.pacingRate()*a.windowRTT().Seconds()))
 	defer a.maybeResume()
 
 	var f wire.Frame

@@ -127,6 +127,7 @@ func (e *Endpoint) serveStream(a *assoc, st *scps.Stream) {
 	}
 	defer e.releaseFlow(&a.quota.served)
 	ctx, cancel := context.WithTimeout(e.ctx, dialTimeout)
+	dialStart := time.Now()
 	conn, err := e.stk.DialTCP(ctx, m.src, m.dst)
 	cancel()
 	if err != nil {
@@ -136,7 +137,7 @@ func (e *Endpoint) serveStream(a *assoc, st *scps.Stream) {
 		return
 	}
 	e.stats.FlowsAccepted.Add(1)
-	e.log.Debug("flow open", "peer", a.cfg.Name, "src", m.src, "dst", m.dst, "stream", st.ID())
+	e.log.Debug("flow open", "peer", a.cfg.Name, "src", m.src, "dst", m.dst, "stream", st.ID(), "dial", time.Since(dialStart))
 	e.splice(connEnd{conn}, streamEnd{st})
 }
 

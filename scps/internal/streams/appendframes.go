@@ -208,6 +208,7 @@ func (m *Manager) appendNewFrame(b []byte, limit int, s *State) (_ []byte, done,
 	if fin {
 		s.finSent = true
 	}
+	m.unsentSent(s)
 	return b, done, true
 }
 

@@ -78,6 +78,30 @@ type Manager struct {
 	// (told no rate, the association's pacing rate times the RTT): a
 	// writer that finds its buffer full gets it at once.
 	SendRateWindow uint64
+	// UnsentLimit is how much written data the streams together may hold
+	// not yet sent (0: no limit); the association sets it from its rate
+	// and RTT (UnsentShare splits it). Data that waits unsent beyond what
+	// keeps the link busy adds only delay: at the far endpoint of a
+	// thousand bulk downloads, the servers' fill of hundreds of MB of
+	// send buffers kept its TUN queue full for tens of seconds, and a new
+	// connection's handshake and answer waited behind it.
+	UnsentLimit uint64
+}
+
+// Room says what limits a writer's room in its send buffer.
+type Room uint8
+
+const (
+	RoomOwn    Room = iota // the stream's own send buffer (auto-tuned)
+	RoomBudget             // the memory budget (MemBudget)
+	RoomUnsent             // its share of UnsentLimit
+)
+
+// UnsentShare is the most written data one stream may hold unsent: an
+// even share of UnsentLimit among the streams, at least SendFloor, so a
+// request or a reply header always goes in at once.
+func (m *Manager) UnsentShare() uint64 {
+	return max(m.UnsentLimit/uint64(max(len(m.ByID), 1)), SendFloor)
 }
 
 // NewStream adds a stream to the table. With a known receive rate its
@@ -145,8 +169,9 @@ func (m *Manager) Buffered() int {
 }
 
 // SendSpace is how many bytes s's send buffer accepts now
-// (MemBudget.SendSpace with the association's streams and credit).
-func (m *Manager) SendSpace(s *State) (space int, budget bool) {
+// (MemBudget.SendSpace with the association's streams and credit, and
+// s's share of UnsentLimit), and what limits it.
+func (m *Manager) SendSpace(s *State) (space int, why Room) {
 	if w := min(m.SendRateWindow, m.Limits.SendBuffer); w > s.sendWin.Size && s.writeOff-s.ackedPrefix >= s.sendWin.Size/2 && s.writeOff < s.peerMax {
 		// The writer fills its buffer, the peer's reader would take more
 		// than is written, and the link is faster than it drains: size
@@ -155,17 +180,44 @@ func (m *Manager) SendSpace(s *State) (space int, budget bool) {
 		// the writer adds would only wait in memory.
 		s.sendWin.Size = w
 	}
-	return m.Mem.SendSpace(s, len(m.ByID), m.Flow.RecvMax-m.Flow.Consumed)
+	space, budget := m.Mem.SendSpace(s, len(m.ByID), m.Flow.RecvMax-m.Flow.Consumed)
+	if budget {
+		why = RoomBudget
+	}
+	if m.UnsentLimit > 0 {
+		if u := int(m.UnsentShare()) - int(s.Unsent()); u < space {
+			return u, RoomUnsent
+		}
+	}
+	return space, why
 }
 
 // AwaitRoom marks a writer waiting for room in s's send buffer: room the
-// memory budget withholds (budget) or the stream's own.
-func (m *Manager) AwaitRoom(s *State, budget bool) {
+// memory budget withholds, its share of the unsent data, or the stream's
+// own.
+func (m *Manager) AwaitRoom(s *State, why Room) {
 	s.writeWait = true
-	if budget {
+	switch why {
+	case RoomBudget:
 		m.Mem.Wait(s)
-	} else {
+	case RoomUnsent:
+		s.unsentWait = true
+	default:
 		s.sendLimited = true
+	}
+}
+
+// unsentSent wakes s's writer once what it waited for, its unsent data
+// below its share, has gone out down to half of the share: the link has
+// what it needs meanwhile, and the writer is not woken for every packet.
+func (m *Manager) unsentSent(s *State) {
+	if !s.unsentWait || s.Unsent() > m.UnsentShare()/2 {
+		return
+	}
+	s.unsentWait = false
+	if s.writeWait {
+		s.writeWait = false
+		m.notify(s)
 	}
 }
 
@@ -338,10 +390,10 @@ func (m *Manager) reset(s *State, code uint64, now, srtt time.Duration) {
 // write copies as much of p into s's send buffer as fits and returns how
 // much; short of all of p, the writer waits for room (AwaitRoom).
 func (m *Manager) write(s *State, p []byte) int {
-	space, budget := m.SendSpace(s)
+	space, why := m.SendSpace(s)
 	n := min(len(p), space)
 	if n < len(p) {
-		m.AwaitRoom(s, budget)
+		m.AwaitRoom(s, why)
 	}
 	if n <= 0 {
 		return 0

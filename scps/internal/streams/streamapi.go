@@ -96,9 +96,9 @@ func (m *Manager) WriteRoom(id uint64) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	space, budget := m.SendSpace(s)
+	space, why := m.SendSpace(s)
 	if space <= 0 {
-		m.AwaitRoom(s, budget)
+		m.AwaitRoom(s, why)
 		return 0, nil
 	}
 	return space, nil

@@ -156,7 +156,7 @@ func TestBudgetReleasedWakesOldestFirst(t *testing.T) {
 	}
 	ws[0].gone = true
 	for _, s := range ws {
-		m.AwaitRoom(s, true)
+		m.AwaitRoom(s, RoomBudget)
 	}
 	share := m.Mem.SendShare(len(m.ByID))
 	if share != 256<<10 {
@@ -405,5 +405,58 @@ func TestSendBufferGrowsOnlyForTheLink(t *testing.T) {
 		if s.sendWin.Size != tc.want {
 			t.Errorf("%s: send buffer %d, want %d", tc.name, s.sendWin.Size, tc.want)
 		}
+	}
+}
+
+// TestUnsentShareHoldsWriterUntilSent: with many streams, a bulk writer
+// may hold only its share of UnsentLimit (at least SendFloor) written and
+// not yet sent, whatever its own send buffer would take; it is woken
+// once its data has gone out down to half of that share, not for every
+// packet, and a stream with nothing unsent still takes a request of
+// SendFloor at once.
+func TestUnsentShareHoldsWriterUntilSent(t *testing.T) {
+	ev := &recordedEvents{}
+	m := Manager{Events: ev, Frames: &recordedFrames{}, Limits: Limits{StreamWindow: 1 << 20, ConnWindow: 64 << 20, InitialStreamWindow: settings.InitialStreamCredit, InitialSendBuffer: 4 << 20}}
+	m.Init(true, 1000, 1000)
+	m.Flow.Init(settings.InitialConnCredit, 64<<20, time.Second)
+	m.Flow.PeerMax = 64 << 20
+	m.UnsentLimit = 4 << 20
+	var ss []*State
+	for i := range uint64(1000) {
+		ss = append(ss, m.NewStream(2*i, true, time.Second))
+	}
+	share := m.UnsentShare()
+	if share != SendFloor {
+		t.Fatalf("share of 4 MiB among 1,000 streams %d, want the floor %d", share, SendFloor)
+	}
+	bulk := ss[0]
+	bulk.peerMax = 1 << 30
+	if n := m.write(bulk, make([]byte, 1<<20)); n != int(share) {
+		t.Fatalf("bulk writer put in %d bytes, want its share %d", n, share)
+	}
+	if !bulk.writeWait || !bulk.unsentWait {
+		t.Fatal("the bulk writer does not wait for its unsent data")
+	}
+	if n := m.write(ss[1], make([]byte, 1000)); n != 1000 {
+		t.Fatalf("a request beside it put in %d of 1000 bytes", n)
+	}
+	// Packets go out; the writer is woken once, when half its share has
+	// gone.
+	for len(ev.ids) == 0 && bulk.Unsent() > 0 {
+		if _, ok := m.AppendStreams(make([]byte, 0, 1400), 1400); !ok {
+			t.Fatal("nothing to send")
+		}
+		if len(ev.ids) == 0 && bulk.Unsent() <= share/2 {
+			t.Fatalf("unsent %d, at most half the share, and the writer still waits", bulk.Unsent())
+		}
+	}
+	if len(ev.ids) != 1 || ev.ids[0] != bulk.id || bulk.Unsent() > share/2 || bulk.Unsent()+1400 < share/2 {
+		t.Fatalf("woken %v with %d unsent, want stream %d once with about half of %d", ev.ids, bulk.Unsent(), bulk.id, share)
+	}
+	// Without a limit (no association set one), the stream's own buffer
+	// decides.
+	m.UnsentLimit = 0
+	if space, why := m.SendSpace(bulk); why != RoomOwn || space < 1<<20 {
+		t.Fatalf("no limit: room %d (%v), want the own buffer's", space, why)
 	}
 }

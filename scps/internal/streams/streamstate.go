@@ -53,6 +53,7 @@ type State struct {
 	sendWin     Window // send buffer size, auto-tuned on the acknowledged offset
 	sendLimited bool   // the buffer was full for the application this epoch
 	budgetWait  bool   // the writer waits for the memory budget (MemBudget)
+	unsentWait  bool   // the writer waits for its unsent data to go out (Manager.UnsentShare)
 	sendFreed   bool   // aborted: the send buffer's bytes left the budget
 
 	resetQueued bool // our RESET_STREAM must (again) go out
