@@ -231,6 +231,15 @@ func TestStalledReadersIsolated(t *testing.T) {
 		return float64(b1-b0) * 8 / t1.Sub(t0).Seconds(), b1
 	}
 	alone, _ := downloadRate()
+	// The first download's stream ends a round trip or more after its
+	// client closed (longer on a loaded machine); what B sends it
+	// meanwhile is not the stalled downloads'.
+	for wait := time.Now(); assocStats(t, tb, testbed.B).StreamsOpen > 0; {
+		if time.Since(wait) > 30*time.Second {
+			t.Fatal("the first download's stream still open 30 s after its client closed")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	sent0 := assocStats(t, tb, testbed.B).StreamBytesSent
 	for range 10 {
 		c, err := tb.Dial(testbed.A, "tcp", ln.Addr().String())
