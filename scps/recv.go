@@ -51,6 +51,7 @@ func (a *Association) Receive(now time.Time, pn uint64, pkt []byte) error {
 	// Timed from its arrival, the ACK's reported delay covers the time
 	// the host held the packet, which the peer then leaves out of its RTT
 	// sample.
+	a.ack.SetTimed(!a.rxArrived.IsZero())
 	a.ack.OnReceived(pn, a.rxAt, eliciting, a.cfg.AckEvery, a.ackDelay)
 	if mark {
 		a.ack.AckAtOnce()

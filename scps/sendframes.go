@@ -24,6 +24,15 @@ func (a *Association) appendAck(b []byte, limit int) []byte {
 	if len(rs) == 0 {
 		return b
 	}
+	// The points the ACK passed go first, each as the ACK the peer would
+	// have had then: it takes each frame's largest as it comes.
+	room := limit - wire.AckFrameLen(delay, rs)
+	a.ack.Points(rs, func(at time.Duration, prs []wire.AckRange) {
+		d := uint64((a.now - at) / time.Microsecond)
+		if len(b)+wire.AckFrameLen(d, prs) <= room {
+			b = wire.AppendAck(b, d, prs)
+		}
+	})
 	b = wire.AppendAck(b, delay, rs)
 	f := a.sent.AddFrame()
 	f.Kind, f.Off = ackhandler.KindAck, rs[0].Largest

@@ -89,3 +89,24 @@ func checkStartup(t *testing.T, c condition, r result, want float64) {
 		t.Errorf("queue drops %.2f%%, want < 1%%", 100*r.queueLoss)
 	}
 }
+
+// hostBatches makes both hosts of c take packets in batches: each holds
+// what arrived over 1.5 ms of every 2 ms and hands it over at once, with
+// the time each packet arrived (a receiving endpoint's socket reads and
+// scheduling; at 250 Mbit/s a whole first flight arrives within 1.5 ms).
+func hostBatches(c condition) condition {
+	for _, d := range []*linkParams{&c.fwd, &c.rev} {
+		d.StallEvery, d.StallFor = 2*time.Millisecond, 1500*time.Microsecond
+	}
+	c.name += ", batched hand-over"
+	return c
+}
+
+// TestUntoldStartupBatchedReceiver: at 250 Mbit/s the receiving host
+// hands the first flight over in one or two batches (hostBatches), so
+// one ACK answers what ACKs every AckEvery packets would have timed.
+func TestUntoldStartupBatchedReceiver(t *testing.T) {
+	c := hostBatches(wrongRate(condK250(), 0))
+	c.dur = 8 * time.Second
+	checkStartup(t, c, measure(t, c, "hybrid", LossAuto, 1), 0.95)
+}

@@ -233,3 +233,80 @@ func TestReceivedAckAckedAt(t *testing.T) {
 		t.Fatal("at 220 ms: 11 still awaited: want the holes below 12 forgotten")
 	}
 }
+
+// ackPointsOf collects what Points hands out for the ranges an ACK
+// would carry now.
+func ackPointsOf(r *ReceivedPacketHandler) (at []time.Duration, frames [][]wire.AckRange) {
+	r.Points(r.Ranges(), func(t time.Duration, rs []wire.AckRange) {
+		at = append(at, t)
+		frames = append(frames, append([]wire.AckRange(nil), rs...))
+	})
+	return at, frames
+}
+
+// TestAckPoints: a burst taken in one batch is answered by one ACK,
+// preceded by the frames of its points (ackPoint): the train's first
+// packet and the first and latest after which an ACK fell due, each cut
+// at its packet and timed from its arrival; a point below too many holes
+// is left out, and none go out while the ACK budget holds ACKs back.
+func TestAckPoints(t *testing.T) {
+	var r ReceivedPacketHandler
+	r.SetTimed(true)
+	const every, delay = 10, 25 * time.Millisecond
+	arrival := func(pn uint64) time.Duration { return time.Second + time.Duration(pn)*50*time.Microsecond }
+	for pn := uint64(0); pn < 32; pn++ {
+		if pn != 5 { // a hole below the second point
+			r.OnReceived(pn, arrival(pn), true, every, delay)
+		}
+	}
+	at, frames := ackPointsOf(&r)
+	want := []uint64{0, 10, 30} // the train's start, the 10th and (replacing the 20th) the 30th packet received
+	if len(at) != len(want) {
+		t.Fatalf("points %v %v, want at packets %v", at, frames, want)
+	}
+	for i, pn := range want {
+		if at[i] != arrival(pn) || frames[i][0].Largest != pn {
+			t.Errorf("point %d: at %v largest %d, want at %v largest %d", i, at[i], frames[i][0].Largest, arrival(pn), pn)
+		}
+	}
+	if got := frames[1]; len(got) != 2 || got[0] != (wire.AckRange{Smallest: 6, Largest: 10}) || got[1] != (wire.AckRange{Smallest: 0, Largest: 4}) {
+		t.Errorf("second point's ranges %v, want 6-10 and 0-4", got)
+	}
+	r.OnAckSent()
+	if at, _ := ackPointsOf(&r); len(at) != 0 {
+		t.Fatalf("points after the ACK went out: %v", at)
+	}
+
+	// Holes: more than maxPointRanges below a point leave it out.
+	base := uint64(100)
+	t0 := 2 * time.Second // a new train
+	for i := uint64(0); i < 2*every; i++ {
+		if i%2 == 1 && i < 12 {
+			continue
+		}
+		r.OnReceived(base+i, t0+time.Duration(i)*time.Millisecond, true, every, delay)
+	}
+	if at, frames := ackPointsOf(&r); len(at) != 1 || frames[0][0].Largest != base {
+		t.Errorf("points below six holes: %v %v, want only the train's start", at, frames)
+	}
+
+	// The ACK budget holds the ACK back: no points.
+	r.OnAckSent()
+	for pn := uint64(200); pn < 230; pn++ {
+		r.OnReceived(pn, 3*time.Second+time.Duration(pn)*time.Microsecond, true, every, delay)
+	}
+	r.Defer()
+	if at, _ := ackPointsOf(&r); len(at) != 0 {
+		t.Errorf("points while the ACK budget defers: %v", at)
+	}
+
+	// Arrivals not timed by the host: no points.
+	r.OnAckSent()
+	r.SetTimed(false)
+	for pn := uint64(300); pn < 330; pn++ {
+		r.OnReceived(pn, 4*time.Second, true, every, delay)
+	}
+	if at, _ := ackPointsOf(&r); len(at) != 0 {
+		t.Errorf("points of untimed arrivals: %v", at)
+	}
+}

@@ -7,7 +7,10 @@ package ackhandler
 // and at once when a packet arrives out of order or while a new hole is
 // fresh (so the sender can apply its 3-packet threshold without waiting),
 // and at once for a packet the sender marked (AckAtOnce). Every ACK reports the holes (up to
-// maxAckRanges): SACK and SNACK in one frame.
+// maxAckRanges): SACK and SNACK in one frame. An ACK that leaves later
+// than it fell due (a host that takes packets in batches) is preceded by
+// the frames it would have been (ackPoint), so the sender still times
+// the path.
 
 import (
 	"slices"
@@ -37,7 +40,32 @@ const (
 	// that arrived (on any path), then the newest ranges.
 	maxTrackedRangesMulti = 4096
 	lateFills             = 64
+	// maxAckPoints bounds the earlier points (ackPoint) one ACK reports,
+	// and maxPointRanges the ranges each may take: a point below more
+	// holes is left out (its frame would cost as much as the ACK).
+	maxAckPoints   = 3
+	maxPointRanges = 4
+	// trainGap: a packet that arrives this long after the one before
+	// begins a train; its arrival is a point.
+	trainGap = 10 * time.Millisecond
 )
+
+// ackPoint is an arrival the sender times the path by: the first packet
+// of a train, or one after which an ACK fell due (every AckEvery
+// packets). A host that takes packets in batches (socket reads, a busy
+// scheduler) answers a whole batch with one ACK, and the sender learns
+// only when its last packet arrived: at 250 Mbit/s a first flight of 32
+// packets arrives within 1.5 ms, one batch, and the sender could not
+// time the link (slow start then doubled up from the initial window, ten
+// round trips to the link's rate). So each ACK is preceded by an ACK
+// frame per point its packets passed, ranges cut at the point's packet
+// and the delay counted from its arrival: the frames the receiver would
+// have sent then.
+type ackPoint struct {
+	pn  uint64
+	at  time.Duration
+	due bool // an ACK fell due (else the train began)
+}
 
 // ReceivedPacketHandler is the receiver's side of acknowledgement of one
 // association. It is not safe for concurrent use.
@@ -59,6 +87,11 @@ type ReceivedPacketHandler struct {
 	ackOnlyCount int
 	deferred     bool // the ACK budget held back the pending ACK (counted once)
 	scratch      []wire.AckRange
+	points       [maxAckPoints]ackPoint // since the last ACK sent, in order
+	npoints      int
+	lastArrival  time.Duration // arrival of the latest packet
+	timed        bool          // the arrivals are the host's receive timestamps (SetTimed)
+	pointScratch []wire.AckRange
 
 	multi bool              // several paths (SetMultipath)
 	late  [lateFills]uint64 // the latest packets received, a ring
@@ -104,6 +137,9 @@ func (s *ReceivedPacketHandler) OnReceived(pn uint64, now time.Duration, eliciti
 		s.OnAckAcked(s.forgets[s.fhead].pn)
 		s.fhead, s.fnum = (s.fhead+1)%heldForgets, s.fnum-1
 	}
+	train := !s.any || now-s.lastArrival >= trainGap
+	s.lastArrival = max(s.lastArrival, now)
+	newest := !s.any || pn > s.largest
 	s.received.Add(pn, pn+1)
 	for s.received.Len() > limit {
 		s.floor = s.received.First().End
@@ -117,6 +153,9 @@ func (s *ReceivedPacketHandler) OnReceived(pn uint64, now time.Duration, eliciti
 		return
 	}
 	s.eliciting++
+	if due := (s.eliciting+s.carried)%every == 0; newest && s.timed && !s.multi && (train || due) {
+		s.addPoint(ackPoint{pn: pn, at: now, due: due})
+	}
 	top := s.received.Last()
 	if outOfOrder || s.eliciting+s.carried >= every || (!s.multi && s.received.Len() > 1 && top.Len() < freshHole) {
 		s.immediate = true
@@ -134,6 +173,56 @@ func (s *ReceivedPacketHandler) OnReceived(pn uint64, now time.Duration, eliciti
 func (s *ReceivedPacketHandler) AckAtOnce() {
 	if s.pending && s.eliciting > 0 {
 		s.immediate, s.extra = true, true
+	}
+}
+
+// SetTimed says whether the arrival times OnReceived is given are when
+// the host received the packets (kernel receive timestamps), not when it
+// handed them over: only such arrivals make points (ackPoint). A batch
+// handed over at once without them arrives at one time, and its points
+// would time the host's hold as the path.
+func (s *ReceivedPacketHandler) SetTimed(on bool) { s.timed = on }
+
+// addPoint notes that an ACK of pn would time the path (ackPoint). When
+// the points are full the newest replaces the last: the first ones
+// hold the start of the train, and the widest span times it best.
+func (s *ReceivedPacketHandler) addPoint(p ackPoint) {
+	if s.npoints == maxAckPoints {
+		s.npoints--
+	}
+	s.points[s.npoints] = p
+	s.npoints++
+}
+
+// Points calls add for each point (ackPoint) below the largest packet
+// received, oldest first, with the ranges of rs (an ACK frame's, highest
+// first) at or below it, cut at it; the slice is reused. Only for a late
+// ACK, one that fell due at an earlier packet: an ACK that leaves when
+// due times the path itself, and a train's start added to it would
+// change what every ACK of a quiet host says. None while the ACK budget
+// holds ACKs back: a narrow return link's ACKs stay small.
+func (s *ReceivedPacketHandler) Points(rs []wire.AckRange, add func(at time.Duration, ranges []wire.AckRange)) {
+	if s.deferred || s.multi || !slices.ContainsFunc(s.points[:s.npoints], func(p ackPoint) bool { return p.due && p.pn < s.largest }) {
+		return
+	}
+	for _, p := range s.points[:s.npoints] {
+		if p.pn >= s.largest {
+			break
+		}
+		s.pointScratch = s.pointScratch[:0]
+		for _, r := range rs {
+			if r.Smallest > p.pn {
+				continue
+			}
+			s.pointScratch = append(s.pointScratch, wire.AckRange{Smallest: r.Smallest, Largest: min(r.Largest, p.pn)})
+		}
+		// Left out: a point below more holes than it may list (its
+		// frame would cost what the ACK does), or whose packet the
+		// ACK's ranges do not hold (cut for room).
+		if n := len(s.pointScratch); n == 0 || n > maxPointRanges || s.pointScratch[0].Largest != p.pn {
+			continue
+		}
+		add(p.at, s.pointScratch)
 	}
 }
 
@@ -210,6 +299,7 @@ func (s *ReceivedPacketHandler) OnAckSent() {
 	}
 	s.extra = false
 	s.pending, s.eliciting, s.immediate, s.deadline, s.deferred = false, 0, false, 0, false
+	s.npoints = 0
 }
 
 // OnAckAcked: the peer has our ACK whose largest was largest; it knows
