@@ -78,3 +78,29 @@ func TestHybridStartsNearTheTimedRate(t *testing.T) {
 		t.Errorf("slow start paced at %.0f B/s after the first flight, want %.0f", got, want)
 	}
 }
+
+// TestHybridRegrowsBeyondALowEstimate: a first flight the sending host
+// spread (or whose ACKs a thin return link spread) times the link below
+// its rate. Slow start paces a quarter beyond the estimate; once the
+// link delivered more than capacityBeaten of it with no queue, the
+// estimate was low and slow start grows by half per round trip, not a
+// quarter.
+func TestHybridRegrowsBeyondALowEstimate(t *testing.T) {
+	rtt := 650 * time.Millisecond
+	c := NewHybrid(Params{MaxDatagramSize: mss, RTT: NewRTTStats(rtt)})
+	c.p.RTT.Update(rtt, 0)
+	for i := 0; i*mss < c.initialWindow(); i++ {
+		c.OnPacketSent(t0, mss, (i+1)*mss)
+	}
+	const est = 1e6 // the link carries 30 MB/s
+	train(&c.capa, t0.Add(rtt), 32, 10, est, 0)
+	c.cwnd = 64 << 20 // slow start's window is no bound here
+	c.ackRate = est   // a round at the estimate delivered it
+	if got := c.PacingRate() / c.ackRate; math.Abs(got-capacityOvershoot) > 0.01 {
+		t.Errorf("at the estimate: paced at %.2f times the delivery rate, want %.2f", got, capacityOvershoot)
+	}
+	c.ackRate = capacityOvershoot * est // the next delivered a quarter more, no queue
+	if got := c.PacingRate() / c.ackRate; math.Abs(got-capacityRegrowth) > 0.01 {
+		t.Errorf("beyond the estimate: paced at %.2f times the delivery rate, want %.2f", got, capacityRegrowth)
+	}
+}

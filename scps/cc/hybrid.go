@@ -83,6 +83,20 @@ const (
 	// estimate too high shows in the delay signal one round trip later
 	// as any slow start round's overshoot does.
 	capacityOvershoot = 1.25
+	// capacityBeaten and capacityRegrowth: once the delivery rate is
+	// beyond capacityBeaten times the estimate with no queue (slow
+	// start still on), the estimate was low, and slow start grows by
+	// capacityRegrowth per round trip instead of capacityOvershoot. A
+	// busy sending host spreads its first flight as a slower link
+	// would (through the binary at a load average of 16 the 47 kB of a
+	// 250 Mbit/s link's first flight left over 9 ms and timed it at
+	// 0.9 MB/s of 30), and a thin return link's queue spreads the ACKs;
+	// a quarter per round trip from that far below took 15 round trips.
+	// Half per round trip overshoots the link by at most half a
+	// bandwidth-delay product of queue before the delay signal returns,
+	// which a modem's one-product queue holds.
+	capacityBeaten   = 1.2
+	capacityRegrowth = 1.5
 	// quietRounds: after this many rounds in a row that showed no queue
 	// while the window was full, the link has more to give (a rain fade
 	// ended, a competitor left) and slow start resumes.
@@ -645,6 +659,8 @@ func (c *Hybrid) PacingRate() float64 {
 		// competitor left): go straight back to it, and beyond it
 		// carefully.
 		r = min(max(r, c.peakRate), capacityOvershoot*max(c.peakRate, dr))
+	case est > 0 && c.ackRate > capacityBeaten*c.capa.estimate():
+		r = min(r, capacityRegrowth*dr)
 	case est > 0:
 		r = min(max(r, est), capacityOvershoot*max(est, dr))
 	}
