@@ -201,7 +201,7 @@ func (m *Manager) AwaitRoom(s *State, why Room) {
 	case RoomBudget:
 		m.Mem.Wait(s)
 	case RoomUnsent:
-		s.unsentWait = true
+		s.unsentWait, s.unsentHeld = true, true
 	default:
 		s.sendLimited = true
 	}
@@ -211,6 +211,9 @@ func (m *Manager) AwaitRoom(s *State, why Room) {
 // below its share, has gone out down to half of the share: the link has
 // what it needs meanwhile, and the writer is not woken for every packet.
 func (m *Manager) unsentSent(s *State) {
+	if s.Unsent() == 0 && !s.writeWait {
+		s.unsentHeld = false // drained: its next write may be light
+	}
 	if !s.unsentWait || s.Unsent() > m.UnsentShare()/2 {
 		return
 	}

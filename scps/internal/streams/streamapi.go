@@ -178,6 +178,7 @@ func (m *Manager) CloseWrite(id uint64) error {
 	}
 	s.finQueued = true
 	s.finOffset = s.writeOff
+	s.unsentHeld = false // the writer is done: its tail may go as light
 	m.ScheduleNew(s)
 	return nil
 }
@@ -205,6 +206,7 @@ func (m *Manager) Close(id uint64, now, srtt time.Duration) error {
 	if !s.finQueued {
 		s.finQueued = true
 		s.finOffset = s.writeOff
+		s.unsentHeld = false
 		m.ScheduleNew(s)
 	}
 	s.localErr = ErrStreamClosed

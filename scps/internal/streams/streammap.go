@@ -125,8 +125,14 @@ func (m *Map) ScheduleNew(s *State) {
 }
 
 // light reports whether s has little new data to send and its writer
-// waits for no room: a request, a reply, an interactive write.
-func (s *State) light() bool { return s.Unsent() <= LightThreshold && !s.writeWait }
+// waits for no room: a request, a reply, an interactive write. A writer
+// the unsent share holds (Manager.UnsentShare) has little unsent by
+// construction: it stays bulk, woken or not, until it queues its FIN or
+// everything it wrote has gone out; otherwise each wake would put a
+// bulk stream ahead of the others and of the requests.
+func (s *State) light() bool {
+	return s.Unsent() <= LightThreshold && !s.writeWait && !s.unsentHeld
+}
 
 // LightWaiting reports whether the next stream data to go is a light
 // stream's: a repair of one at the head of the repairs, or, with no

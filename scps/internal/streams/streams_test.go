@@ -413,7 +413,7 @@ func TestSendBufferGrowsOnlyForTheLink(t *testing.T) {
 // not yet sent, whatever its own send buffer would take; it is woken
 // once its data has gone out down to half of that share, not for every
 // packet, and a stream with nothing unsent still takes a request of
-// SendFloor at once.
+// SendFloor at once. A writer so held stays bulk until its FIN.
 func TestUnsentShareHoldsWriterUntilSent(t *testing.T) {
 	ev := &recordedEvents{}
 	m := Manager{Events: ev, Frames: &recordedFrames{}, Limits: Limits{StreamWindow: 1 << 20, ConnWindow: 64 << 20, InitialStreamWindow: settings.InitialStreamCredit, InitialSendBuffer: 4 << 20}}
@@ -452,6 +452,14 @@ func TestUnsentShareHoldsWriterUntilSent(t *testing.T) {
 	}
 	if len(ev.ids) != 1 || ev.ids[0] != bulk.id || bulk.Unsent() > share/2 || bulk.Unsent()+1400 < share/2 {
 		t.Fatalf("woken %v with %d unsent, want stream %d once with about half of %d", ev.ids, bulk.Unsent(), bulk.id, share)
+	}
+	// Woken, with little unsent, it is still bulk: a request keeps its
+	// precedence over it. Its FIN ends that: the tail may go as light.
+	if bulk.light() {
+		t.Fatal("a woken bulk writer counts as light")
+	}
+	if err := m.CloseWrite(bulk.id); err != nil || !bulk.light() {
+		t.Fatalf("after its FIN (err %v), the stream with %d unsent is not light", err, bulk.Unsent())
 	}
 	// Without a limit (no association set one), the stream's own buffer
 	// decides.
