@@ -191,7 +191,7 @@ func TestCarefulResumeRefusesOtherPath(t *testing.T) {
 // the RTT alone while its jump arrives at its own rate. The retreat's
 // window comes from that arrival rate, and the slow start that resumes
 // after a quiet round doubles per round trip: 90% of the rate within 6
-// RTTs of the first byte (5.3; 69% of the limit over 8 s). Before, the
+// RTTs of the first byte (5.3; 70% of the limit over 8 s). Before, the
 // retreat took the rate of the first few ACKs over the last eighth of a
 // round trip (558 kbit/s of a jump at 3.2 Mbit/s), waited two quiet
 // rounds and grew by a quarter of the best rate seen per round trip:
