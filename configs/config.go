@@ -463,7 +463,7 @@ func (p *Peer) validatePaths(where string, pc *PeerConfig) error {
 
 func (p *Path) validate(where string) (PathConfig, error) {
 	pp := PathConfig{Name: p.Name, Backup: p.Backup}
-	if !validPathName(p.Name) {
+	if !ValidPathName(p.Name) {
 		return pp, fmt.Errorf("%s.name: %q is not a path name: use 1..32 letters, digits, '-' or '_', e.g. name = \"geo\"", where, p.Name)
 	}
 	where = fmt.Sprintf("%s (%s)", where, p.Name)
@@ -498,8 +498,9 @@ func (p *Path) validate(where string) (PathConfig, error) {
 	return pp, nil
 }
 
-// validPathName: path names appear in logs, status and metric labels.
-func validPathName(s string) bool {
+// ValidPathName reports whether s may name a path: path names appear in
+// logs, status, metric labels and the path state file.
+func ValidPathName(s string) bool {
 	if s == "" || len(s) > 32 {
 		return false
 	}

@@ -378,15 +378,37 @@ func (a *Association) Stats() Stats {
 // ok is false while it has measured no delivery rate or its controller
 // does not report one.
 func (a *Association) PathState(at time.Time) (p cc.PathState, ok bool) {
-	r, isResumer := a.sent.Controller().(cc.Resumer)
-	if !isResumer || r.PathRate() <= 0 || a.sent.RTT().Min() <= 0 {
+	if p, ok = a.controllerState(0, at); ok {
+		if st := a.Stats(); st.PacketsSent > 0 {
+			p.Loss = min(float64(st.PacketsLost)/float64(st.PacketsSent), 1)
+		}
+	}
+	return p, ok
+}
+
+// PathStateOf is PathState of path i alone (1 <= i < MaxPaths, set by
+// SetPath): its controller's delivery rate, its minimum RTT and its loss
+// (PathStats.Loss), for careful resume per path (PathOptions.Resume).
+func (a *Association) PathStateOf(i int, at time.Time) (p cc.PathState, ok bool) {
+	if i <= 0 || i >= MaxPaths || !a.paths.p[i].inUse {
 		return cc.PathState{}, false
 	}
-	p = cc.PathState{Rate: r.PathRate(), MinRTT: a.sent.RTT().Min(), At: at, Retreated: r.ResumePhase() == cc.ResumeRetreated}
-	if st := a.Stats(); st.PacketsSent > 0 {
-		p.Loss = min(float64(st.PacketsLost)/float64(st.PacketsSent), 1)
+	if p, ok = a.controllerState(i, at); ok {
+		if st := a.paths.p[i].stats; st.Checked > 0 {
+			p.Loss = float64(st.Lost) / float64(st.Checked)
+		}
 	}
-	return p, true
+	return p, ok
+}
+
+// controllerState is path i's controller's part of PathState.
+func (a *Association) controllerState(i int, at time.Time) (cc.PathState, bool) {
+	r, isResumer := a.sent.PathController(i).(cc.Resumer)
+	rtt := a.sent.PathRTT(i)
+	if !isResumer || r.PathRate() <= 0 || rtt.Min() <= 0 {
+		return cc.PathState{}, false
+	}
+	return cc.PathState{Rate: r.PathRate(), MinRTT: rtt.Min(), At: at, Retreated: r.ResumePhase() == cc.ResumeRetreated}, true
 }
 
 // InOutage reports whether the association is in outage mode.

@@ -79,6 +79,10 @@ type PathOptions struct {
 	// never exceeds; 0: unknown (its controller finds it). Path 0 takes
 	// Config.SendRate instead.
 	SendRate int64
+	// Resume is what an earlier association saved of this path
+	// (PathStateOf), for careful resume on it as Config.Resume is for
+	// path 0; zero: none. Path 0 takes Config.Resume instead.
+	Resume cc.Resume
 }
 
 // PathStats is a snapshot of one path.
@@ -199,7 +203,11 @@ func (a *Association) SetPath(i int, opts PathOptions) error {
 	}
 	if i > 0 {
 		// A path of its own: a fresh controller, pacer and RTT.
-		if err := a.sent.SetPath(i, ackhandler.PathConfig{SendRate: opts.SendRate, InitialRTT: opts.InitialRTT}, a.now); err != nil {
+		pc := ackhandler.PathConfig{SendRate: opts.SendRate, InitialRTT: opts.InitialRTT}
+		if opts.Resume.Saved.Rate > 0 {
+			pc.Resume = &opts.Resume
+		}
+		if err := a.sent.SetPath(i, pc, a.now); err != nil {
 			return fmt.Errorf("scps: path %d: %w", i, err)
 		}
 	}

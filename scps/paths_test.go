@@ -4,6 +4,8 @@ import (
 	"container/heap"
 	"testing"
 	"time"
+
+	"scpsvpn/scps/cc"
 )
 
 // pathSim is a download (side 1 sends, side 0 reads) over two simulated
@@ -425,5 +427,38 @@ func TestPathBackupGEOCellular(t *testing.T) {
 	}
 	if st.resetErr != nil || st.closeErr != nil {
 		t.Fatalf("stream: reset %v, close %v", st.resetErr, st.closeErr)
+	}
+}
+
+// TestPathResume: each path reports its own state for careful resume
+// (PathStateOf), and a path set with a saved state starts its own
+// controller from it (PathOptions.Resume), while a path set without
+// starts afresh.
+func TestPathResume(t *testing.T) {
+	s, st := twoLinkSim(t, [2]bondLink{bondCell, bondGEO}, false, time.Second)
+	s.runUntil(15*time.Second, func() bool { return false })
+	if st.received == 0 {
+		t.Fatal("no data")
+	}
+	p, ok := s.a[1].PathStateOf(1, simEpoch.Add(s.now))
+	// The GEO's way out and the ACKs' way back, on the cellular link.
+	if !ok || p.Rate <= 0 || p.MinRTT < 300*time.Millisecond || p.MinRTT > 700*time.Millisecond {
+		t.Fatalf("sender's GEO path state %+v (%v): want a rate and about the GEO's RTT", p, ok)
+	}
+	if c, ok := s.a[1].PathStateOf(0, simEpoch); ok || c.Rate != 0 {
+		t.Errorf("PathStateOf(0) %+v: want none (path 0's is PathState)", c)
+	}
+	t.Logf("GEO path saved: %.0f kB/s, min RTT %v, loss %.3f", p.Rate/1000, p.MinRTT, p.Loss)
+	a, err := NewAssociation(DefaultConfig(), simEpoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSetPath(t, a, 1, PathOptions{Name: "geo", Resume: cc.Resume{Saved: p}})
+	mustSetPath(t, a, 2, PathOptions{Name: "fresh"})
+	if r, ok := a.sent.PathController(1).(cc.Resumer); !ok || r.ResumePhase() == cc.ResumeOff {
+		t.Errorf("path set with a saved state: controller %T not resuming", a.sent.PathController(1))
+	}
+	if r, ok := a.sent.PathController(2).(cc.Resumer); ok && r.ResumePhase() != cc.ResumeOff {
+		t.Errorf("path set without a saved state resumes: %v", r.ResumePhase())
 	}
 }

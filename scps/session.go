@@ -464,6 +464,13 @@ func (s *Session) PathState() (cc.PathState, bool) {
 	return s.a.PathState(time.Now())
 }
 
+// PathStateOf is Association.PathStateOf, stamped now.
+func (s *Session) PathStateOf(i int) (cc.PathState, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.a.PathStateOf(i, time.Now())
+}
+
 // Err is why the session ended (nil while it runs).
 func (s *Session) Err() error {
 	s.mu.Lock()

@@ -120,7 +120,7 @@ func New(cfg *configs.Config, log *slog.Logger, opts Options) (*Endpoint, error)
 		unreach:  rateLimiter{perSecond: unreachPerSecond},
 		spoofed:  rateLimiter{perSecond: 1},
 		replies:  make(chan peers.Datagram, maxQueuedReplies),
-		paths:    &pathStore{log: log, m: map[[32]byte]cc.PathState{}},
+		paths:    &pathStore{log: log, m: map[pathKey]cc.PathState{}},
 	}, nil
 }
 

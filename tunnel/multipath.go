@@ -31,6 +31,7 @@ import (
 	"scpsvpn/configs"
 	"scpsvpn/peers"
 	"scpsvpn/scps"
+	"scpsvpn/scps/cc"
 )
 
 // capMultipath is the capability bit (assocParams.caps, spec.md) of a side
@@ -48,11 +49,19 @@ type learnedPaths struct {
 	heard [scps.MaxPaths]time.Time // receive routine only
 }
 
-// pathOptions are the association's paths from the peer's configuration.
+// pathOptions are the association's paths from the peer's configuration,
+// each after the first resuming from what an earlier association saved of
+// it (path 0 resumes from the association's entry, scps Config.Resume).
 func (a *assoc) pathOptions(learn bool) []scps.PathOptions {
 	var out []scps.PathOptions
-	for _, pc := range a.cfg.Paths {
-		out = append(out, scps.PathOptions{Name: pc.Name, Backup: pc.Backup, InitialRTT: pc.Link.RTT, SendRate: pc.Link.Up})
+	now := time.Now()
+	for i, pc := range a.cfg.Paths {
+		o := scps.PathOptions{Name: pc.Name, Backup: pc.Backup, InitialRTT: pc.Link.RTT, SendRate: pc.Link.Up}
+		if p, ok := a.e.paths.getPath(pathKey{peer: a.cfg.PublicKey, path: pc.Name}, now); ok && i > 0 {
+			o.Resume = cc.Resume{Saved: p}
+			a.log.Info("path resuming at the state saved", "path", pc.Name, "rate_bps", int64(p.Rate*8), "min_rtt", p.MinRTT, "age", now.Sub(p.At).Round(time.Second))
+		}
+		out = append(out, o)
 	}
 	if len(out) == 0 && learn {
 		// Path 0 is the first source the peer's packets come from.

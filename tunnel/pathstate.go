@@ -5,7 +5,9 @@ package tunnel
 // association to that peer starts from it (careful resume,
 // docs/careful-resume.md): in memory across re-keys and new associations,
 // and in a file in [interface] state_dir across restarts. The file is
-// keyed by the peer's public key, written atomically (a temporary file
+// keyed by the peer's public key and, for a peer's configured paths after
+// the first ([[peer.path]], docs/multipath.md), the path's name: the
+// first path's state is the association's. It is written atomically (a temporary file
 // renamed over it), bounded (maxPathEntries, maxPathFile) and parsed
 // strictly: a file that does not parse is ignored whole, with one log
 // line. A state_dir that is missing or not writable costs the persistence
@@ -28,6 +30,7 @@ import (
 	"sync"
 	"time"
 
+	"scpsvpn/configs"
 	"scpsvpn/scps/cc"
 )
 
@@ -37,7 +40,10 @@ const (
 	// the directory, each with a file of its own.
 	pathFileSuffix = ".paths"
 	// pathFileHeader is its first line: the format and its version.
-	pathFileHeader = "scpsvpn-paths 1"
+	// Version 2 adds a sixth field to some lines, the path's name;
+	// a file without named entries is written as version 1.
+	pathFileHeader   = "scpsvpn-paths 1"
+	pathFileHeaderV2 = "scpsvpn-paths 2"
 	// maxPathEntries bounds the file and the map: more peers than a
 	// configuration holds in practice; the oldest entries go first.
 	maxPathEntries = 1024
@@ -49,19 +55,27 @@ const (
 	pathSaveEvery = 10 * time.Second
 )
 
+// pathKey names a saved path: the peer's public key, and the name of one
+// of its configured paths ("" for the association's own: a single path,
+// or the first of several).
+type pathKey struct {
+	peer [32]byte
+	path string
+}
+
 // pathStore is the per-peer path state, safe for concurrent use.
 type pathStore struct {
 	log   *slog.Logger
 	file  string // "" when there is no persistence
 	mu    sync.Mutex
-	m     map[[32]byte]cc.PathState
+	m     map[pathKey]cc.PathState
 	dirty bool
 }
 
 // openPathStore loads the state file of interface name in dir. A missing
 // or unusable dir is logged once and leaves the store in memory only.
 func openPathStore(dir, name string, log *slog.Logger) *pathStore {
-	s := &pathStore{log: log, m: map[[32]byte]cc.PathState{}}
+	s := &pathStore{log: log, m: map[pathKey]cc.PathState{}}
 	if dir == "" {
 		return s
 	}
@@ -124,9 +138,14 @@ func readBounded(name string, limit int64) ([]byte, error) {
 
 // get returns the usable saved path to the peer with key.
 func (s *pathStore) get(key [32]byte, now time.Time) (cc.PathState, bool) {
+	return s.getPath(pathKey{peer: key}, now)
+}
+
+// getPath returns the usable saved state of the path k.
+func (s *pathStore) getPath(k pathKey, now time.Time) (cc.PathState, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p, ok := s.m[key]
+	p, ok := s.m[k]
 	return p, ok && p.Usable(now)
 }
 
@@ -135,7 +154,10 @@ func (s *pathStore) get(key [32]byte, now time.Time) (cc.PathState, bool) {
 // RTT changed, or the association retreated from it (the path proved
 // different): an association that carried little measures less than the
 // path gives, and must not spoil the next one's start.
-func (s *pathStore) put(key [32]byte, p cc.PathState) {
+func (s *pathStore) put(key [32]byte, p cc.PathState) { s.putPath(pathKey{peer: key}, p) }
+
+// putPath is put for the path k.
+func (s *pathStore) putPath(key pathKey, p cc.PathState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old, ok := s.m[key]; ok && old.Usable(p.At) && !p.Retreated && p.Rate < old.Rate &&
@@ -153,7 +175,7 @@ func (s *pathStore) put(key [32]byte, p cc.PathState) {
 }
 
 func (s *pathStore) evictOldestLocked() {
-	var oldest [32]byte
+	var oldest pathKey
 	first := true
 	for k, v := range s.m {
 		if first || v.At.Before(s.m[oldest].At) {
@@ -210,20 +232,34 @@ func writeAtomic(name string, b []byte) error {
 
 // marshalPathState renders the entries, one line each after the header:
 // the peer's public key (base64), the rate in bytes/s, the minimum RTT in
-// microseconds, the loss in parts per million and the time observed in
-// Unix seconds.
-func marshalPathState(m map[[32]byte]cc.PathState) []byte {
-	keys := make([][32]byte, 0, len(m))
+// microseconds, the loss in parts per million, the time observed in Unix
+// seconds and, for a named path, its name (then the header says version
+// 2).
+func marshalPathState(m map[pathKey]cc.PathState) []byte {
+	keys := make([]pathKey, 0, len(m))
+	header := pathFileHeader
 	for k := range m {
 		keys = append(keys, k)
+		if k.path != "" {
+			header = pathFileHeaderV2
+		}
 	}
-	slices.SortFunc(keys, func(a, b [32]byte) int { return bytes.Compare(a[:], b[:]) })
+	slices.SortFunc(keys, func(a, b pathKey) int {
+		if c := bytes.Compare(a.peer[:], b.peer[:]); c != 0 {
+			return c
+		}
+		return strings.Compare(a.path, b.path)
+	})
 	var b bytes.Buffer
-	b.WriteString(pathFileHeader + "\n")
+	b.WriteString(header + "\n")
 	for _, k := range keys {
 		p := m[k]
-		fmt.Fprintf(&b, "%s %d %d %d %d\n", base64.StdEncoding.EncodeToString(k[:]),
+		fmt.Fprintf(&b, "%s %d %d %d %d", base64.StdEncoding.EncodeToString(k.peer[:]),
 			uint64(p.Rate), p.MinRTT.Microseconds(), uint64(math.Round(p.Loss*1e6)), p.At.Unix())
+		if k.path != "" {
+			b.WriteString(" " + k.path)
+		}
+		b.WriteString("\n")
 	}
 	return b.Bytes()
 }
@@ -236,22 +272,24 @@ const (
 )
 
 // parsePathState parses a state file strictly: the header, then at most
-// maxPathEntries lines of five fields in range, no key twice.
-func parsePathState(b []byte) (map[[32]byte]cc.PathState, error) {
+// maxPathEntries lines of five fields in range (six in version 2, the
+// last a path name), no key twice.
+func parsePathState(b []byte) (map[pathKey]cc.PathState, error) {
 	if len(b) > maxPathFile {
 		return nil, fmt.Errorf("longer than %d bytes", maxPathFile)
 	}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 0, 256), 256)
-	if !sc.Scan() || sc.Text() != pathFileHeader {
-		return nil, fmt.Errorf("first line is not %q", pathFileHeader)
+	if !sc.Scan() || sc.Text() != pathFileHeader && sc.Text() != pathFileHeaderV2 {
+		return nil, fmt.Errorf("first line is not %q or %q", pathFileHeader, pathFileHeaderV2)
 	}
-	m := map[[32]byte]cc.PathState{}
+	named := sc.Text() == pathFileHeaderV2
+	m := map[pathKey]cc.PathState{}
 	for line := 2; sc.Scan(); line++ {
 		if len(m) >= maxPathEntries {
 			return nil, fmt.Errorf("more than %d entries", maxPathEntries)
 		}
-		k, p, err := parsePathLine(sc.Text())
+		k, p, err := parsePathLine(sc.Text(), named)
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %w", line, err)
 		}
@@ -269,16 +307,25 @@ func parsePathState(b []byte) (map[[32]byte]cc.PathState, error) {
 	return m, nil
 }
 
-func parsePathLine(s string) (k [32]byte, p cc.PathState, err error) {
+func parsePathLine(s string, named bool) (k pathKey, p cc.PathState, err error) {
 	f := strings.Split(s, " ")
-	if len(f) != 5 {
+	switch {
+	case named && len(f) == 6:
+		if !configs.ValidPathName(f[5]) {
+			return k, p, fmt.Errorf("field 6: %q is not a path name", f[5])
+		}
+		k.path = f[5]
+	case len(f) != 5:
+		if named {
+			return k, p, fmt.Errorf("%d fields, want 5 or 6", len(f))
+		}
 		return k, p, fmt.Errorf("%d fields, want 5", len(f))
 	}
 	key, err := base64.StdEncoding.Strict().DecodeString(f[0])
 	if err != nil || len(key) != 32 {
 		return k, p, errors.New("not a base64 public key")
 	}
-	copy(k[:], key)
+	copy(k.peer[:], key)
 	var v [4]int64
 	limits := [4]int64{maxSavedRate, maxSavedRTT, maxSavedLossPP, math.MaxInt64 / 2}
 	for i := range v {
@@ -307,10 +354,16 @@ func (e *Endpoint) savePaths() {
 	e.paths.save()
 }
 
-// observePath records what association as learned of the peer's path.
+// observePath records what association as learned of the peer's path,
+// and of each configured path after the first by its name.
 func (a *assoc) observePath(as *association) {
 	if p, ok := as.sess.PathState(); ok {
 		a.e.paths.put(a.cfg.PublicKey, p)
+	}
+	for i := 1; i < len(a.cfg.Paths); i++ {
+		if p, ok := as.sess.PathStateOf(i); ok {
+			a.e.paths.putPath(pathKey{peer: a.cfg.PublicKey, path: a.cfg.Paths[i].Name}, p)
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"scpsvpn/configs"
 	"scpsvpn/peers"
 	"scpsvpn/scps/cc"
 )
@@ -36,7 +37,7 @@ func TestPathStateSavedAndLoaded(t *testing.T) {
 		t.Fatalf("state file does not parse: %v\n%s", err, raw)
 	}
 	keyA := [32]byte(a.priv.PublicKey())
-	saved, ok := m[keyA]
+	saved, ok := m[pathKey{peer: keyA}]
 	if !ok || saved.Rate <= 0 || saved.MinRTT <= 0 || time.Since(saved.At) > time.Minute {
 		t.Fatalf("state file holds %+v for a (found %v), want a rate, an RTT and a fresh time:\n%s", saved, ok, raw)
 	}
@@ -93,9 +94,9 @@ func TestPathStateFileRoundTrip(t *testing.T) {
 	k1, _ := peers.GeneratePrivateKey()
 	k2, _ := peers.GeneratePrivateKey()
 	at := time.Unix(1_700_000_000, 0)
-	m := map[[32]byte]cc.PathState{
-		[32]byte(k1.PublicKey()): {Rate: 1_250_000, MinRTT: 601 * time.Millisecond, Loss: 0.01, At: at},
-		[32]byte(k2.PublicKey()): {Rate: 8000, MinRTT: 40 * time.Millisecond, At: at},
+	m := map[pathKey]cc.PathState{
+		{peer: [32]byte(k1.PublicKey())}: {Rate: 1_250_000, MinRTT: 601 * time.Millisecond, Loss: 0.01, At: at},
+		{peer: [32]byte(k2.PublicKey())}: {Rate: 8000, MinRTT: 40 * time.Millisecond, At: at},
 	}
 	got, err := parsePathState(marshalPathState(m))
 	if err != nil {
@@ -111,7 +112,7 @@ func TestPathStateFileRoundTrip(t *testing.T) {
 	}
 	for _, bad := range []string{
 		"",
-		"scpsvpn-paths 2\n",
+		"scpsvpn-paths 3\n",
 		pathFileHeader,
 		pathFileHeader + "\nAAAA 1 1 0 0\n",
 		pathFileHeader + "\n" + lineFor(k1) + " 1 1 0\n",
@@ -122,6 +123,10 @@ func TestPathStateFileRoundTrip(t *testing.T) {
 		pathFileHeader + "\n" + lineFor(k1) + " 1 1 1000001 0\n",
 		pathFileHeader + "\n" + lineFor(k1) + " 1 1 0 0\n" + lineFor(k1) + " 1 1 0 0\n",
 		pathFileHeader + "\n" + lineFor(k1) + " 1 1 0 0",
+		pathFileHeader + "\n" + lineFor(k1) + " 1 1 0 0 geo\n",
+		pathFileHeaderV2 + "\n" + lineFor(k1) + " 1 1 0 0 ge/o\n",
+		pathFileHeaderV2 + "\n" + lineFor(k1) + " 1 1 0 0 geo extra\n",
+		pathFileHeaderV2 + "\n" + lineFor(k1) + " 1 1 0 0 geo\n" + lineFor(k1) + " 1 1 0 0 geo\n",
 	} {
 		if _, err := parsePathState([]byte(bad)); err == nil {
 			t.Errorf("%q parsed", bad)
@@ -131,12 +136,48 @@ func TestPathStateFileRoundTrip(t *testing.T) {
 
 func lineFor(k peers.Key) string { return k.PublicKey().String() }
 
+// TestPathStateNamedPaths: the configured paths after the first are kept
+// by name beside the association's entry of the same peer, written as
+// version 2 only when there are such, and read back.
+func TestPathStateNamedPaths(t *testing.T) {
+	k, _ := peers.GeneratePrivateKey()
+	peer := [32]byte(k.PublicKey())
+	at := time.Unix(1_700_000_000, 0)
+	s := openPathStore("", "scps0", slog.New(slog.DiscardHandler))
+	s.put(peer, cc.PathState{Rate: 9e6, MinRTT: 40 * time.Millisecond, At: at})
+	if b := marshalPathState(s.m); !bytes.HasPrefix(b, []byte(pathFileHeader+"\n")) {
+		t.Errorf("no named path, written as %q: want version 1", b)
+	}
+	s.putPath(pathKey{peer: peer, path: "geo"}, cc.PathState{Rate: 1.2e6, MinRTT: 600 * time.Millisecond, Loss: 0.01, At: at})
+	b := marshalPathState(s.m)
+	if !bytes.HasPrefix(b, []byte(pathFileHeaderV2+"\n")) || !bytes.Contains(b, []byte(" geo\n")) {
+		t.Fatalf("written as %q: want version 2 with the path's name", b)
+	}
+	m, err := parsePathState(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := m[pathKey{peer: peer, path: "geo"}]; p.Rate != 1.2e6 || p.MinRTT != 600*time.Millisecond {
+		t.Errorf("geo read back as %+v", p)
+	}
+	if p := m[pathKey{peer: peer}]; p.Rate != 9e6 || p.MinRTT != 40*time.Millisecond {
+		t.Errorf("the association's entry read back as %+v", p)
+	}
+	if p, ok := s.getPath(pathKey{peer: peer, path: "geo"}, at); !ok || p.Rate != 1.2e6 {
+		t.Errorf("getPath: %+v %v", p, ok)
+	}
+	if _, ok := s.getPath(pathKey{peer: peer, path: "lte"}, at); ok {
+		t.Error("a path never saved is found")
+	}
+}
+
 // FuzzParsePathState: any bytes in the state file are refused with an
 // error or parse to entries that write back and parse to the same.
 func FuzzParsePathState(f *testing.F) {
 	k, _ := peers.GeneratePrivateKey()
 	f.Add([]byte(pathFileHeader + "\n" + lineFor(k) + " 1250000 601000 10000 1700000000\n"))
 	f.Add([]byte(pathFileHeader + "\n"))
+	f.Add([]byte(pathFileHeaderV2 + "\n" + lineFor(k) + " 1250000 601000 10000 1700000000 geo\n" + lineFor(k) + " 1250000 40000 0 1700000000\n"))
 	f.Add([]byte("garbage"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := parsePathState(b)
@@ -156,4 +197,29 @@ func FuzzParsePathState(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestPathOptionsResume: a peer's configured paths after the first start
+// from what was saved of each by name; the first (the association's, scps
+// Config.Resume) and a path never saved start afresh.
+func TestPathOptionsResume(t *testing.T) {
+	k, _ := peers.GeneratePrivateKey()
+	store := openPathStore("", "scps0", slog.New(slog.DiscardHandler))
+	a := &assoc{e: &Endpoint{paths: store}, log: slog.New(slog.DiscardHandler)}
+	a.cfg.PublicKey = k.PublicKey()
+	a.cfg.Paths = []configs.PathConfig{{Name: "leo"}, {Name: "geo"}, {Name: "lte"}}
+	now := time.Now()
+	geo := cc.PathState{Rate: 1.2e6, MinRTT: 600 * time.Millisecond, At: now}
+	store.putPath(pathKey{peer: [32]byte(a.cfg.PublicKey), path: "geo"}, geo)
+	store.putPath(pathKey{peer: [32]byte(a.cfg.PublicKey), path: "leo"}, cc.PathState{Rate: 9e6, MinRTT: 40 * time.Millisecond, At: now})
+	opts := a.pathOptions(false)
+	if len(opts) != 3 {
+		t.Fatalf("%d paths", len(opts))
+	}
+	if opts[0].Resume.Saved.Rate != 0 || opts[2].Resume.Saved.Rate != 0 {
+		t.Errorf("first path %+v, never saved %+v: want no saved state", opts[0].Resume, opts[2].Resume)
+	}
+	if got := opts[1].Resume.Saved; got.Rate != geo.Rate || got.MinRTT != geo.MinRTT {
+		t.Errorf("geo resumes from %+v, want %+v", got, geo)
+	}
 }

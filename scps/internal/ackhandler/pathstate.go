@@ -42,6 +42,7 @@ type pathState struct {
 type PathConfig struct {
 	SendRate   int64         // bit/s of the path's forward link; 0 = unknown
 	InitialRTT time.Duration // 0: the handler's Config.InitialRTT
+	Resume     *cc.Resume    // the path as an earlier association saved it (careful resume); nil = none
 }
 
 // initPath sets path i's state up afresh; its packets still in flight
@@ -79,12 +80,12 @@ func (h *SentPacketHandler) initPath(i int, pc PathConfig, resume *cc.Resume, no
 }
 
 // SetPath gives path i (1 <= i < MaxPaths) a fresh state: a new
-// controller and RTT, as a new path starts.
+// controller and RTT, as a new path starts (from pc.Resume, if saved).
 func (h *SentPacketHandler) SetPath(i int, pc PathConfig, now time.Duration) error {
 	if i <= 0 || i >= MaxPaths {
 		return fmt.Errorf("ackhandler: path %d: use 1..%d", i, MaxPaths-1)
 	}
-	return h.initPath(i, pc, nil, now)
+	return h.initPath(i, pc, pc.Resume, now)
 }
 
 // Use makes path i the one the next packet goes on: WindowOpen, Paced,
