@@ -66,10 +66,7 @@ type Association struct {
 	// rxArrived is when the host took in the packet being received, if
 	// the layer below knows (ReceiveArrived); rxAt is that time as the
 	// packet's timing uses it (arrivedAt), lastRxAt the previous one's.
-	rxArrived time.Time
-	// rxPath is the path the packet being received came on, plus one
-	// (0: not known, as for Receive).
-	rxPath         int
+	rxArrived      time.Time
 	rxAt, lastRxAt time.Duration
 
 	streams streams.Manager // the streams, their flow control and the memory budget

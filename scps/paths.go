@@ -267,9 +267,7 @@ func (a *Association) ReceiveOn(now time.Time, i int, pn uint64, pkt []byte) err
 		i = 0
 	}
 	before := a.stats.PacketsReceived
-	a.rxPath = i + 1
 	err := a.Receive(now, pn, pkt)
-	a.rxPath = 0
 	if a.stats.PacketsReceived == before {
 		return err // not accepted: says nothing of the path
 	}
@@ -521,51 +519,7 @@ func (a *Association) onPathAck(f *wire.Ack) {
 			a.choosePath()
 		}
 	}
-	if len(rs) > 0 && a.paths.multi() {
-		a.pathsBehind(rs[len(rs)-1].Smallest, rs[0].Largest)
-	}
 }
-
-// pathsBehind takes down the paths whose oldest awaited packet the ACK
-// being received proves lost by the time it was sent: the packet lies
-// within the ACK's ranges (smallest..largest) yet is not acknowledged,
-// and the ACK left the peer after the packet should have arrived. The
-// ACK came on path rxPath-1 and took at most that path's round trip to
-// come back, so it left no earlier than now less that round trip; the
-// packet, sent at its check's time, took at most its own path's round
-// trip to arrive. So a primary whose link dies is judged by the ACKs of
-// a faster path (a backup's probe answers, a bonded path's ACKs) about
-// a round trip of that path after the packet was due, rather than after
-// twice its own round trip (downAfter): a GEO primary beside a cellular
-// backup hands over in well under a second.
-func (a *Association) pathsBehind(smallest, largest uint64) {
-	k := a.rxPath - 1
-	if k < 0 || !a.paths.p[k].inUse || a.paths.p[k].rtt.Samples() == 0 {
-		return
-	}
-	kr := a.paths.p[k].rtt
-	left := a.rxAt - kr.Smoothed() - kr.Var() // the ACK left the peer no earlier
-	for i := range a.paths.p {
-		p := &a.paths.p[i]
-		if i == k || !p.inUse || p.retired || !p.up || p.n == 0 || p.rtt.Samples() == 0 {
-			continue
-		}
-		c := p.checks[p.head]
-		if c.pn < smallest || c.pn > largest {
-			continue
-		}
-		due := c.at + p.rtt.Smoothed() + max(minBehind, 4*p.rtt.Var(), p.rtt.Smoothed()/4)
-		if left >= due {
-			a.pathDown(i)
-			a.choosePath()
-		}
-	}
-}
-
-// minBehind is the least time an ACK must have left the peer after a
-// packet was due for the packet's absence to take its path down: above
-// the jitter of a queue.
-const minBehind = 100 * time.Millisecond
 
 // checkPaths takes down the paths whose awaited packets went
 // unacknowledged too long, retires learned paths long down and silent,
@@ -656,12 +610,24 @@ func (a *Association) choosePath() {
 	}
 	old := ps.data
 	if best < 0 {
-		// No path works: stay (outage mode takes over if the peer falls
-		// silent), unless the old one is gone.
-		if ps.p[old].inUse {
+		// No path works: go on over the one the peer was heard on last,
+		// if a probe interval after the old one (its packets prove the
+		// way back at least; its probes' answers bring it up; paths
+		// heard alike do not swap the data to and fro), else stay
+		// (outage mode takes over if the peer falls silent), unless the
+		// old one is gone.
+		for i := range ps.p {
+			p := &ps.p[i]
+			if p.inUse && !p.retired && p.lastHeard > ps.p[old].lastHeard+pathProbeInterval && (best < 0 || p.lastHeard > ps.p[best].lastHeard) {
+				best = i
+			}
+		}
+		if best < 0 && ps.p[old].inUse {
 			return
 		}
-		best = 0
+		if best < 0 {
+			best = 0
+		}
 	}
 	if best == old {
 		return
