@@ -104,6 +104,9 @@ func (a *Association) sendPath(rotate bool) int {
 				}
 			}
 		}
+		if i, ok := a.ackStarved(set); ok {
+			best = i
+		}
 	}
 	a.sent.Use(best)
 	return best
@@ -112,6 +115,28 @@ func (a *Association) sendPath(rotate bool) int {
 // ackSpread: one in this many of a told side's packets without data goes
 // on another data path than the lowest-delay one.
 const ackSpread = 8
+
+// ackStarveGap: a data path that carried none of a told side's traffic
+// for this long takes its next packet without data, whatever the count,
+// so the learned peer, which bonds only across the paths it heard
+// traffic on within bondRecent, never drops one. One in ackSpread is not
+// enough where ACKs are few or held back (an ACK budget set by told
+// rates): the peer then dropped the GEO path beside a cellular one for
+// a moment every second or so, and each time its window there drained.
+const ackStarveGap = bondRecent / 4
+
+// ackStarved is the data path of set that carried no traffic of ours
+// for ackStarveGap or more, the longest so, if any.
+func (a *Association) ackStarved(set uint16) (int, bool) {
+	best, oldest := -1, a.now-ackStarveGap
+	for s := set; s != 0; s &= s - 1 {
+		i := bits.TrailingZeros16(s)
+		if t := a.paths.p[i].lastOut; t <= oldest {
+			best, oldest = i, t
+		}
+	}
+	return best, best >= 0
+}
 
 // fastestPath is the path of set with the lowest smoothed RTT.
 func (a *Association) fastestPath(set uint16) int {

@@ -3,6 +3,7 @@ package scps
 import (
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -49,6 +50,14 @@ type bondResult struct {
 // learned by side 1, nothing told of their rates, for dur; goodput is the
 // in-order delivery from warm on.
 func bondRun(t *testing.T, links [2]bondLink, n int, warm, dur time.Duration) bondResult {
+	return bondRunWith(t, links, n, warm, dur, false)
+}
+
+// bondRunWith is bondRun; told: configured as `scpsvpn bench --workload
+// multipath` configures its sites, each side's association told the
+// first link's rates and RTT ([peer.link]) and side 0 each path's up
+// rate and RTT ([peer.path.link]).
+func bondRunWith(t *testing.T, links [2]bondLink, n int, warm, dur time.Duration, told bool) bondResult {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.MaxPacketSize, cfg.WireOverhead = tunnelPacketSize, tunnelOverhead
@@ -56,11 +65,20 @@ func bondRun(t *testing.T, links [2]bondLink, n int, warm, dur time.Duration) bo
 	for i := range links {
 		links[i].fwd.Overhead, links[i].rev.Overhead = tunnelOverhead, tunnelOverhead
 	}
+	cfgs := [2]Config{cfg, cfg}
+	var up [2]int64
+	if told {
+		rtt := links[0].fwd.Delay + links[0].rev.Delay
+		cfgs[0].InitialRTT, cfgs[1].InitialRTT = rtt, rtt
+		cfgs[0].SendRate, cfgs[0].RecvRate = int64(links[0].rev.Rate), int64(links[0].fwd.Rate)
+		cfgs[1].SendRate, cfgs[1].RecvRate = int64(links[0].fwd.Rate), int64(links[0].rev.Rate)
+		up = [2]int64{int64(links[0].rev.Rate), int64(links[1].rev.Rate)}
+	}
 	// Side 0 (the receiver) sends on dir[0] and pathDir[0]: the reverse.
-	s := newSim(t, 7, cfg, cfg, links[0].rev, links[0].fwd)
+	s := newSim(t, 7, cfgs[0], cfgs[1], links[0].rev, links[0].fwd)
 	s.pathDir = [2][]*simDir{{nil, {p: links[1].rev}}, {nil, {p: links[1].fwd}}}
-	mustSetPath(t, s.a[0], 0, PathOptions{Name: "a", InitialRTT: links[0].fwd.Delay + links[0].rev.Delay})
-	mustSetPath(t, s.a[0], 1, PathOptions{Name: "b", InitialRTT: links[1].fwd.Delay + links[1].rev.Delay})
+	mustSetPath(t, s.a[0], 0, PathOptions{Name: "a", InitialRTT: links[0].fwd.Delay + links[0].rev.Delay, SendRate: up[0]})
+	mustSetPath(t, s.a[0], 1, PathOptions{Name: "b", InitialRTT: links[1].fwd.Delay + links[1].rev.Delay, SendRate: up[1]})
 	mustSetPath(t, s.a[1], 0, PathOptions{Learned: true})
 	mustSetPath(t, s.a[1], 1, PathOptions{Learned: true})
 	s.attach()
@@ -165,4 +183,24 @@ func TestBondGEOCellularParallel(t *testing.T) {
 func TestBondLEOGEO(t *testing.T) {
 	links := [2]bondLink{bondGEO, bondLEO}
 	checkBond(t, bondRun(t, links, 1, 6*time.Second, 16*time.Second), links, 0.9)
+}
+
+// TestBondTold: the pairs of `scpsvpn bench --workload multipath`, in its
+// order (the first link is path 0) and told what it tells each side: one
+// download and eight reach 90% of the summed limits.
+func TestBondTold(t *testing.T) {
+	for _, tc := range []struct {
+		links     [2]bondLink
+		n         int
+		warm, dur time.Duration
+	}{
+		{[2]bondLink{bondGEO, bondCell}, 1, 10 * time.Second, 20 * time.Second},
+		{[2]bondLink{bondGEO, bondCell}, 8, 10 * time.Second, 20 * time.Second},
+		{[2]bondLink{bondLEO, bondGEO}, 1, 6 * time.Second, 16 * time.Second},
+		{[2]bondLink{bondLEO, bondGEO}, 8, 6 * time.Second, 16 * time.Second},
+	} {
+		t.Run(fmt.Sprintf("%s+%s/%d", strings.Fields(tc.links[0].name)[0], strings.Fields(tc.links[1].name)[0], tc.n), func(t *testing.T) {
+			checkBond(t, bondRunWith(t, tc.links, tc.n, tc.warm, tc.dur, true), tc.links, 0.9)
+		})
+	}
 }

@@ -135,6 +135,7 @@ type path struct {
 	lastElicit time.Duration // when an ack-eliciting packet last went on it
 	lastHeard  time.Duration // when a packet last arrived on it
 	lastTraffc time.Duration // when a packet other than a probe last arrived on it
+	lastOut    time.Duration // when we last sent on it a packet other than a probe or its answer
 	stats      PathStats
 }
 
@@ -367,6 +368,7 @@ func (a *Association) SendOn(now time.Time, buf []byte) (n int, pn uint64, path 
 	}
 	if n > 0 {
 		a.paths.onSent(a, path, pn, n, a.lastSent)
+		a.paths.p[path].lastOut = a.now
 	}
 	return n, pn, path
 }

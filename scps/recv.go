@@ -56,13 +56,18 @@ func (a *Association) Receive(now time.Time, pn uint64, pkt []byte) error {
 	if mark {
 		a.ack.AckAtOnce()
 	}
-	if eliciting && a.cfg.RecvRate == 0 {
+	// With several paths a told rate is the first path's alone (the
+	// association's [peer.link]): the windows follow what is measured
+	// there too, or a bonded transfer is held to the first link's
+	// bandwidth-delay product.
+	multi := a.paths.multi()
+	if eliciting && (a.cfg.RecvRate == 0 || multi) {
 		// Told no rate, the windows follow the rate the peer's
 		// trains arrive at (told one, they start at its product).
 		a.arrival.OnPacket(a.abs(a.rxAt), len(pkt))
 		a.streams.RateWindow = uint64(windowBDPs * a.arrival.Peak() * a.windowRTT().Seconds())
 	}
-	if a.cfg.SendRate == 0 {
+	if a.cfg.SendRate == 0 || multi {
 		// Likewise the send buffers follow the controller's rate.
 		a.streams.SendRateWindow = max(a.streams.SendRateWindow, uint64(windowBDPs*a.pacingRate()*a.windowRTT().Seconds()))
 	}
