@@ -30,6 +30,7 @@ import (
 	"scpsvpn/configs"
 	"scpsvpn/peers"
 	"scpsvpn/scps"
+	"scpsvpn/scps/settings"
 )
 
 // sealGrowth is how much more than for packet number 0 the seal adds to
@@ -201,6 +202,21 @@ func applyLink(cfg *scps.Config, link configs.LinkConfig) {
 	}
 }
 
+// untoldRates drops the rates [peer.link] told an association whose
+// paths are all learned from a peer that runs several: those rates are
+// one link's, and which learned path is that link this side cannot tell
+// (path 0 is whichever link the peer's first packet came over first, the
+// short one more often than not). Told them, it paced its cellular path
+// at the GEO link's rate, and bonded at 63% of the two links. Each path
+// then finds its rate as when told none; rtt and window still count.
+func untoldRates(cfg *scps.Config) {
+	cfg.SendRate, cfg.RecvRate = 0, 0
+	if cfg.Congestion == settings.CongestionRate {
+		// Open loop at a told rate: nothing left to send at.
+		cfg.Congestion = ""
+	}
+}
+
 // payload is our handshake payload for the peer. It is called by peers
 // with the peer's lock held, so it reads only atomics.
 func (a *assoc) payload() []byte {
@@ -272,6 +288,9 @@ func (a *assoc) begin(id uint64, theirs assocParams, rtt time.Duration) {
 	scfg := a.scfg
 	if p, ok := a.e.dev.Peer(a.cfg.Name); ok && p.Endpoint().IsValid() {
 		scfg = a.sessionConfig(p.Endpoint().Addr())
+	}
+	if len(a.cfg.Paths) == 0 && as.learned.on {
+		untoldRates(&scfg)
 	}
 	scfg.Resume = a.resumeFrom(rtt)
 	if r := scfg.Resume.Saved; r.Rate > 0 {

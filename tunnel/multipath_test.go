@@ -42,3 +42,26 @@ func TestMultipathCapability(t *testing.T) {
 		}
 	}
 }
+
+// TestUntoldRates: an association whose paths are all learned from a
+// multipath peer drops the rates [peer.link] told (one link's, which path
+// it cannot tell) and stays valid, the open-loop rate controller too.
+func TestUntoldRates(t *testing.T) {
+	for _, cc := range []string{"", "rate", "hybla"} {
+		cfg := scps.DefaultConfig()
+		cfg.SendRate, cfg.RecvRate, cfg.InitialRTT = 10_000_000, 2_000_000, 600*time.Millisecond
+		if cc != "" {
+			cfg.Congestion = cc
+		}
+		untoldRates(&cfg)
+		if cfg.SendRate != 0 || cfg.RecvRate != 0 || cfg.InitialRTT != 600*time.Millisecond {
+			t.Errorf("congestion %q: send %d recv %d rtt %v, want no rates and the told RTT", cc, cfg.SendRate, cfg.RecvRate, cfg.InitialRTT)
+		}
+		if cc == "hybla" && cfg.Congestion != cc {
+			t.Errorf("hybla became %q", cfg.Congestion)
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("congestion %q: %v", cc, err)
+		}
+	}
+}
