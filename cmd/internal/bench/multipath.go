@@ -7,7 +7,11 @@ package bench
 //   - bulk and latency: a download of half the duration from B with a
 //     request/response probe (--probe-size, default 1 KB here) on a
 //     second connection, the probe's p50 and p95 beside the fast link's
-//     RTT, and each path's share of the data B sent;
+//     RTT, each path's share of the data B sent, and the goodput after
+//     the start-up allowance (bondWarm) against the sum of both links'
+//     payload limits;
+//   - parallel (both links primaries): eight downloads at once for half
+//     the duration, the same goodput after the allowance;
 //   - failover: a download of a fixed size, SHA-256 checked, during which
 //     the link the data runs on is cut at A: the longest wait for the
 //     next byte after the cut (the time to move on), whether the
@@ -22,8 +26,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"scpsvpn/cmd/internal/linkemu"
@@ -52,6 +58,16 @@ var TwoLinkConditions = []Condition{
 type MultipathResult struct {
 	// Paths are B's paths after the bulk phase: the data each carried.
 	Paths []PathShare `json:"paths"`
+	// Bonding: the sum of both links' payload limits (SummedLimit), and
+	// the goodput of the bulk download and of the parallel ones (none
+	// with a backup link) from WarmS seconds after each phase began to
+	// its end.
+	SumLimitKBps float64 `json:"summed_limit_kBps"`
+	WarmS        float64 `json:"warm_s"`
+	SteadyKBps   float64 `json:"steady_kBps"`
+	Parallel     int     `json:"parallel,omitempty"`
+	ParallelKBps float64 `json:"parallel_steady_kBps,omitempty"`
+	ParallelErr  string  `json:"parallel_error,omitempty"`
 	// The probe beside the bulk download: request/response times.
 	Requests  int     `json:"requests"`
 	P50Ms     float64 `json:"request_p50_ms"`
@@ -202,11 +218,24 @@ func runMultipath(ctx context.Context, rc RunConfig, r *Result) (err error) {
 	if p, ok := Percentile(t.Latencies, 0.95); ok {
 		mp.P95Ms = ms(p)
 	}
+	mp.SumLimitKBps = (SummedLimit(c) + SummedLimit(*c.Second)) / 1000
+	warm := bondWarm(half)
+	mp.WarmS = warm.Seconds()
+	mp.SteadyKBps = steadyRate(t.Samples, warm) / 1000
 	paths, err := pathsOf(ctx, tb, rc.Binary, testbed.B)
 	if err != nil {
 		return err
 	}
 	mp.Paths = shares(tb, c, paths)
+	if !c.SecondBackup {
+		// Parallel downloads across both primaries.
+		mp.Parallel = bondParallel
+		samples, err := measureParallel(ctx, dial, bondParallel, half)
+		if err != nil {
+			mp.ParallelErr = oneLine(err.Error())
+		}
+		mp.ParallelKBps = steadyRate(samples, warm) / 1000
+	}
 	srv.Close()
 	if c.SecondBackup {
 		a, err := pathsOf(ctx, tb, rc.Binary, testbed.A)
@@ -226,6 +255,79 @@ func runMultipath(ctx context.Context, rc RunConfig, r *Result) (err error) {
 	}
 	r.Status = StatusOK
 	return nil
+}
+
+// bondParallel is how many downloads the parallel phase runs at once.
+const bondParallel = 8
+
+// bondWarm is the start-up allowance of a bonding phase of span: the
+// goodput counts from then on. Ten seconds (slow start and the receive
+// windows' growth over a 600 ms link take most of it), or half of a
+// shorter phase.
+func bondWarm(span time.Duration) time.Duration { return min(10*time.Second, span/2) }
+
+// SummedLimit is one link's payload limit in bytes per second: its
+// PayloadCapacity less its loss, and while it is up.
+func SummedLimit(c Condition) float64 {
+	up := 1.0
+	if e := c.OutageEvery; e.Every > 0 {
+		up -= float64(e.Duration) / float64(e.Every)
+	}
+	return c.PayloadCapacity() * (1 - c.LossDown) * up
+}
+
+// steadyRate is the rate in bytes per second of cumulative samples from
+// warm to the last sample (0 without two samples there).
+func steadyRate(samples []Sample, warm time.Duration) float64 {
+	i := slices.IndexFunc(samples, func(s Sample) bool { return s.T >= warm })
+	if i < 0 || i == len(samples)-1 {
+		return 0
+	}
+	first, last := samples[i], samples[len(samples)-1]
+	return float64(last.Bytes-first.Bytes) / (last.T - first.T).Seconds()
+}
+
+// measureParallel runs n downloads at once for span and returns their
+// summed bytes every sampleEvery, from {0, 0}; the error joins those of
+// the downloads that ended early.
+func measureParallel(ctx context.Context, dial Dialer, n int, span time.Duration) ([]Sample, error) {
+	start := time.Now()
+	end := start.Add(span)
+	wctx, cancel := context.WithDeadline(ctx, end)
+	defer cancel()
+	counts := make([]atomic.Int64, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var ttfb time.Duration
+			errs[i] = download(wctx, dial, start, end, &counts[i], make(chan struct{}), &ttfb)
+		}()
+	}
+	sum := func() (b int64) {
+		for i := range counts {
+			b += counts[i].Load()
+		}
+		return b
+	}
+	samples := []Sample{{}}
+	tick := time.NewTicker(sampleEvery)
+	defer tick.Stop()
+	for done := false; !done; {
+		select {
+		case <-wctx.Done():
+			done = true
+		case <-tick.C:
+		}
+		samples = append(samples, Sample{T: min(time.Since(start), span), Bytes: sum()})
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return samples, ctx.Err()
+	}
+	return samples, errors.Join(errs...)
 }
 
 // waitBothPaths waits until both of A's paths are up.
@@ -526,8 +628,17 @@ func twoLinkNames() []string {
 // multipathSummary is RunSummary's line for a multipath run.
 func multipathSummary(r *Result) string {
 	m := r.Multipath
-	s := fmt.Sprintf("bulk %.1f kB/s, paths %s; requests p50 %.0f / p95 %.0f ms (fast link RTT %.0f ms, %d); failover: link %d cut, moved on in %.0f ms (longest stall after %.0f ms), SHA-256 equal %v",
-		r.GoodputKBps, shareText(m.Paths), m.P50Ms, m.P95Ms, m.FastRTTMs, m.Requests, m.CutLink, m.MoveMs, m.LongestMs, m.SHA256OK)
+	s := fmt.Sprintf("bulk %.1f kB/s, from %gs %.1f kB/s (%s of the summed limits %.0f kB/s), paths %s; ",
+		r.GoodputKBps, m.WarmS, m.SteadyKBps, limitShare(m.SteadyKBps, m.SumLimitKBps), m.SumLimitKBps, shareText(m.Paths))
+	if m.Parallel > 0 {
+		s += fmt.Sprintf("%d downloads from %gs %.1f kB/s (%s", m.Parallel, m.WarmS, m.ParallelKBps, limitShare(m.ParallelKBps, m.SumLimitKBps))
+		if m.ParallelErr != "" {
+			s += ", " + m.ParallelErr
+		}
+		s += "); "
+	}
+	s += fmt.Sprintf("requests p50 %.0f / p95 %.0f ms (fast link RTT %.0f ms, %d); failover: link %d cut, moved on in %.0f ms (longest stall after %.0f ms), SHA-256 equal %v",
+		m.P50Ms, m.P95Ms, m.FastRTTMs, m.Requests, m.CutLink, m.MoveMs, m.LongestMs, m.SHA256OK)
 	if m.FailoverErr != "" {
 		s += " (" + m.FailoverErr + ")"
 	}
@@ -542,6 +653,14 @@ func multipathSummary(r *Result) string {
 		}
 	}
 	return s
+}
+
+// limitShare is rate as a percentage of limit.
+func limitShare(rate, limit float64) string {
+	if limit <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100*rate/limit)
 }
 
 func shareText(ps []PathShare) string {
@@ -560,16 +679,22 @@ func shareText(ps []PathShare) string {
 func (rep *Report) renderMultipath(w io.Writer) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	p("## Two links\n\n")
-	p("Bulk: a download of half the duration from B with a request/response probe beside it; each path's share of the data B sent. " +
-		"Failover: a download during which the link the data runs on is cut at A; the wait for the data to move on (the stall that begins at the cut), the longest stall after the cut (a loss repaired over the link left stalls the reader too), and whether all bytes arrived with an equal SHA-256 on the same connection; a ping and a UDP echo every 100 ms from A to B across the cut: the longest wait for a reply from the cut on.\n\n")
-	p("| condition | contender | bulk kB/s | path shares (B) | request p50 / p95 ms | fast link RTT ms | link cut | moved on in ms | longest stall ms | SHA-256 equal | ping / UDP longest wait ms |\n|---|---|---:|---|---:|---:|---:|---:|---:|---|---:|\n")
-	rep.workloadRows(w, 9, func(r *Result) bool { return r.Multipath != nil }, func(r *Result) string {
+	p("Bulk: a download of half the duration from B with a request/response probe beside it; its goodput over the whole phase and from the start-up allowance on (10 s, or half a shorter phase), against the sum of both links' payload limits (rate x 1460/1500 x (1 - loss), the LEO's while up); each path's share of the data B sent. "+
+		"Parallel (both links primaries): %d downloads at once for half the duration, from the same allowance on. "+
+		"Failover: a download during which the link the data runs on is cut at A; the wait for the data to move on (the stall that begins at the cut), the longest stall after the cut (a loss repaired over the link left stalls the reader too), and whether all bytes arrived with an equal SHA-256 on the same connection; a ping and a UDP echo every 100 ms from A to B across the cut: the longest wait for a reply from the cut on.\n\n", bondParallel)
+	p("| condition | contender | bulk kB/s | bulk after start-up kB/s | of the summed limits | %d downloads after start-up kB/s | of the summed limits | path shares (B) | request p50 / p95 ms | fast link RTT ms | link cut | moved on in ms | longest stall ms | SHA-256 equal | ping / UDP longest wait ms |\n|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|---:|\n", bondParallel)
+	rep.workloadRows(w, 13, func(r *Result) bool { return r.Multipath != nil }, func(r *Result) string {
 		m := r.Multipath
 		ok := fmt.Sprint(m.SHA256OK)
 		if m.FailoverErr != "" {
 			ok += " (" + m.FailoverErr + ")"
 		}
-		return fmt.Sprintf("%.1f | %s | %.0f / %.0f | %.0f | %d | %.0f | %.0f | %s | %.0f / %.0f", r.GoodputKBps, shareText(m.Paths), m.P50Ms, m.P95Ms, m.FastRTTMs, m.CutLink, m.MoveMs, m.LongestMs, ok, m.PingStallMs, m.UDPStallMs)
+		par, parShare := "-", "-"
+		if m.Parallel > 0 {
+			par, parShare = fmt.Sprintf("%.1f", m.ParallelKBps), limitShare(m.ParallelKBps, m.SumLimitKBps)
+		}
+		return fmt.Sprintf("%.1f | %.1f | %s | %s | %s | %s | %.0f / %.0f | %.0f | %d | %.0f | %.0f | %s | %.0f / %.0f", r.GoodputKBps,
+			m.SteadyKBps, limitShare(m.SteadyKBps, m.SumLimitKBps), par, parShare, shareText(m.Paths), m.P50Ms, m.P95Ms, m.FastRTTMs, m.CutLink, m.MoveMs, m.LongestMs, ok, m.PingStallMs, m.UDPStallMs)
 	})
 	p("\n")
 	var backups []*Result

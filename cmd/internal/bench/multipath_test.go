@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -92,5 +93,39 @@ func TestFollowReplies(t *testing.T) {
 	r.end = t0.Add(3 * time.Second)
 	if ms, n := r.stallFrom(t0.Add(1500 * time.Millisecond)); ms != 1500 || n != 0 {
 		t.Errorf("no reply after the cut: %v ms, %d replies; want 1500, 0", ms, n)
+	}
+}
+
+// TestBondLimits: the summed payload limits the bonding figures are
+// judged against (docs/multipath.md), and the goodput after the start-up
+// allowance taken from cumulative samples.
+func TestBondLimits(t *testing.T) {
+	want := map[string]float64{"GEO+CELL": 3_613_500, "GEO+CELL-BACKUP": 3_613_500, "LEO+GEO": 13_330_611}
+	for _, c := range TwoLinkConditions {
+		got := SummedLimit(c) + SummedLimit(*c.Second)
+		if w, ok := want[c.Name]; !ok || math.Abs(got-w) > 1 {
+			t.Errorf("%s: summed limit %.0f B/s, want %.0f", c.Name, got, w)
+		}
+	}
+	if w := bondWarm(20 * time.Second); w != 10*time.Second {
+		t.Errorf("warm of 20 s: %v", w)
+	}
+	if w := bondWarm(2 * time.Second); w != time.Second {
+		t.Errorf("warm of 2 s: %v", w)
+	}
+	// Start-up: 1 MB/s for 2 s, then 3 MB/s.
+	var samples []Sample
+	for ms := 0; ms <= 6000; ms += 100 {
+		b := int64(ms) * 1000
+		if ms > 2000 {
+			b = 2_000_000 + int64(ms-2000)*3000
+		}
+		samples = append(samples, Sample{T: time.Duration(ms) * time.Millisecond, Bytes: b})
+	}
+	if r := steadyRate(samples, 2*time.Second); math.Abs(r-3e6) > 1 {
+		t.Errorf("rate from 2 s: %.0f, want 3000000", r)
+	}
+	if r := steadyRate(samples, 10*time.Second); r != 0 {
+		t.Errorf("rate from beyond the end: %.0f, want 0", r)
 	}
 }

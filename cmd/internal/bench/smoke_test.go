@@ -302,7 +302,8 @@ func TestSmokeResume(t *testing.T) {
 
 // smokeMultipath: the two-link workload end to end, briefly (a part of
 // TestSmokeBench, sharing its binary): two emulators (GEO and cellular),
-// the bulk phase's path shares and probe, and a failover whose download
+// the bulk phase's path shares and probe, the bulk and parallel
+// downloads' goodput after start-up, and a failover whose download
 // arrives whole on the same connection.
 func smokeMultipath(t *testing.T, bin string) {
 	out := filepath.Join(t.TempDir(), "report")
@@ -314,6 +315,9 @@ func smokeMultipath(t *testing.T, bin string) {
 	t.Logf("%s", RunSummary(rep.Results[0]))
 	if len(m.Paths) != 2 || m.Paths[0].Share+m.Paths[1].Share < 0.99 || m.Requests == 0 || m.FastRTTMs != 60 || m.P50Ms <= 0 || m.P50Ms > m.P95Ms {
 		t.Errorf("bulk phase: %+v", m)
+	}
+	if m.SteadyKBps <= 0 || m.SumLimitKBps <= 0 || m.Parallel != bondParallel || m.ParallelKBps <= 0 || m.ParallelErr != "" {
+		t.Errorf("bonding figures: %+v: want the bulk and the parallel downloads measured after start-up", m)
 	}
 	if !m.SHA256OK || m.FailoverErr != "" || m.FailBytes == 0 {
 		t.Errorf("failover: %+v: want the download whole on its connection", m)
