@@ -54,14 +54,19 @@ func newGEOSim(t *testing.T, ab, ba float64, memory uint64) *sim {
 
 // newGEOSimTold is newGEOSim with the rates configured (told) or not.
 func newGEOSimTold(t *testing.T, ab, ba float64, memory uint64, told bool) *sim {
+	cfg := DefaultConfig()
+	cfg.Memory = memory
+	return newGEOSimConfig(t, ab, ba, told, cfg)
+}
+
+// newGEOSimConfig is newGEOSimTold with both sides configured from cfg.
+func newGEOSimConfig(t *testing.T, ab, ba float64, told bool, cfg Config) *sim {
 	const rtt = 600 * time.Millisecond
 	dir := func(rate float64) linkParams {
 		return linkParams{Rate: rate, Delay: rtt / 2, QueueBytes: int(rate / 8 * rtt.Seconds()), Overhead: tunnelOverhead}
 	}
-	cfg := DefaultConfig()
 	cfg.MaxPacketSize, cfg.WireOverhead = tunnelPacketSize, tunnelOverhead
 	cfg.InitialRTT = rtt
-	cfg.Memory = memory
 	ca, cb := cfg, cfg
 	if told {
 		ca.SendRate, ca.RecvRate = int64(ab), int64(ba)

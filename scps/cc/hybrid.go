@@ -25,7 +25,9 @@ package cc
 //     (alpha+beta)/2 packets, so a capacity drop is followed within a
 //     round, not one packet per round as in Vegas (see target).
 //
-// A congestion loss sets the window to min(target, 0.85 cwnd).
+// A congestion loss sets the window to min(target, 0.85 cwnd), but not
+// below the link's pipe when the application held the sender back (the
+// delivery rate then is the application's).
 //
 // Slow start is paced at the configured link rate when there is one (the
 // association's pacer), and starts at that rate's bandwidth-delay
@@ -563,7 +565,8 @@ func (c *Hybrid) bestRate() float64 { return slices.Max(c.rates[:]) }
 // OnCongestionEvent implements Controller. A congestion loss means the
 // queue overflowed: the window drops to what the pipe holds by the latest
 // delay measure (draining the queue without emptying the pipe), and by at
-// least 1 - hybridLossFactor.
+// least 1 - hybridLossFactor; while application-limited, to no less than
+// the link's pipe (appLimited).
 func (c *Hybrid) OnCongestionEvent(now time.Time, ev LossEvent) {
 	if ev.Cause != CauseCongestion {
 		return
@@ -589,6 +592,17 @@ func (c *Hybrid) OnCongestionEvent(now time.Time, ev LossEvent) {
 	w := float64(c.cwnd) * hybridLossFactor
 	if rtt := c.r.recentMinRTT(now, c.p.RTT.Smoothed()/8, 1); rtt > 0 && !c.comp.on {
 		w = min(w, float64(c.target(now, ev.PriorInFlight, rtt)))
+	}
+	if c.appLimited(ev.PriorInFlight) {
+		// The delivery rate target measured is the application's, not
+		// the link's: as BBR treats such samples, it may not lower the
+		// estimate of the pipe. Cut to it, the window of a QUIC flow
+		// repaired over GEO (docs/quic.md) fell to 82 kB at 10 Mbit/s
+		// and grew back by a tenth every other round trip once the
+		// load rose: 32.9 s for a download of about 10. It stays at the
+		// link's pipe at least; if others fill the link, the delay
+		// signal cuts it to the target once it is in use.
+		w = max(w, min(float64(c.cwnd), c.linkPipe()))
 	}
 	c.decrease(now, w)
 	c.cr.retreat(now, c.ackRate, RetreatLoss)
@@ -689,4 +703,13 @@ func (c *Hybrid) TimingMark(now time.Time) bool {
 // rate the pacer counts with each packet's wire overhead.
 func (c *Hybrid) wireShare() float64 {
 	return float64(c.mss+c.p.WireOverhead) / float64(c.mss)
+}
+
+// appLimited reports whether the application, not the controller, held
+// the sender back: the most bytes in flight of this round and the last
+// (and in) used less than half the window, and the delivery rate was
+// below half the pacing rate. A flow held by the pacer (untold slow start
+// with a window far beyond it) delivers at half its pacing rate or more.
+func (c *Hybrid) appLimited(in int) bool {
+	return 2*max(in, c.r.maxIn, c.r.lastMaxIn) < c.cwnd && 2*c.ackRate < c.PacingRate()
 }
