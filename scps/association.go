@@ -68,6 +68,8 @@ type Association struct {
 	// packet's timing uses it (arrivedAt), lastRxAt the previous one's.
 	rxArrived      time.Time
 	rxAt, lastRxAt time.Duration
+	// rxPath is the path the packet being received came on (ReceiveOn).
+	rxPath int
 
 	streams streams.Manager // the streams, their flow control and the memory budget
 

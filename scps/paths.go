@@ -268,7 +268,9 @@ func (a *Association) ReceiveOn(now time.Time, i int, pn uint64, pkt []byte) err
 		i = 0
 	}
 	before := a.stats.PacketsReceived
+	a.rxPath = i
 	err := a.Receive(now, pn, pkt)
+	a.rxPath = 0
 	if a.stats.PacketsReceived == before {
 		return err // not accepted: says nothing of the path
 	}

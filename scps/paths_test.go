@@ -373,6 +373,37 @@ func TestPathFailoverLEOGEO(t *testing.T) {
 	}
 }
 
+// TestPathFailoverLEOGEORate: after the LEO is cut at the reader, the GEO
+// that takes over delivers at least 80% of its payload limit in order from
+// 2 s after the cut (its repairs and slow start) for 10 s, and the
+// sender's RTT of it is the GEO's loop. The GEO's early packets had come
+// back acknowledged over the LEO (320 ms): its minimum RTT then read half
+// of every window as queue once the ACKs came back over the GEO (600 ms),
+// and each round cut the window to the delivery rate times 320 ms: 0.3-0.7
+// Mbit/s of 10 for 30 s.
+func TestPathFailoverLEOGEORate(t *testing.T) {
+	s, st := twoLinkSim(t, [2]bondLink{bondLEO, bondGEO}, false, 3*time.Second)
+	s.runUntil(3800*time.Millisecond, func() bool { return false })
+	s.cutAt(0, 0)
+	cut := s.now
+	s.runUntil(cut+2*time.Second, func() bool { return false })
+	from := st.received
+	const span = 10 * time.Second
+	s.runUntil(cut+2*time.Second+span, func() bool { return false })
+	got := float64(st.received-from) * 8 / span.Seconds()
+	limit := bondGEO.limit()
+	loop := bondGEO.fwd.Delay + bondGEO.rev.Delay
+	minRTT := s.a[1].sent.PathRTT(1).Min()
+	t.Logf("GEO after the cut: %.2f Mbit/s in order (%.0f%% of %.2f), sender's min RTT of it %v",
+		got/1e6, 100*got/limit, limit/1e6, minRTT)
+	if got < 0.8*limit {
+		t.Errorf("the GEO delivered %.2f Mbit/s from 2 s after the cut, want at least 80%% of %.2f", got/1e6, limit/1e6)
+	}
+	if minRTT < loop*9/10 {
+		t.Errorf("sender's min RTT of the GEO %v, want its loop of %v", minRTT, loop)
+	}
+}
+
 // TestPathBackupGEOCellular: a GEO primary with a cellular backup, the
 // site of docs/multipath.md: the backup carries no data while the GEO
 // works (probes only, counted at both ends), takes the data within a

@@ -143,7 +143,7 @@ func (a *Association) apply(f *wire.Frame, pn uint64) error {
 		// loaded machine's scheduling, a batch of packets handled at
 		// once) would otherwise add the hold to every RTT sample, and
 		// the delay signal would read it as a queue.
-		if a.sent.OnAck(a.rxAt, &f.Ack) {
+		if a.sent.OnAckOn(a.rxAt, &f.Ack, a.rxPath) {
 			a.outage.onNewlyAcked(a.now)
 		}
 		a.onPathAck(&f.Ack)

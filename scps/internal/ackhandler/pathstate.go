@@ -35,6 +35,10 @@ type pathState struct {
 	anyAcked          bool
 	lastElicitingSent time.Duration
 	lossTime          time.Duration // this path's loss timer; 0 = not armed
+	// loopTimed: an ACK that came back over this path timed it; from then
+	// on only such ACKs do (OnAckOn). crossTimed: an ACK that came back
+	// over another path did before.
+	loopTimed, crossTimed bool
 }
 
 // PathConfig is what a path other than path 0 takes of its own; the rest

@@ -7,24 +7,30 @@ import (
 	"scpsvpn/scps/internal/wire"
 )
 
+// twoPaths is a handler with path 0 and a path 1 of 600 ms initial RTT,
+// at its clock's now.
+func twoPaths(t *testing.T) (h *SentPacketHandler, log *frameLog, now time.Duration) {
+	t.Helper()
+	h, log, now = &SentPacketHandler{}, &frameLog{}, time.Second
+	if err := h.Init(testConfig(), time.Unix(0, 0), now, log); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.SetPath(1, PathConfig{InitialRTT: 600 * time.Millisecond}, now); err != nil {
+		t.Fatal(err)
+	}
+	return h, log, now
+}
+
 // TestPathsJudgedApart: a packet on a slow path is not lost because later
 // packets of a fast path were acknowledged first; each path counts its own
 // bytes in flight and measures its own RTT.
 func TestPathsJudgedApart(t *testing.T) {
-	var h SentPacketHandler
-	var log frameLog
-	if err := h.Init(testConfig(), time.Unix(0, 0), time.Second, &log); err != nil {
-		t.Fatal(err)
-	}
-	now := time.Second
-	if err := h.SetPath(1, PathConfig{InitialRTT: 600 * time.Millisecond}, now); err != nil {
-		t.Fatal(err)
-	}
+	h, log, now := twoPaths(t)
 	h.Use(1)
-	slow := send(&h, now)
+	slow := send(h, now)
 	h.Use(0)
 	for range 5 {
-		send(&h, now)
+		send(h, now)
 	}
 	if h.PathInFlight(1) != 1000 || h.PathInFlight(0) != 5000 || h.BytesInFlight() != 6000 {
 		t.Fatalf("in flight %d on 0, %d on 1, %d in all", h.PathInFlight(0), h.PathInFlight(1), h.BytesInFlight())
@@ -49,8 +55,8 @@ func TestPathsJudgedApart(t *testing.T) {
 	// ACK that reaches below it shows it missing (one that does not says
 	// nothing of it).
 	h.Use(1)
-	a, b := send(&h, now), send(&h, now)
-	c, d := send(&h, now), send(&h, now)
+	a, b := send(h, now), send(h, now)
+	c, d := send(h, now), send(h, now)
 	h.OnAck(now+600*time.Millisecond, ackOf(t, wire.AckRange{Smallest: b, Largest: d}))
 	if len(log.lost) != 0 {
 		t.Fatalf("lost %v on an ACK that does not reach below them", log.lost)
@@ -61,9 +67,9 @@ func TestPathsJudgedApart(t *testing.T) {
 	}
 	// LosePath loses one path's packets only.
 	h.Use(0)
-	send(&h, now)
+	send(h, now)
 	h.Use(1)
-	send(&h, now)
+	send(h, now)
 	h.LosePath(now, 1)
 	if h.PathInFlight(1) != 0 || h.PathInFlight(0) != 1000 {
 		t.Errorf("after LosePath(1): %d in flight on 0, %d on 1", h.PathInFlight(0), h.PathInFlight(1))
@@ -97,5 +103,34 @@ func TestMultipathAckRanges(t *testing.T) {
 				t.Fatalf("multipath %v: ranges %v not descending and apart", multi, rs)
 			}
 		}
+	}
+}
+
+// TestPathRTTFromItsOwnLoop: a path's RTT takes the ACKs that came back
+// over another path only until one came back over the path itself; that
+// one starts it afresh, and later ACKs back over another path time it no
+// more. A 600 ms GEO path's packet acknowledged over a 40 ms LEO takes
+// 320 ms, which the GEO's loop never does.
+func TestPathRTTFromItsOwnLoop(t *testing.T) {
+	h, _, now := twoPaths(t)
+	h.Use(1)
+	ackOn := func(sent, rtt time.Duration, on int) {
+		t.Helper()
+		pn := send(h, sent)
+		h.OnAckOn(sent+rtt, ackOf(t, wire.AckRange{Smallest: pn, Largest: pn}), on)
+	}
+	ackOn(now, 320*time.Millisecond, 0)
+	if got := h.PathRTT(1).Min(); got != 320*time.Millisecond {
+		t.Fatalf("before any ACK over the path itself: min RTT %v, want the 320ms another path's ACK took", got)
+	}
+	now += time.Second
+	ackOn(now, 600*time.Millisecond, 1)
+	if r := h.PathRTT(1); r.Min() != 600*time.Millisecond || r.Smoothed() != 600*time.Millisecond || r.Samples() != 1 {
+		t.Fatalf("after an ACK over the path: min %v, smoothed %v, %d samples; want 600ms from that one sample", r.Min(), r.Smoothed(), r.Samples())
+	}
+	now += time.Second
+	ackOn(now, 320*time.Millisecond, 0)
+	if r := h.PathRTT(1); r.Min() != 600*time.Millisecond || r.Samples() != 1 {
+		t.Errorf("an ACK over another path after one over the path: min %v, %d samples; want it left out", r.Min(), r.Samples())
 	}
 }

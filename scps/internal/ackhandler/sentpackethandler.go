@@ -238,9 +238,24 @@ type pathAck struct {
 	anyAcked       bool
 }
 
-// OnAck processes an ACK frame received at now. newly reports whether it
-// acknowledged any packet for the first time.
+// OnAck processes an ACK frame received at now on path 0 (OnAckOn).
 func (h *SentPacketHandler) OnAck(now time.Duration, f *wire.Ack) (newly bool) {
+	return h.OnAckOn(now, f, 0)
+}
+
+// OnAckOn processes an ACK frame received at now on path on. newly reports
+// whether it acknowledged any packet for the first time.
+//
+// A path's RTT is the loop out over it and back over the path the ACK
+// took. An ACK that came back over another path times another loop: a
+// packet out over a 600 ms GEO path and acknowledged over a 40 ms LEO one
+// took 320 ms. Such samples count only until an ACK back over the path
+// itself times it, which then starts the path's RTT afresh: once the LEO
+// was cut and the GEO's ACKs came back over the GEO, its minimum of
+// 320 ms read every round trip as half a window of queue, and the window
+// shrank to the delivery rate times 320 ms each round, down to
+// 0.3 Mbit/s of a 10 Mbit/s link.
+func (h *SentPacketHandler) OnAckOn(now time.Duration, f *wire.Ack, on int) (newly bool) {
 	var pa [MaxPaths]pathAck
 	for i := range h.paths {
 		ps := &h.paths[i]
@@ -309,6 +324,17 @@ func (h *SentPacketHandler) OnAck(now time.Duration, f *wire.Ack) (newly bool) {
 		var sample time.Duration
 		fresh := a.newlyEliciting && (i == largestPath && largestWasNewly ||
 			i != largestPath && a.newly && (!a.anyAcked || a.largestNewly > a.largestAcked))
+		switch {
+		case !fresh:
+		case i != on:
+			fresh = !ps.loopTimed
+			ps.crossTimed = ps.crossTimed || fresh
+		case !ps.loopTimed:
+			if ps.crossTimed {
+				ps.rtt.Reset()
+			}
+			ps.loopTimed = true
+		}
 		if fresh {
 			// The peer's reported delay is trusted up to a quarter RTT
 			// beyond MaxAckDelay: the ACK budget of a narrow return link
