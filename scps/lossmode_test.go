@@ -278,7 +278,7 @@ func TestFadeWholeTransfer(t *testing.T) {
 	for _, tc := range []struct {
 		c    condition
 		want float64
-	}{{hold, 94.5}, {condFade(), 92}} {
+	}{{hold, 95}, {condFade(), 93}} {
 		c := tc.c
 		c.download = true
 		r := measure(t, c, DefaultConfig().Congestion, LossAuto, 1)

@@ -190,7 +190,17 @@ type Hybrid struct {
 	// thousand packets. Cleared once a round delivers near that rate
 	// again.
 	fadeLoss bool
-	cr       careful // careful resume from a saved path (resume.go)
+	// drainRate and drainRound: told a rate and far below the best rate
+	// seen (a fade, not a share), the bottleneck rate a cut for a queue
+	// sized the window by, and the round it was cut in. Until that round
+	// and the next have ended the RTT samples still hold the queue the
+	// cut drains, and pacing the window over them (PacingRate) left the
+	// link at half its faded rate for a round trip once the queue was
+	// gone (4.8 Mbit/s on a 10 Mbit/s link): the pacer runs at no less
+	// than this rate meanwhile.
+	drainRate  float64
+	drainRound uint64
+	cr         careful // careful resume from a saved path (resume.go)
 }
 
 // NewHybrid builds a hybrid controller.
@@ -462,6 +472,9 @@ func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
 			for i := range c.rates {
 				c.rates[i] = min(c.rates[i], r)
 			}
+			if c.inFade() {
+				c.drainRate, c.drainRound = r, c.r.count
+			}
 		}
 	}
 }
@@ -543,6 +556,13 @@ func (c *Hybrid) resumeFound() {
 // to belowPeak of the best seen.
 func (c *Hybrid) tookShare(rate float64) bool {
 	return rate > sharedGain*c.resumeRate && rate < belowPeak*c.peakRate
+}
+
+// inFade reports whether, told a rate, the link delivers far below the
+// best rate seen and no resume found it shared: a fade of the link itself
+// as one sender sees it.
+func (c *Hybrid) inFade() bool {
+	return c.p.SendRate > 0 && !c.shared && c.ackRate < belowPeak*c.peakRate
 }
 
 // decrease sets the window to w (clamped) at now and remembers when it
@@ -631,6 +651,9 @@ func (c *Hybrid) PacingRate() float64 {
 		}
 		if c.cr.retreatRate > 0 {
 			r = max(r, 1.25*c.cr.retreatRate)
+		}
+		if c.drainRate > 0 && c.r.count <= c.drainRound+2 && c.inFade() {
+			r = max(r, c.drainRate)
 		}
 		return r
 	}

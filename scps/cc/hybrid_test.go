@@ -86,3 +86,47 @@ func roundsToResume(c *Hybrid, now *time.Time, rtt time.Duration) int {
 	}
 	return -1
 }
+
+// TestFadeDrainPacedAtTheLinkRate: told 50 Mbit/s, the link fades to 10
+// and the queue holds 2 s. The cut for that queue sizes the window by the
+// faded rate; the round's RTT samples still hold the queue, and pacing the
+// window over them ran at about half the faded rate once the queue was
+// gone. In a fade the pacer keeps to the rate the cut measured; beside
+// another flow (a resume found the link shared) it does not.
+func TestFadeDrainPacedAtTheLinkRate(t *testing.T) {
+	base, queued := 600*time.Millisecond, 2*time.Second
+	const told, faded = 50e6 / 8, 10e6 / 8
+	for _, shared := range []bool{false, true} {
+		c := NewHybrid(Params{MaxDatagramSize: mss, RTT: NewRTTStats(base), SendRate: 50e6})
+		c.p.RTT.Update(base, 0)
+		c.ss = false
+		now := t0.Add(base)
+		ack := func(rtt time.Duration, rate float64, in int) {
+			now = now.Add(time.Duration(float64(mss) / rate * float64(time.Second)))
+			c.p.RTT.Update(rtt, 0)
+			c.OnAck(now, AckEvent{AckedBytes: mss, PriorInFlight: in, LargestSentAt: now.Add(-rtt), RTTUpdated: true, RTT: rtt})
+		}
+		for range 3 * int(told*base.Seconds()/mss) { // three rounds at the told rate
+			ack(base, told, c.Window())
+		}
+		c.shared = shared
+		full := c.Window()
+		for i := 0; c.Window() >= full; i++ {
+			if i > 1e5 {
+				t.Fatal("no cut for a 2 s queue")
+			}
+			ack(base+queued, faded, full)
+		}
+		// The queue drains: a few ACKs with RTTs below the round's.
+		for range 8 {
+			ack(base+queued/2, faded, c.Window())
+		}
+		got := c.PacingRate()
+		if !shared && got < faded {
+			t.Errorf("in a fade, after the cut: paced at %.0f kB/s, want at least the faded %.0f", got/1e3, faded/1e3)
+		}
+		if shared && got >= faded {
+			t.Errorf("on a shared link, after the cut: paced at %.0f kB/s, want the window over the round's RTT (below %.0f)", got/1e3, faded/1e3)
+		}
+	}
+}
