@@ -175,7 +175,13 @@ func run(ctx context.Context, rc RunConfig, r *Result) (err error) {
 		go countersBetween(ctx, emu, lead+w.Start, lead+w.Start+w.Duration, during)
 	}
 	before := emu.Counters()
+	stopLog := func() {}
+	if rc.LogDir != "" && rc.Contender.IsSCPS() && os.MkdirAll(rc.LogDir, 0o755) == nil {
+		name := fmt.Sprintf("%s_%s_sender.tsv", fileSafe(c.Name), fileSafe(rc.Contender.Name))
+		stopLog = logSender(ctx, tb, emu, filepath.Join(rc.LogDir, name))
+	}
 	t := Measure(ctx, tc)
+	stopLog()
 	after := emu.Counters()
 	srv.Close()
 	if ctx.Err() != nil {
