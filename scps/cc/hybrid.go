@@ -66,6 +66,10 @@ const (
 	// the initial RTT (initialWindow).
 	hybridIWRefRTT   = 200 * time.Millisecond
 	hybridIWMaxScale = 4
+	// hybridIWMinPackets is the least initial window (initialWindow),
+	// on any path: a web page's 30 kB HTML (21 packets and its headers)
+	// in the first round trip.
+	hybridIWMinPackets = 24
 	// rateRounds is how many rounds' delivery rates are remembered: the
 	// best of them paces slow start and bounds how far congestion
 	// avoidance may jump back after a cut (maxPipe).
@@ -225,10 +229,14 @@ func NewHybrid(p Params) *Hybrid {
 // hybridIWRefRTT (at most hybridIWMaxScale times): the first round trip
 // then sends as many packets per second on a 600 ms path as on a 200 ms
 // one, in Hybla's spirit, and slow start without a configured rate needs
-// 1.6 fewer round trips to fill a GEO link.
+// 1.6 fewer round trips to fill a GEO link. It is never below
+// hybridIWMinPackets: with ten packets a 30 kB object (a web page's HTML)
+// took a second round trip on a path shorter than 480 ms, on LEO (40 ms)
+// 0.08 of the page's floor. The window goes out as one burst whose ACKs
+// time the bottleneck (firstFlight): a longer train times it better.
 func (c *Hybrid) initialWindow() int {
 	k := min(max(c.p.RTT.Smoothed().Seconds()/hybridIWRefRTT.Seconds(), 1), hybridIWMaxScale)
-	return int(k * float64(initialWindow(c.mss)))
+	return max(int(k*float64(initialWindow(c.mss))), hybridIWMinPackets*c.mss)
 }
 
 // Name implements Controller.
