@@ -50,6 +50,10 @@ type Association struct {
 	copyFrames   []ackhandler.SentFrame
 	noTailCopies bool
 	idleSince    time.Duration // when Send last found nothing to send after having had some; 0 = busy
+	// holdSince: when a timed first flight began to wait for the rest
+	// of its data (flightHold); holding says it has.
+	holdSince time.Duration
+	holding   bool
 
 	outage outageDetector
 
@@ -268,7 +272,9 @@ func (a *Association) Deadline() time.Time {
 		consider(max(t, a.ackBudget.ReadyAt(a.now, a.ackPacketCost())))
 	}
 	if a.sent.WindowOpen() {
-		if a.hasWork() {
+		if until, held := a.flightHold(); held {
+			consider(until)
+		} else if a.hasWork() {
 			consider(a.sent.PacedAt(a.now))
 		} else if at, ok := a.copyAt(); ok && !a.silenceHold() {
 			consider(max(at, a.sent.PacedAt(a.now)))

@@ -57,6 +57,11 @@ type condition struct {
 	// the sender answers on it (as a download through the tunnel), so
 	// the receiver's stream window reaches the sender with the request.
 	download bool
+	// feedEvery, if set, feeds the sender's data as a TCP connection in
+	// slow start on the LAN leg delivers it to the tunnel: ten packets
+	// at the open, then twice as much every feedEvery (its round trip
+	// through a loaded host), instead of all at once.
+	feedEvery time.Duration
 }
 
 // rateStep sets the forward rate to rate (bit/s) at virtual time at.
@@ -183,6 +188,17 @@ func measure(t testing.TB, c condition, mode, loss string, seed uint64) result {
 		}
 		s.apps[1].onAccept = nil
 		s.apps[1].open("stream-1", 300, -1)
+	} else if c.feedEvery > 0 {
+		st := s.apps[0].openWith("stream-0", &appStream{toSend: total, avail: 10 * 1460, expect: 0, resetAfter: -1})
+		for chunk := uint64(10 * 1460); st.avail != 0; {
+			s.runUntil(s.now+c.feedEvery, func() bool { return false })
+			if chunk *= 2; st.avail+chunk >= 8<<20 {
+				st.avail = 0 // the LAN leg keeps up from here
+			} else {
+				st.avail += chunk
+			}
+			s.apps[0].service(st)
+		}
 	} else {
 		s.apps[0].open("stream-0", total, 0)
 	}

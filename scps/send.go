@@ -51,6 +51,9 @@ func (a *Association) sendReady() bool {
 	if !a.sent.WindowOpen() || a.silenceHold() || !a.hasWork() && !a.copyReady() {
 		return false
 	}
+	if _, held := a.flightHold(); held {
+		return false
+	}
 	a.sent.UpdatePacer(a.now)
 	return a.sent.Paced()
 }
@@ -110,7 +113,8 @@ func (a *Association) plan() (p sendPlan, ok bool) {
 	a.sent.UpdatePacer(a.now)
 	a.expireDatagrams()
 	p.probe = a.sent.Probes() > 0 || a.pingPending
-	p.canSend = p.probe || (a.sent.WindowOpen() && a.sent.Paced() && !a.silenceHold())
+	_, held := a.flightHold()
+	p.canSend = p.probe || (a.sent.WindowOpen() && a.sent.Paced() && !a.silenceHold() && !held)
 	p.ackDue = a.ack.Due(a.now)
 	a.ackBudget.Refill(a.now)
 	if p.ackDue && !a.ackBudget.Ready(a.ackPacketCost()) {
@@ -131,6 +135,34 @@ func (a *Association) plan() (p sendPlan, ok bool) {
 		a.copyFrames = a.sent.TakeCopy(a.sent.NextCopy(a.now), a.copyFrames[:0])
 	}
 	return p, p.ackDue || p.work || p.probe || p.copy
+}
+
+// flightHoldMax bounds how long a timed first flight waits for its data
+// (flightHold); a sixty-fourth of the RTT when that is shorter.
+const flightHoldMax = 20 * time.Millisecond
+
+// flightHold reports whether new data waits, and until when, so that a
+// timed first flight (cc.FlightTimer) leaves as one burst: at least a
+// full packet of stream data is queued but less than the flight, for at
+// most flightHoldMax (an RTT/64 when shorter) from when the first of it was
+// held. Through the tunnel the data of a download comes from a TCP
+// connection on the LAN leg that is itself in slow start: ten packets,
+// then more a LAN round trip later, which through a loaded host's
+// netstack is milliseconds. Sent as it came, a 250 Mbit/s link's first
+// flight left in sub-bursts of 0.5 ms each, too short to time, and slow
+// start doubled up from the initial window for ten round trips. Less
+// than a packet (a request) is not held, nor anything once the flight
+// has begun.
+func (a *Association) flightHold() (until time.Duration, held bool) {
+	flight, ok := a.sent.FirstFlight(a.now)
+	if !ok || a.streams.Unsent < uint64(a.cfg.MaxPacketSize) || a.streams.Unsent >= uint64(flight) {
+		return 0, false
+	}
+	if !a.holding {
+		a.holdSince, a.holding = a.now, true
+	}
+	until = a.holdSince + min(flightHoldMax, a.sent.RTT().Smoothed()/64)
+	return until, a.now < until
 }
 
 // copyReady reports whether a tail copy may go out now, once the pacer

@@ -363,8 +363,12 @@ func checkPattern(b []byte, id uint64, dir int, off uint64) int {
 
 // appStream is one stream as the application model sees it.
 type appStream struct {
-	id         uint64
-	toSend     uint64 // bytes to write
+	id     uint64
+	toSend uint64 // bytes to write
+	// avail, when not 0, is how much of toSend the application has
+	// yet (data it is still receiving from elsewhere); the test raises
+	// it and services the stream again.
+	avail      uint64
 	written    uint64
 	finWritten bool
 	received   uint64
@@ -472,6 +476,12 @@ func (p *simApp) service(st *appStream) {
 			return
 		}
 		n := min(uint64(len(p.buf)), st.toSend-st.written)
+		if st.avail > 0 {
+			if st.written >= st.avail {
+				break
+			}
+			n = min(n, st.avail-st.written)
+		}
 		b := p.buf[:n]
 		fillPattern(b, st.id, p.side, st.written)
 		w, err := p.a.StreamWrite(st.id, b)

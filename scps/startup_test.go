@@ -110,3 +110,18 @@ func TestUntoldStartupBatchedReceiver(t *testing.T) {
 	c.dur = 8 * time.Second
 	checkStartup(t, c, measure(t, c, "hybrid", LossAuto, 1), 0.95)
 }
+
+// TestUntoldStartupFedInChunks: the sender's data comes from a TCP
+// connection on its LAN leg still in slow start (ten packets, then twice
+// as many every 5 ms: a loaded host's round trip through the netstack),
+// as through the tunnel, not all at once: the first flight still goes out
+// as one burst that times the link.
+func TestUntoldStartupFedInChunks(t *testing.T) {
+	for _, c := range startupConditions(8 * time.Second) {
+		c.feedEvery = 5 * time.Millisecond
+		c.name += ", fed in chunks"
+		t.Run(c.name, func(t *testing.T) {
+			checkStartup(t, c, measure(t, c, "hybrid", LossAuto, 1), 0.95)
+		})
+	}
+}

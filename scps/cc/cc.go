@@ -100,6 +100,8 @@ type FlightTimer interface {
 	// TimingMark reports whether the next full-size packet opens the
 	// timed first flight.
 	TimingMark(now time.Time) bool
+	// FirstFlight is how many bytes the timed first flight carries.
+	FirstFlight() int
 }
 
 // Params is what a controller may know about its association.

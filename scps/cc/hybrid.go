@@ -730,6 +730,9 @@ func (c *Hybrid) TimingMark(now time.Time) bool {
 	return c.p.SendRate == 0 && !resuming && c.sentFull == 0 && c.firstFlight()
 }
 
+// FirstFlight implements FlightTimer: the initial window.
+func (c *Hybrid) FirstFlight() int { return c.initialWindow() }
+
 // wireShare converts a rate of packet bytes, as ACKs measure it, to the
 // rate the pacer counts with each packet's wire overhead.
 func (c *Hybrid) wireShare() float64 {

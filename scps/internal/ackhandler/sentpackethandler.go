@@ -116,6 +116,17 @@ func (h *SentPacketHandler) TimingMark(now time.Duration) bool {
 	return ok && t.TimingMark(h.abs(now))
 }
 
+// FirstFlight is how many bytes the timed first flight carries when the
+// next full-size packet on the current path opens it (TimingMark); ok is
+// false otherwise.
+func (h *SentPacketHandler) FirstFlight(now time.Duration) (bytes int, ok bool) {
+	t, ok := h.cp().cc.(cc.FlightTimer)
+	if !ok || !t.TimingMark(h.abs(now)) {
+		return 0, false
+	}
+	return t.FirstFlight(), true
+}
+
 // RTT is path 0's RTT statistics.
 func (h *SentPacketHandler) RTT() *cc.RTTStats { return h.paths[0].rtt }
 
