@@ -104,3 +104,28 @@ func TestHybridRegrowsBeyondALowEstimate(t *testing.T) {
 		t.Errorf("beyond the estimate: paced at %.2f times the delivery rate, want %.2f", got, capacityRegrowth)
 	}
 }
+
+// TestHybridTimesTheFlightNotWhatCameBefore: a small packet 18 ms before
+// the first flight (a response's header) and a host stall that delays
+// the flight's arrival by 40 ms: the ACK trains are timed from the
+// flight's first packet, not from the small one, whose gap to the flight
+// the link did not fill.
+func TestHybridTimesTheFlightNotWhatCameBefore(t *testing.T) {
+	rtt := 600 * time.Millisecond
+	c := NewHybrid(Params{MaxDatagramSize: mss, RTT: NewRTTStats(rtt)})
+	c.OnPacketSent(t0, 12, 12)
+	flight := t0.Add(18 * time.Millisecond)
+	for i := 0; i*mss < c.initialWindow(); i++ {
+		c.OnPacketSent(flight, mss, (i+1)*mss)
+	}
+	c.OnAck(t0.Add(rtt), AckEvent{AckedBytes: 12, PriorInFlight: 12, LargestSentAt: t0, RTTUpdated: true, RTT: rtt})
+	const rate = 5e6 // bytes/s at the bottleneck
+	start := flight.Add(rtt + 40*time.Millisecond)
+	for i := 8; i*mss <= c.initialWindow(); i += 8 {
+		at := start.Add(time.Duration(float64(i*mss) / rate * float64(time.Second)))
+		c.OnAck(at, AckEvent{AckedBytes: 8 * mss, PriorInFlight: c.initialWindow(), LargestSentAt: flight, RTTUpdated: true, RTT: at.Sub(flight)})
+	}
+	if got := c.capa.estimate(); math.Abs(got-rate)/rate > 0.2 {
+		t.Errorf("estimate %.0f B/s, want about %.0f (the flight's)", got, float64(rate))
+	}
+}

@@ -181,7 +181,13 @@ type Hybrid struct {
 	// sentFull counts the bytes of full-size packets sent, up to the
 	// initial window: the first flight goes out as one burst (PacingRate)
 	// whether or not keep-alives already measured the RTT.
-	sentFull     int
+	sentFull int
+	// flightAt is when the first full-size packet left: ACK trains are
+	// timed from it (capacity). A small packet before it (a response's
+	// header, a window update) reached the peer while the link was idle,
+	// and a host stall that delayed the flight behind it by twice their
+	// gap made the two one "train": a 50 Mbit/s link timed at 1.3 MB/s.
+	flightAt     time.Time
 	lastDecrease time.Time // when the window last shrank
 	comp         compete   // beside a loss-based flow (compete.go)
 	// fadeLoss: told a rate, a congestion loss came (even one a cut
@@ -247,6 +253,9 @@ func (c *Hybrid) Name() string { return "hybrid" }
 // first packet leaves.
 func (c *Hybrid) OnPacketSent(now time.Time, bytes, _ int) {
 	if bytes >= c.mss/2 && c.sentFull < c.initialWindow() {
+		if c.sentFull == 0 {
+			c.flightAt = now
+		}
 		c.sentFull += bytes
 	}
 	if c.cr.phase == ResumeRecon && c.cr.rtt > 0 {
@@ -343,7 +352,9 @@ func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
 			}
 		}
 	}
-	c.capa.onAck(now, ev, c.r.delivered, c.mss)
+	if !c.flightAt.IsZero() && !ev.LargestSentAt.Before(c.flightAt) {
+		c.capa.onAck(now, ev, c.r.delivered, c.mss)
+	}
 	if r := c.r.deliveryRate(now, c.p.RTT.Smoothed()/2); r > 0 {
 		c.ackRate = r
 	}
