@@ -409,7 +409,16 @@ func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
 		if queue > hybridGamma*float64(c.mss) {
 			c.cr.retreat(now, c.ackRate, RetreatQueue)
 			c.resumeFound()
-			c.decrease(now, float64(min(c.cwnd, c.target(now, in, rtt))))
+			w := float64(min(c.cwnd, c.target(now, in, rtt)))
+			if c.p.SendRate > 0 && !c.resumed && c.peakRate > 0 {
+				// Told a rate, the pacer let the window out at it
+				// from the first round: past that round a window
+				// unused is the application's (QUIC in its own slow
+				// start), and a queue a fraction of it shows is as
+				// likely a loaded host's late ACKs (keepAppPipe).
+				w = c.keepAppPipe(w, in)
+			}
+			c.decrease(now, w)
 			c.ss, c.resumed, c.quiet = false, false, 0
 			// The packets already sent overshot: losses among them are
 			// that overshoot, which the cut above has answered.
@@ -632,18 +641,7 @@ func (c *Hybrid) OnCongestionEvent(now time.Time, ev LossEvent) {
 	if rtt := c.r.recentMinRTT(now, c.p.RTT.Smoothed()/8, 1); rtt > 0 && !c.comp.on {
 		w = min(w, float64(c.target(now, ev.PriorInFlight, rtt)))
 	}
-	if c.appLimited(ev.PriorInFlight) {
-		// The delivery rate target measured is the application's, not
-		// the link's: as BBR treats such samples, it may not lower the
-		// estimate of the pipe. Cut to it, the window of a QUIC flow
-		// repaired over GEO (docs/quic.md) fell to 82 kB at 10 Mbit/s
-		// and grew back by a tenth every other round trip once the
-		// load rose: 32.9 s for a download of about 10. It stays at the
-		// link's pipe at least; if others fill the link, the delay
-		// signal cuts it to the target once it is in use.
-		w = max(w, min(float64(c.cwnd), c.linkPipe()))
-	}
-	c.decrease(now, w)
+	c.decrease(now, c.keepAppPipe(w, ev.PriorInFlight))
 	c.cr.retreat(now, c.ackRate, RetreatLoss)
 	if c.ss {
 		c.resumeFound()
@@ -748,6 +746,25 @@ func (c *Hybrid) FirstFlight() int { return c.initialWindow() }
 // rate the pacer counts with each packet's wire overhead.
 func (c *Hybrid) wireShare() float64 {
 	return float64(c.mss+c.p.WireOverhead) / float64(c.mss)
+}
+
+// keepAppPipe is the window w a cut leaves, with in bytes in flight: while
+// application-limited (appLimited), no less than the link's pipe (or the
+// window, if smaller). The delivery rate the cut's target measured then
+// is the application's, not the link's: as BBR treats such samples, it
+// may not lower the estimate of the pipe. Cut to it on a loss, the window
+// of a QUIC flow repaired over GEO (docs/quic.md) fell to 82 kB at
+// 10 Mbit/s and grew back by a tenth every other round trip once the load
+// rose: 32.9 s for a download of about 10. Cut to it on the delay a loaded
+// host adds to the ACKs (a queue of a few packets is 10 ms at a tenth of
+// the link's rate), to 262 kB in QUIC's slow start: the association then
+// held QUIC to 4 Mbit/s for seconds. If others fill the link, the delay
+// signal cuts the window to the target once it is in use.
+func (c *Hybrid) keepAppPipe(w float64, in int) float64 {
+	if c.appLimited(in) {
+		w = max(w, min(float64(c.cwnd), c.linkPipe()))
+	}
+	return w
 }
 
 // appLimited reports whether the application, not the controller, held
