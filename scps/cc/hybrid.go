@@ -410,11 +410,8 @@ func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
 			c.cr.retreat(now, c.ackRate, RetreatQueue)
 			c.resumeFound()
 			w := float64(min(c.cwnd, c.target(now, in, rtt)))
-			if c.p.SendRate > 0 && !c.resumed && c.peakRate > 0 {
-				// Told a rate, the pacer let the window out at it
-				// from the first round: past that round a window
-				// unused is the application's (QUIC in its own slow
-				// start), and a queue a fraction of it shows is as
+			if c.appGrowing() {
+				// A queue a fraction of the window shows is as
 				// likely a loaded host's late ACKs (keepAppPipe).
 				w = c.keepAppPipe(w, in)
 			}
@@ -492,6 +489,12 @@ func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
 			// pipe. Vegas' measure drains this flow's own part of
 			// the queue and no more.
 			w = max(w, c.vegasTarget(in, rtt))
+		}
+		if c.appGrowing() && c.appLimited(in) {
+			// Not the link's queue as a rule (keepAppPipe), nor its
+			// rate.
+			c.decrease(now, c.keepAppPipe(float64(min(c.cwnd, w)), in))
+			break
 		}
 		c.decrease(now, float64(min(c.cwnd, w)))
 		// A queue says the pipe is at most what is delivered now: rounds
@@ -746,6 +749,16 @@ func (c *Hybrid) FirstFlight() int { return c.initialWindow() }
 // rate the pacer counts with each packet's wire overhead.
 func (c *Hybrid) wireShare() float64 {
 	return float64(c.mss+c.p.WireOverhead) / float64(c.mss)
+}
+
+// appGrowing reports whether an application-limited window is the
+// application's own growth (QUIC's slow start through a repaired flow)
+// rather than the pacer's or a fade's: told a rate (the pacer let the
+// window out at it from the first round), past the first round, not in
+// a resumed slow start, not beside another site's flows, and delivering
+// near the best rate seen (a fade delivers far below it).
+func (c *Hybrid) appGrowing() bool {
+	return c.p.SendRate > 0 && !c.resumed && !c.shared && c.peakRate > 0 && c.ackRate >= belowPeak*c.peakRate
 }
 
 // keepAppPipe is the window w a cut leaves, with in bytes in flight: while
