@@ -3,15 +3,17 @@ package tunnel
 // Forward erasure coding of a repaired QUIC flow (spec.md, "Repaired
 // datagrams"): the sender adds one or two parity datagrams to each short
 // block of the flow's datagrams, and the receiver rebuilds up to as many
-// lost ones from them without a round trip. Two parities are RAID-6's P
-// and Q over GF(2^8): P is the XOR of the block's shards, Q the XOR of
-// g^i times shard i (g = 2). A shard is a datagram's 2-byte length and
-// the datagram, zero-padded to the block's longest.
+// lost ones from them without a round trip. Parity j is the XOR of
+// g^(i*j) times shard i over GF(2^8) (g = 2): the first two are RAID-6's
+// P and Q, the third extends them as Reed-Solomon's Vandermonde rows do.
+// A shard is a datagram's 2-byte length and the datagram, zero-padded to
+// the block's longest.
 
 import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"slices"
 )
 
 const (
@@ -26,6 +28,8 @@ const (
 	// fecMaxBlock bounds the datagrams of a block (the index is one byte,
 	// and the receiver's mask of received ones is 64 bits).
 	fecMaxBlock = 32
+	// fecMaxParities bounds the parities of a block.
+	fecMaxParities = 3
 )
 
 var gfExp [510]byte
@@ -57,88 +61,142 @@ func gfDiv(a, b byte) byte { // b != 0
 	return gfExp[int(gfLog[a])+255-int(gfLog[b])]
 }
 
-// fecSums accumulates P and Q of shards: at the sender over a block's
-// datagrams, at the receiver over the ones received (with the parities
-// folded in, what is left are the sums over the missing ones).
-type fecSums struct{ p, q []byte }
+// fecSums accumulates the parity rows of shards: at the sender over a
+// block's datagrams, at the receiver over the ones received (with the
+// parities folded in, what is left are the sums over the missing ones).
+// Row j is the XOR of g^(i*j) times shard i: row 0 is RAID-6's P, row 1
+// its Q.
+type fecSums struct{ rows [fecMaxParities][]byte }
 
-// addShard adds the shard of pkt at index i.
-func (s *fecSums) addShard(i int, pkt []byte) {
+// addShard adds the shard of pkt at index i to the first n rows.
+func (s *fecSums) addShard(i int, pkt []byte, n int) {
 	var l [2]byte
 	binary.BigEndian.PutUint16(l[:], uint16(len(pkt)))
 	s.grow(2 + len(pkt))
-	c := gfExp[i]
-	s.add(0, l[:], c)
-	s.add(2, pkt, c)
+	for j := range n {
+		c := gfExp[i*j%255]
+		s.add(j, 0, l[:], c)
+		s.add(j, 2, pkt, c)
+	}
 }
 
 func (s *fecSums) grow(n int) {
-	for len(s.p) < n {
-		s.p = append(s.p, 0)
-		s.q = append(s.q, 0)
+	for j := range s.rows {
+		for len(s.rows[j]) < n {
+			s.rows[j] = append(s.rows[j], 0)
+		}
 	}
 }
 
-func (s *fecSums) add(off int, b []byte, c byte) {
-	p, q := s.p[off:], s.q[off:]
+// reset empties the rows, keeping their memory.
+func (s *fecSums) reset() {
+	for j := range s.rows {
+		s.rows[j] = s.rows[j][:0]
+	}
+}
+
+// size is the rows' memory, in bytes.
+func (s *fecSums) size() int {
+	n := 0
+	for _, r := range s.rows {
+		n += cap(r)
+	}
+	return n
+}
+
+func (s *fecSums) add(row, off int, b []byte, c byte) {
+	dst := s.rows[row][off:]
+	if c == 1 {
+		for j, v := range b {
+			dst[j] ^= v
+		}
+		return
+	}
 	for j, v := range b {
-		p[j] ^= v
-		q[j] ^= gfMul(c, v)
+		dst[j] ^= gfMul(c, v)
 	}
 }
 
-// foldParity folds a received parity (which 0: P, 1: Q) into the sums.
+// foldParity folds a received parity (row which) into the sums.
 func (s *fecSums) foldParity(which byte, b []byte) {
 	s.grow(len(b))
-	dst := s.p
-	if which == 1 {
-		dst = s.q
-	}
+	dst := s.rows[which]
 	for j, v := range b {
 		dst[j] ^= v
 	}
 }
 
-// fecRecover rebuilds the missing shards of a block from sums that hold
-// the parities folded in and every received shard added: one missing (x)
-// from P or from Q, two (x < y) from both. It returns the datagrams, nil
-// if the shards are not enough or a rebuilt length is impossible.
-func fecRecover(s *fecSums, haveP, haveQ bool, missing []int) [][]byte {
-	shards := make([][]byte, len(missing))
-	switch {
-	case len(missing) == 1 && haveP:
-		shards[0] = s.p
-	case len(missing) == 1 && haveQ:
-		inv := gfExp[missing[0]]
-		d := make([]byte, len(s.q))
-		for j, v := range s.q {
-			d[j] = gfDiv(v, inv)
+// fecRecover rebuilds the missing shards (their indexes, ascending) of a
+// block from sums that hold the received parities folded in and every
+// received shard added; have has bit j set for each parity row received.
+// It solves for as many missing shards as rows were received, over
+// GF(2^8). It returns the datagrams, nil if the rows are too few, their
+// system is singular, or a rebuilt length is impossible.
+func fecRecover(s *fecSums, have uint8, missing []int) [][]byte {
+	e := len(missing)
+	var rows []int
+	for j := 0; j < fecMaxParities && len(rows) < e; j++ {
+		if have&(1<<j) != 0 {
+			rows = append(rows, j)
 		}
-		shards[0] = d
-	case len(missing) == 2 && haveP && haveQ:
-		gx, gy := gfExp[missing[0]], gfExp[missing[1]]
-		den := gx ^ gy
-		dx := make([]byte, len(s.p))
-		dy := make([]byte, len(s.p))
-		for j := range s.p {
-			// gx·Dx ^ gy·Dy = Q, Dx ^ Dy = P: Dx = (Q ^ gy·P) / (gx ^ gy).
-			dx[j] = gfDiv(s.q[j]^gfMul(gy, s.p[j]), den)
-			dy[j] = s.p[j] ^ dx[j]
-		}
-		shards[0], shards[1] = dx, dy
-	default:
+	}
+	if e == 0 || len(rows) < e {
 		return nil
 	}
-	pkts := make([][]byte, len(shards))
-	for i, d := range shards {
-		if len(d) < 3 {
+	// a·d = sums: a[r][c] = g^(rows[r]*missing[c]); d are the shards.
+	a := make([][]byte, e)
+	d := make([][]byte, e)
+	for r, j := range rows {
+		a[r] = make([]byte, e)
+		for c, i := range missing {
+			a[r][c] = gfExp[j*i%255]
+		}
+		d[r] = slices.Clone(s.rows[j])
+	}
+	for c := range e {
+		pivot := -1
+		for r := c; r < e; r++ {
+			if a[r][c] != 0 {
+				pivot = r
+				break
+			}
+		}
+		if pivot < 0 {
 			return nil
 		}
-		n := int(binary.BigEndian.Uint16(d))
-		if n == 0 || n > len(d)-2 {
+		a[c], a[pivot] = a[pivot], a[c]
+		d[c], d[pivot] = d[pivot], d[c]
+		if f := a[c][c]; f != 1 {
+			for k := range a[c] {
+				a[c][k] = gfDiv(a[c][k], f)
+			}
+			for k := range d[c] {
+				d[c][k] = gfDiv(d[c][k], f)
+			}
+		}
+		for r := range e {
+			f := a[r][c]
+			if r == c || f == 0 {
+				continue
+			}
+			for k := range a[r] {
+				a[r][k] ^= gfMul(f, a[c][k])
+			}
+			for k := range d[r] {
+				d[r][k] ^= gfMul(f, d[c][k])
+			}
+		}
+	}
+	pkts := make([][]byte, e)
+	for i, sh := range d {
+		if len(sh) < 3 {
 			return nil
 		}
-		pkts[i] = d[2 : 2+n]
+		n := int(binary.BigEndian.Uint16(sh))
+		if n == 0 || n > len(sh)-2 {
+			return nil
+		}
+		pkts[i] = sh[2 : 2+n]
 	}
 	return pkts
 }
@@ -153,8 +211,8 @@ type fecHeader struct {
 	seq      uint32 // datagram: its number; parity: the block's first; resend: the first asked
 	index    byte   // datagram: its index in the block
 	count    byte   // parity: the block's datagrams
-	which    byte   // parity: 0 P, 1 Q
-	parities byte   // parity: the block's parities, 1 (P) or 2 (P and Q)
+	which    byte   // parity: its row, 0 (P), 1 (Q) or 2
+	parities byte   // parity: the block's parities, 1 to fecMaxParities
 	mask     uint64 // resend: bit i asks for datagram seq+i (bit 0 always set)
 }
 
@@ -208,7 +266,7 @@ func parseFec(b []byte) (fecHeader, []byte, error) {
 			return h, nil, errFecFrame
 		}
 		h.count, h.parities, h.which = b[9], b[10]>>4, b[10]&0x0f
-		if h.count == 0 || h.count > fecMaxBlock || h.parities == 0 || h.parities > 2 || h.which >= h.parities {
+		if h.count == 0 || h.count > fecMaxBlock || h.parities == 0 || h.parities > fecMaxParities || h.which >= h.parities {
 			return h, nil, errFecFrame
 		}
 		body = b[fecParityHeader:]
@@ -228,22 +286,20 @@ func parseFec(b []byte) (fecHeader, []byte, error) {
 	return h, body, nil
 }
 
+// fecResidual is the share of datagrams a block's parities may leave
+// unrepaired: each costs the flow a resend's round trip of holding.
+const fecResidual = 5e-5
+
 // fecShape chooses a block's datagrams (k) and parities (m) for the
 // forward loss p the association measures: the least overhead m/k that
-// leaves at most one datagram in fecResidual unrepaired (a block fails
+// leaves at most one datagram in 1/fecResidual unrepaired (a block fails
 // when more than m of its k+m frames are lost).
 func fecShape(p float64) (k, m int) {
-	const fecResidual = 5e-5
-	p = min(max(p, 1e-4), 0.2)
-	bestK, bestM, best := 4, 2, math.Inf(1)
-	for m := 1; m <= 2; m++ {
+	p = fecLoss(p)
+	bestK, bestM, best := 4, fecMaxParities, math.Inf(1)
+	for m := 1; m <= fecMaxParities; m++ {
 		for k := 4; k <= fecMaxBlock; k++ {
-			n := k + m
-			fail := 0.0 // P(more than m of n lost)
-			for j := m + 1; j <= n; j++ {
-				fail += binom(n, j) * math.Pow(p, float64(j)) * math.Pow(1-p, float64(n-j))
-			}
-			if fail/float64(k) > fecResidual {
+			if fecFail(k, m, p)/float64(k) > fecResidual {
 				continue
 			}
 			if o := float64(m) / float64(k); o < best {
@@ -252,6 +308,32 @@ func fecShape(p float64) (k, m int) {
 		}
 	}
 	return bestK, bestM
+}
+
+// fecParities is how many parities a block closed with n datagrams
+// needs at loss p: the fewest, up to m (its shape's), that meet
+// fecResidual. A block the span closed short (a slow flow) needs fewer.
+func fecParities(p float64, n, m int) int {
+	p = fecLoss(p)
+	for j := 1; j < m; j++ {
+		if fecFail(n, j, p)/float64(n) <= fecResidual {
+			return j
+		}
+	}
+	return m
+}
+
+func fecLoss(p float64) float64 { return min(max(p, 1e-4), 0.2) }
+
+// fecFail is the chance that more than m of a block's k+m frames are
+// lost at loss p.
+func fecFail(k, m int, p float64) float64 {
+	n := k + m
+	fail := 0.0
+	for j := m + 1; j <= n; j++ {
+		fail += binom(n, j) * math.Pow(p, float64(j)) * math.Pow(1-p, float64(n-j))
+	}
+	return fail
 }
 
 func binom(n, k int) float64 {

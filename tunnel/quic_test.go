@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -105,10 +106,11 @@ func TestQuicPassAndPorts(t *testing.T) {
 // (from port 443), and the hop's losses are hidden: rebuilt from the
 // parities, or asked for again and resent while the receiver held the
 // flow. Two wires: 2% random loss with datagrams of 1000 bytes; and
-// bursts of 3 lost packets with datagrams of 60 bytes (a QUIC
+// bursts of 4 lost packets with datagrams of 60 bytes (a QUIC
 // connection's first flights and acknowledgements), which share packets
 // unless kept apart, so that one lost packet lost more of a block than
-// its parities rebuild. Datagrams the sending association dropped unsent
+// its parities rebuild; 4 in a row are more than a block's 3 parities
+// rebuild, so the resend is used too. Datagrams the sending association dropped unsent
 // on a loaded machine (the race detector's) are no loss of the hop's;
 // a tenth of the wire's losses may stay (a resend lost twice). Other UDP
 // is still carried as plain datagrams.
@@ -128,7 +130,7 @@ func TestQuicRepairHidesLoss(t *testing.T) {
 		burst int
 	}{
 		{"2% random loss, 1000-byte datagrams", 1000, 50, 1},
-		{"bursts of 3 lost, 60-byte datagrams", 60, 150, 3},
+		{"bursts of 4 lost, 60-byte datagrams", 60, 150, 4},
 	} {
 		t.Run(wire.name, func(t *testing.T) {
 			h.wire.SetLoss(func() bool {
@@ -205,9 +207,10 @@ func TestQuicParitiesOnce(t *testing.T) {
 	time.Sleep(3 * fecSpan) // the tail's parities
 	got := a.ep.Stats().QuicParities.Load()
 	// Blocks close full or after fecSpan: at most one a span, and one
-	// after each pause; each has at most 2 parities, the tail's again.
+	// after each pause; each has at most fecMaxParities, the tail's
+	// again.
 	blocks := int(took/fecSpan) + 1 + pauses
-	want := 2*blocks + 2*pauses
+	want := fecMaxParities * (blocks + pauses)
 	t.Logf("%d datagrams in %v with %d pauses: %d parities (at most %d)", n, took.Round(time.Millisecond), pauses, got, want)
 	if int(got) > want {
 		t.Errorf("%d parities for %d datagrams in %v, more than %d: a span-closed block's parities went twice", got, n, took.Round(time.Millisecond), want)
@@ -280,9 +283,9 @@ func quicFlowsArrive(t *testing.T, a, b *site, size int, dropped *atomic.Uint64,
 	}
 }
 
-// TestFecRecover: every single loss in a block is rebuilt from P alone
-// and from Q alone, every pair of losses from both, whatever the
-// datagrams' lengths.
+// TestFecRecover: every loss of up to three datagrams in a block is
+// rebuilt from as many of its parities (any of them), whatever the
+// datagrams' lengths, and never from fewer.
 func TestFecRecover(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, k := range []int{1, 2, 5, 16, fecMaxBlock} {
@@ -293,23 +296,23 @@ func TestFecRecover(t *testing.T) {
 			for j := range pkts[i] {
 				pkts[i][j] = byte(rng.Uint32())
 			}
-			sent.addShard(i, pkts[i])
+			sent.addShard(i, pkts[i], fecMaxParities)
 		}
-		// recv sums what arrived (all but lost) with the parities folded in.
-		recv := func(lost []int, p, q bool) [][]byte {
+		// recv sums what arrived (all but lost) with the parities of
+		// have folded in.
+		recv := func(lost []int, have uint8) [][]byte {
 			var s fecSums
-			if p {
-				s.foldParity(0, sent.p)
-			}
-			if q {
-				s.foldParity(1, sent.q)
+			for j := range fecMaxParities {
+				if have&(1<<j) != 0 {
+					s.foldParity(byte(j), sent.rows[j])
+				}
 			}
 			for i, pkt := range pkts {
 				if !slices.Contains(lost, i) {
-					s.addShard(i, pkt)
+					s.addShard(i, pkt, fecMaxParities)
 				}
 			}
-			return fecRecover(&s, p, q, lost)
+			return fecRecover(&s, have, lost)
 		}
 		check := func(lost []int, got [][]byte) {
 			t.Helper()
@@ -322,14 +325,38 @@ func TestFecRecover(t *testing.T) {
 				}
 			}
 		}
-		for x := range k {
-			check([]int{x}, recv([]int{x}, true, false))
-			check([]int{x}, recv([]int{x}, false, true))
-			for y := x + 1; y < k; y++ {
-				check([]int{x, y}, recv([]int{x, y}, true, true))
-				if recv([]int{x, y}, true, false) != nil {
-					t.Fatalf("k=%d: two losses rebuilt from P alone", k)
+		// Every set of parities received, by its bits.
+		for have := uint8(1); have < 1<<fecMaxParities; have++ {
+			n := bits.OnesCount8(have)
+			for x := range k {
+				check([]int{x}, recv([]int{x}, have))
+				for y := x + 1; y < k; y++ {
+					lost := []int{x, y}
+					if got := recv(lost, have); n >= 2 {
+						check(lost, got)
+					} else if got != nil {
+						t.Fatalf("k=%d: two losses rebuilt from one parity", k)
+					}
+					if n < 3 || k > 5 {
+						continue // three from all three: below, sampled
+					}
+					for z := y + 1; z < k; z++ {
+						check([]int{x, y, z}, recv([]int{x, y, z}, have))
+					}
 				}
+			}
+		}
+		// Three losses from P, Q and the third, sampled over the large
+		// block; never from two.
+		for range 200 {
+			if k < 3 {
+				break
+			}
+			lost := rng.Perm(k)[:3]
+			slices.Sort(lost)
+			check(lost, recv(lost, 7))
+			if recv(lost, 3) != nil {
+				t.Fatalf("k=%d: three losses rebuilt from two parities", k)
 			}
 		}
 	}
@@ -341,7 +368,7 @@ func TestFecShape(t *testing.T) {
 	prev := 0.0
 	for _, p := range []float64{0, 0.001, 0.003, 0.01, 0.02, 0.1} {
 		k, m := fecShape(p)
-		if k < 4 || k > fecMaxBlock || m < 1 || m > 2 {
+		if k < 4 || k > fecMaxBlock || m < 1 || m > fecMaxParities {
 			t.Fatalf("loss %v: k=%d m=%d", p, k, m)
 		}
 		o := float64(m) / float64(k)
@@ -363,11 +390,7 @@ func fecFrames(flow uint32, n, k, m int) (frames [][]byte, pkts [][]byte) {
 	first, in := 0, 0
 	closeBlock := func() {
 		for w := range m {
-			sum := s.p
-			if w == 1 {
-				sum = s.q
-			}
-			frames = append(frames, appendFecParity(nil, flow, uint32(first), in, m, byte(w), sum))
+			frames = append(frames, appendFecParity(nil, flow, uint32(first), in, m, byte(w), s.rows[w]))
 		}
 		s, in = fecSums{}, 0
 	}
@@ -379,7 +402,7 @@ func fecFrames(flow uint32, n, k, m int) (frames [][]byte, pkts [][]byte) {
 		binary.BigEndian.PutUint32(pkt, uint32(i))
 		pkts = append(pkts, pkt)
 		frames = append(frames, appendFecData(nil, flow, uint32(i), in, pkt))
-		s.addShard(in, pkt)
+		s.addShard(in, pkt, m)
 		in++
 		if in == k {
 			closeBlock()
