@@ -134,18 +134,30 @@ func (s *State) light() bool {
 	return s.Unsent() <= LightThreshold && !s.writeWait && !s.unsentHeld
 }
 
-// LightWaiting reports whether the next stream data to go is a light
-// stream's: a repair of one at the head of the repairs, or, with no
-// repair waiting, new data in the light queue (an entry may be stale:
-// the answer errs towards light). Several paths put it on the
-// lowest-delay one.
+// LightWaiting reports whether a light stream's data waits to go: new
+// data in the light queue (an entry may be stale: the answer errs towards
+// light) or a repair of one among the first lightRetxScan repairs; they
+// go out within a packet or a few. Several paths put it on the
+// lowest-delay one. Looking at the head of the repairs alone, a reply
+// queued behind a bulk repair went with it on whichever path bonding
+// chose, a GEO one beside a cellular one now and then (its answer 350 ms
+// late).
 func (m *Map) LightWaiting() bool {
-	if m.RetxQ.Len() > 0 {
-		s := m.RetxQ.Peek()
-		return !s.gone && s.light()
+	if m.LightQ.Len() > 0 {
+		return true
 	}
-	return m.LightQ.Len() > 0
+	for i := range min(m.RetxQ.Len(), lightRetxScan) {
+		if s := m.RetxQ.At(i); !s.gone && s.light() {
+			return true
+		}
+	}
+	return false
 }
+
+// lightRetxScan is how many repairs from the head LightWaiting looks at:
+// a few bulk streams' repairs ahead of a light one's go in a packet or
+// two; a light repair further back waits longer anyway.
+const lightRetxScan = 4
 
 func (m *Map) ScheduleRetx(s *State) {
 	if s.gone || s.Aborted() || s.queued&inRetxQ != 0 || !s.HasRetx() {

@@ -40,6 +40,9 @@ func (q *Queue) Peek() *State {
 
 func (q *Queue) Len() int { return len(q.q) - q.head }
 
+// At is the i-th stream from the head (i < Len).
+func (q *Queue) At(i int) *State { return q.q[q.head+i] }
+
 func (q *Queue) Clear() {
 	clear(q.q)
 	q.q, q.head = q.q[:0], 0
