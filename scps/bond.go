@@ -5,10 +5,12 @@ package scps
 // path has its own congestion controller and pacer (internal/ackhandler,
 // pathstate.go), so a bulk transfer spreads across the paths in
 // proportion to what each delivers: a packet goes on the path whose window
-// has room and whose pacer lets it go first, the lowest-delay one among
-// those ready together. Repairs are stream data like any other and go on
-// whichever path sends next, so a loss on one path may be repaired on
-// another.
+// has room and whose pacer lets it go first; among those ready together,
+// on the one whose data clock is behind (bondClock: each path's share at
+// its pacing rate, so a sender slower than the paths still spreads its
+// data across them), and a repair on the lowest-delay one. Repairs are
+// stream data like any other and go on whichever path sends next, so a
+// loss on one path may be repaired on another.
 //
 // The paths that may carry data: on a side told its paths, the working
 // paths of the best role present (primaries; backups only while no
@@ -72,16 +74,22 @@ func (a *Association) sendPath(rotate bool) int {
 		a.sent.Use(a.paths.data)
 		return a.paths.data
 	}
-	best, bestAt, bestRTT := -1, time.Duration(0), time.Duration(0)
+	best, bestAt, bestShare, bestRTT := -1, time.Duration(0), time.Duration(0), time.Duration(0)
+	repair := a.streams.RetxQ.Len() > 0
 	for s := set; s != 0; s &= s - 1 {
 		i := bits.TrailingZeros16(s)
 		a.sent.Use(i)
 		if !a.sent.WindowOpen() {
 			continue
 		}
-		at, rtt := a.sent.PacedAt(a.now), a.sent.PathRTT(i).Smoothed()
-		if best < 0 || at < bestAt || at == bestAt && rtt < bestRTT {
-			best, bestAt, bestRTT = i, at, rtt
+		at, share, rtt := a.sent.PacedAt(a.now), a.bondClock(i), a.sent.PathRTT(i).Smoothed()
+		if repair {
+			// A repair fills a hole the reader waits on: among the
+			// paths ready at once, the lowest-delay one.
+			share = 0
+		}
+		if best < 0 || at < bestAt || at == bestAt && (share < bestShare || share == bestShare && rtt < bestRTT) {
+			best, bestAt, bestShare, bestRTT = i, at, share, rtt
 		}
 	}
 	if best < 0 {
@@ -110,6 +118,36 @@ func (a *Association) sendPath(rotate bool) int {
 	}
 	a.sent.Use(best)
 	return best
+}
+
+// bondHorizon bounds how far a path's data clock (bondClock) may lag
+// behind now: the share a path that sent nothing for a while may catch up
+// on is this long at its rate, not all the time it was idle.
+const bondHorizon = 10 * time.Millisecond
+
+// bondClock is path i's data clock: when its data sent so far would have
+// gone out at its pacing rate, starting no earlier than bondHorizon ago.
+// Among the paths ready to send at once, the packet goes on the one whose
+// clock is behind, so while the sender has less to send than the paths
+// take (a server or a loaded host slower than the links), each path still
+// carries data in proportion to its rate: before, the ready path of the
+// lowest delay took every packet, and a GEO beside a LEO that the sender
+// never filled carried 0-4% of the data through the binary (its slow
+// start paced at twice a delivery rate it was never given the data to
+// raise). While the sender fills the paths, their windows and pacers
+// decide, as before.
+func (a *Association) bondClock(i int) time.Duration {
+	return max(a.paths.p[i].share, a.now-bondHorizon)
+}
+
+// bondCharge advances path i's data clock by a packet of n bytes at its
+// pacing rate (none while it is not paced: a first flight).
+func (a *Association) bondCharge(i, n int) {
+	p := &a.paths.p[i]
+	p.share = a.bondClock(i)
+	if r := a.sent.PathPacingRate(i); r > 0 {
+		p.share += time.Duration(float64(n) / r * float64(time.Second))
+	}
 }
 
 // ackSpread: one in this many of a told side's packets without data goes

@@ -60,6 +60,22 @@ func bondRun(t *testing.T, links [2]bondLink, n int, warm, dur time.Duration) bo
 // that learns its paths, tunnel/assoc.go, untoldRates).
 func bondRunWith(t *testing.T, links [2]bondLink, n int, warm, dur time.Duration, told bool) bondResult {
 	t.Helper()
+	return bondRunOpts(t, links, n, warm, dur, bondOpts{told: told})
+}
+
+// bondOpts is how a bonding run's sites are set up: told as the bench
+// tells them (bondRunWith), and supply, if not 0, the bit/s the sending
+// application writes at, all streams together (a server, or a loaded
+// host's netstack, that cannot fill both links).
+type bondOpts struct {
+	told   bool
+	supply float64
+}
+
+// bondRunOpts is bondRunWith with o.
+func bondRunOpts(t *testing.T, links [2]bondLink, n int, warm, dur time.Duration, o bondOpts) bondResult {
+	t.Helper()
+	told := o.told
 	cfg := DefaultConfig()
 	cfg.MaxPacketSize, cfg.WireOverhead = tunnelPacketSize, tunnelOverhead
 	cfg.InitialRTT = 600 * time.Millisecond
@@ -83,8 +99,14 @@ func bondRunWith(t *testing.T, links [2]bondLink, n int, warm, dur time.Duration
 	mustSetPath(t, s.a[1], 1, PathOptions{Learned: true})
 	s.attach()
 	const total = 1 << 40
+	var senders []*appStream
 	s.apps[1].onAccept = func(id uint64, meta []byte) *appStream {
-		return &appStream{toSend: total, expect: 0, resetAfter: -1}
+		st := &appStream{toSend: total, expect: 0, resetAfter: -1}
+		if o.supply > 0 {
+			st.toSend, st.more = 0, true
+			senders = append(senders, st)
+		}
+		return st
 	}
 	sts := make([]*appStream, n)
 	for i := range sts {
@@ -103,8 +125,15 @@ func bondRunWith(t *testing.T, links [2]bondLink, n int, warm, dur time.Duration
 	}
 	var atWarm uint64
 	warmAt := time.Duration(-1)
-	const step = 10 * time.Millisecond
+	step := 10 * time.Millisecond
+	if o.supply > 0 {
+		step = time.Millisecond // the application writes in small chunks
+	}
 	for next := step; next <= dur; next += step {
+		for _, st := range senders {
+			st.toSend += uint64(o.supply / 8 * step.Seconds() / float64(n))
+			s.apps[1].service(st)
+		}
 		s.runUntil(next, func() bool { return false })
 		for i, l := range links {
 			if l.cutEvery > 0 {
@@ -201,6 +230,21 @@ func TestBondTold(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%s+%s/%d", strings.Fields(tc.links[0].name)[0], strings.Fields(tc.links[1].name)[0], tc.n), func(t *testing.T) {
 			checkBond(t, bondRunWith(t, tc.links, tc.n, tc.warm, tc.dur, true), tc.links, 0.9)
+		})
+	}
+}
+
+// TestBondLEOGEOSupply: a sender that writes less than the LEO carries
+// (90% of its limit, a loaded host's netstack) still spreads the download
+// across both links in proportion to what each delivers, as the bench's
+// sites are told, and the goodput keeps up with what it writes.
+func TestBondLEOGEOSupply(t *testing.T) {
+	links := [2]bondLink{bondLEO, bondGEO}
+	supply := 0.9 * bondLEO.limit()
+	for _, n := range []int{1, 8} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			r := bondRunOpts(t, links, n, 6*time.Second, 16*time.Second, bondOpts{told: true, supply: supply})
+			checkBond(t, r, links, 0.95*supply/r.limit)
 		})
 	}
 }

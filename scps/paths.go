@@ -136,6 +136,7 @@ type path struct {
 	lastHeard  time.Duration // when a packet last arrived on it
 	lastTraffc time.Duration // when a packet other than a probe last arrived on it
 	lastOut    time.Duration // when we last sent on it a packet other than a probe or its answer
+	share      time.Duration // its data's virtual clock (bond.go, bondCharge)
 	stats      PathStats
 }
 
@@ -371,6 +372,9 @@ func (a *Association) SendOn(now time.Time, buf []byte) (n int, pn uint64, path 
 	if n > 0 {
 		a.paths.onSent(a, path, pn, n, a.lastSent)
 		a.paths.p[path].lastOut = a.now
+		if a.lastSent.carried {
+			a.bondCharge(path, n)
+		}
 	}
 	return n, pn, path
 }

@@ -383,6 +383,9 @@ type appStream struct {
 	// (request/response over a half-closed stream).
 	replyAfterEOF uint64
 	eofAt         time.Duration
+	// more: the writer has more to come (toSend grows): no FIN when it
+	// catches up.
+	more bool
 }
 
 // simApp drives one side's streams.
@@ -494,7 +497,7 @@ func (p *simApp) service(st *appStream) {
 			break
 		}
 	}
-	if st.written == st.toSend && !st.finWritten && (st.replyAfterEOF == 0 || st.eof) {
+	if st.written == st.toSend && !st.finWritten && !st.more && (st.replyAfterEOF == 0 || st.eof) {
 		if err := p.a.StreamCloseWrite(st.id); err != nil {
 			st.resetErr = err
 			return

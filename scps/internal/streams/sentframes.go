@@ -71,6 +71,9 @@ func (m *Manager) dataAcked(f *ackhandler.SentFrame, now, srtt time.Duration) {
 			if first := s.acked.First(); first.Start <= s.ackedPrefix {
 				m.SendReleased(first.End - s.ackedPrefix)
 				s.ackedPrefix = first.End
+				if s.ackedPrefix == s.writeOff {
+					s.runStart = s.writeOff // idle: the next write begins a run
+				}
 				s.acked.RemoveBelow(s.ackedPrefix)
 				s.sendBuf.Release(s.ackedPrefix)
 				s.MaybeGrowSendBuffer(m.Limits.SendBuffer, now, srtt)

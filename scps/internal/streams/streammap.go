@@ -129,9 +129,14 @@ func (m *Map) ScheduleNew(s *State) {
 // the unsent share holds (Manager.UnsentShare) has little unsent by
 // construction: it stays bulk, woken or not, until it queues its FIN or
 // everything it wrote has gone out; otherwise each wake would put a
-// bulk stream ahead of the others and of the requests.
+// bulk stream ahead of the others and of the requests. So does a stream
+// that sent LightRun or more since it was last idle (runStart): a
+// download whose writer is slower than the links (a server, or a loaded
+// host's netstack, short of the LEO's 100 Mbit/s) has little unsent
+// whenever it is looked at, and as light every byte of it went on the
+// lowest-delay path, none on a GEO beside it.
 func (s *State) light() bool {
-	return s.Unsent() <= LightThreshold && !s.writeWait && !s.unsentHeld
+	return s.Unsent() <= LightThreshold && !s.writeWait && !s.unsentHeld && s.sentOff-s.runStart < LightRun
 }
 
 // LightWaiting reports whether a light stream's data waits to go: new

@@ -103,6 +103,34 @@ func TestScheduleLightBeforeBulk(t *testing.T) {
 	}
 }
 
+// TestLongRunIsBulk: a stream that keeps sending, LightRun or more since
+// all it wrote was last acknowledged, is bulk however little it has
+// unsent (a writer slower than the links); once everything it wrote is
+// acknowledged, its next write is light again (a request on a kept-alive
+// connection after a download).
+func TestLongRunIsBulk(t *testing.T) {
+	ev := &recordedEvents{}
+	m := Manager{Events: ev, Limits: Limits{StreamWindow: 1 << 20, ConnWindow: 2 << 20, InitialStreamWindow: 1 << 20, InitialSendBuffer: 1 << 20, SendBuffer: 1 << 20}}
+	m.Init(true, 100, 100)
+	s := m.NewStream(0, true, time.Second)
+	s.openPending, s.peerMax = false, 1<<40
+	s.writeOff, s.sentOff = LightRun-1000+100, LightRun-1000
+	if !s.light() {
+		t.Fatal("a short run with 100 bytes unsent is not light")
+	}
+	m.FrameAcked(&ackhandler.SentFrame{Kind: ackhandler.KindStream, ID: 0, Off: 0, N: LightRun / 2}, time.Second, 0)
+	s.writeOff, s.sentOff = LightRun+100, LightRun
+	if s.light() {
+		t.Fatal("a stream that sent LightRun without going idle is light")
+	}
+	m.FrameAcked(&ackhandler.SentFrame{Kind: ackhandler.KindStream, ID: 0, Off: LightRun / 2, N: LightRun/2 + 100}, time.Second, 0)
+	s.sentOff = s.writeOff // all sent and acknowledged: idle
+	s.writeOff += 100
+	if !s.light() {
+		t.Fatalf("the first write after an idle stream is not light (run from %d)", s.runStart)
+	}
+}
+
 // TestBudgetAccountsGrantedCredit: a stream's receive credit beyond the
 // initial credit and not yet read counts against the budget, never below
 // what was read, and none of it once the stream is aborted.

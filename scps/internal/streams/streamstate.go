@@ -21,6 +21,10 @@ import (
 // uploads leaves each a few KiB, MemBudget).
 const LightThreshold = 16 << 10
 
+// LightRun: a stream that has sent this much since all it wrote was last
+// acknowledged is bulk, however little it has unsent (State.light).
+const LightRun = 1 << 20
+
 // State is one stream's state in the association's core. Its fields are
 // the streams package's: the rest of the core changes a stream only
 // through Manager and reads it through the methods below (its id, why it
@@ -36,6 +40,7 @@ type State struct {
 	writeOff    uint64     // end of data written by the application
 	sentOff     uint64     // next new byte to send
 	ackedPrefix uint64     // every byte below is acknowledged
+	runStart    uint64     // writeOff when all written was last acknowledged: where the current run of sending began
 	acked       ranges.Set // acknowledged ranges above ackedPrefix
 	retx        ranges.Set // lost ranges waiting for repair
 	peerMax     uint64     // send credit granted by the peer
