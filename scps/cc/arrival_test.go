@@ -2,6 +2,7 @@ package cc
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -42,5 +43,71 @@ func TestArrivalRateTimesTrains(t *testing.T) {
 	}
 	if got := short.Peak(); got != 0 {
 		t.Errorf("%d packets gave a rate of %.0f B/s", arrivalMinPackets-1, got)
+	}
+}
+
+// arrivalPeakWalk is ArrivalRate's peak as it was computed before the
+// walk began at the latest long gap: back from the newest arrival over
+// the whole ring for every packet. TestArrivalRateSameAsFullWalk holds
+// the two to the same result.
+func arrivalPeakWalk(ats []time.Time, sizes []int) float64 {
+	var peak float64
+	var total int64
+	var bytes []int64
+	for k := range ats {
+		total += int64(sizes[k])
+		bytes = append(bytes, total)
+		n := min(k+1, arrivalRing)
+		if n <= arrivalMinPackets {
+			continue
+		}
+		first := k
+		for i := 1; i < n; i++ {
+			j := k - i
+			after := ats[j+1]
+			if gap := after.Sub(ats[j]); gap > max(arrivalPause, ats[k].Sub(after)) {
+				break
+			}
+			first = j
+		}
+		span := ats[k].Sub(ats[first])
+		if k-first < arrivalMinPackets || span < capacityMinSpan {
+			continue
+		}
+		if rate := float64(bytes[k]-bytes[first]) / span.Seconds(); rate > peak {
+			peak = rate
+		}
+	}
+	return peak
+}
+
+// TestArrivalRateSameAsFullWalk: on arrivals with trains, host batches
+// and pauses of every length, the peak is the one a walk over the whole
+// ring for every packet finds.
+func TestArrivalRateSameAsFullWalk(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for run := 0; run < 500; run++ {
+		var r ArrivalRate
+		var ats []time.Time
+		var sizes []int
+		at := t0
+		for k := 0; k < 300; k++ {
+			var gap time.Duration
+			switch rng.IntN(10) {
+			case 0:
+				gap = time.Duration(rng.IntN(60)) * time.Millisecond // a pause, or not
+			case 1:
+				gap = time.Duration(rng.IntN(20)) * time.Microsecond // a host batch
+			default:
+				gap = time.Duration(200+rng.IntN(2000)) * time.Microsecond
+			}
+			at = at.Add(gap)
+			size := 60 + rng.IntN(1440)
+			r.OnPacket(at, size)
+			ats, sizes = append(ats, at), append(sizes, size)
+		}
+		if got, want := r.Peak(), arrivalPeakWalk(ats, sizes); got != want {
+			t.Fatalf("run %d: peak %.0f B/s, the full walk gives %.0f", run, got, want)
+		}
 	}
 }
