@@ -1,7 +1,7 @@
 package tunnel
 
 // Forward erasure coding of a repaired QUIC flow (spec.md, "Repaired
-// datagrams"): the sender adds one or two parity datagrams to each short
+// datagrams"): the sender adds one to three parity datagrams to each short
 // block of the flow's datagrams, and the receiver rebuilds up to as many
 // lost ones from them without a round trip. Parity j is the XOR of
 // g^(i*j) times shard i over GF(2^8) (g = 2): the first two are RAID-6's

@@ -8,7 +8,7 @@ package tunnel
 //     port unreachable from its destination, so the client gives QUIC up
 //     and uses TCP, which the endpoint accelerates; nothing crosses the hop.
 //   - repair: each such flow (5-tuple, one direction) is numbered and
-//     carried in association datagrams with one or two parity datagrams
+//     carried in association datagrams with one to three parity datagrams
 //     per short block (fec.go; spec.md, "Repaired datagrams"), so the
 //     receiving endpoint rebuilds what the hop lost without a round trip,
 //     and holds the datagrams behind a gap for the few milliseconds until
