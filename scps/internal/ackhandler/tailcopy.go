@@ -9,8 +9,12 @@ package ackhandler
 // that. Sending those packets' data a second time into the idle link,
 // newest first, repairs such a loss before it is even noticed. A packet is
 // copied at most once, copies are never copied, and only packets younger
-// than copyAge of the minimum RTT qualify: an older packet's ACK, or the
-// evidence of its loss, is due before a copy would arrive. A lone packet
+// than the minimum RTT qualify: an older packet's ACK, or the evidence of
+// its loss and so its repair, is due before its copy would leave. A copy
+// leaving before that arrives before the repair would (copies go out as
+// fast as the packets did, newest first, so a packet's age grows twice as
+// fast as the copies get to it: with 3/4 of the minimum RTT, on GEO the
+// copies stopped 0.2 s back from a page's end). A lone packet
 // in flight (a short request) is not copied: the probe timeout covers it.
 // Copies spend a credit that new packets earn (a quarter of their bytes),
 // capped at half the congestion window, except that the newest packet of
@@ -19,13 +23,6 @@ package ackhandler
 // more and a packet per burst, and a page's end needs far less.
 
 import "time"
-
-// copyAgeNum/copyAgeDen: packets sent within this share of the minimum
-// RTT may be copied.
-const (
-	copyAgeNum = 3
-	copyAgeDen = 4
-)
 
 // tailCopies scans the sent history newest first for packets to copy.
 type tailCopies struct {
@@ -76,7 +73,7 @@ func (h *SentPacketHandler) NextCopy(now time.Duration) *SentPacket {
 	if minRTT <= 0 {
 		minRTT = rtt.Smoothed()
 	}
-	oldest := now - minRTT*copyAgeNum/copyAgeDen
+	oldest := now - minRTT
 	for c.below > h.hist.basePN {
 		p := h.hist.get(c.below - 1)
 		if p.SentAt < oldest {

@@ -33,8 +33,8 @@ func TestTailCopiesNewestFirstOnce(t *testing.T) {
 	sendData(&h, now, 1000, false)
 	now += 100 * time.Millisecond
 	h.OnAck(now, ackOf(t, wire.AckRange{Smallest: 0, Largest: 0}))
-	// A burst of 40 packets, 1 ms apart, then nothing: the last 75 ms of
-	// it (3/4 of the minimum RTT) may be copied, newest first, each once.
+	// A burst of 40 packets, 1 ms apart, then nothing: what is younger
+	// than the minimum RTT may be copied, newest first, each once.
 	for range 40 {
 		sendData(&h, now, 1000, false)
 		now += time.Millisecond
@@ -68,16 +68,23 @@ func TestTailCopiesNewestFirstOnce(t *testing.T) {
 	if want := (credit + 999) / 1000; len(copied) != want {
 		t.Errorf("%d copies of a 40-packet burst, want the credit's %d", len(copied), want)
 	}
-	// Later, more credit but the rest of the burst is too old.
+	// Later, more credit: the rest of the burst younger than the minimum
+	// RTT is copied (its repair would leave only once it is that old),
+	// the older part is not.
 	for range 100 {
 		sendData(&h, now, 0, false) // control-only packets earn credit, carry no data
 	}
 	now += 80 * time.Millisecond
+	late := 0
 	for p := h.NextCopy(now); p != nil; p = h.NextCopy(now) {
-		if p.SentAt < now-75*time.Millisecond {
-			t.Fatalf("packet sent at %v copied at %v: older than 3/4 of the minimum RTT", p.SentAt, now)
+		if p.SentAt < now-100*time.Millisecond {
+			t.Fatalf("packet sent at %v copied at %v: older than the minimum RTT", p.SentAt, now)
 		}
+		late++
 		h.TakeCopy(p, nil)
+	}
+	if late == 0 {
+		t.Errorf("none of the burst copied at 81-100 ms of age, want the packets younger than the minimum RTT")
 	}
 	// A lost copy queues nothing: its original decides the repair.
 	log.lost = nil
