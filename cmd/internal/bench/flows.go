@@ -132,6 +132,21 @@ type FlowDownloads struct {
 	// Jain is Jain's index of the flows' rates, each its bytes over the
 	// time from its dial to its last byte; a failed flow counts its bytes.
 	Jain float64 `json:"jain_index"`
+	// The timeline, from the first dial: when the last connect()
+	// returned, when the last flow saw its first byte, when the link
+	// first carried 90% of the limit over one round trip (-1: never),
+	// and when it last did (the tail after it carried less).
+	ConnectedMs     float64 `json:"last_connected_ms"`
+	LastFirstByteMs float64 `json:"last_first_byte_ms"`
+	FullMs          float64 `json:"full_from_ms"`
+	FullUntilMs     float64 `json:"full_until_ms"`
+	// Steady is the bytes from FullMs to FullUntilMs over that time, as a
+	// share of the limit: what the link carried once every flow was under
+	// way and before the last few finished alone.
+	Steady float64 `json:"steady_share_of_limit"`
+	// Timeline is the bytes the readers received in each 50 ms from the
+	// first dial.
+	Timeline []int64 `json:"timeline_bytes_per_50ms,omitempty"`
 	// Completion times of the finished flows, from their dial.
 	P50Ms     float64       `json:"p50_ms"`
 	P95Ms     float64       `json:"p95_ms"`
@@ -319,7 +334,12 @@ func runFlows(ctx context.Context, rc RunConfig, r *Result) (err error) {
 		return err
 	}
 	meter := meterEndpoints(tb, scps)
+	stopTrace := func() {}
+	if path := os.Getenv("SCPSVPN_FLOWS_TRACE"); path != "" && scps {
+		stopTrace = traceEndpoints(ctx, tb, rc.Binary, path)
+	}
 	fr.Downloads = measureDownloads(ctx, dial, spec.Flows, spec.DownloadBytes, c)
+	stopTrace()
 	fr.Downloads.Endpoints = meter.done(spec.Flows)
 	if err := pause(); err != nil {
 		return err
@@ -522,6 +542,34 @@ func flowsActive(ctx context.Context, tb *testbed.Testbed, binary string, side t
 	return st.Counters.FlowsActive, nil
 }
 
+// traceEndpoints writes both endpoints' status every 250 ms to path
+// until the returned stop is called (a debugging aid).
+func traceEndpoints(ctx context.Context, tb *testbed.Testbed, binary, path string) (stop func()) {
+	f, err := os.Create(path)
+	if err != nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	start := time.Now()
+	wg.Go(func() {
+		defer f.Close()
+		for ctx.Err() == nil {
+			for _, side := range []testbed.Side{testbed.A, testbed.B} {
+				out, err := tb.Command(side, binary, "status", "--json", "--interface", tb.Site(side).TUNName).Output()
+				if err == nil {
+					fmt.Fprintf(f, "%.3f %s %s\n", time.Since(start).Seconds(), side, strings.ReplaceAll(string(out), "\n", ""))
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	})
+	return func() { cancel(); wg.Wait() }
+}
+
 // queueListener listens at addr in site B with room for backlog
 // connections in its accept queue (the namespace's somaxconn raised to
 // match), and never accepts.
@@ -600,10 +648,11 @@ func measureDownloads(ctx context.Context, dial Dialer, n, size int, c Condition
 	ctx, cancel := context.WithTimeout(ctx, 4*time.Duration(float64(n*size)/c.PayloadCapacity()*float64(time.Second))+30*time.Second)
 	defer cancel()
 	type flow struct {
-		bytes               int64
-		dialed, first, last time.Duration
+		bytes                          int64
+		dialed, connected, first, last time.Duration
 	}
 	flows := make([]flow, n)
+	var tl timeline
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := range n {
@@ -615,6 +664,7 @@ func measureDownloads(ctx context.Context, dial Dialer, n, size int, c Condition
 				if err != nil {
 					return fmt.Errorf("dial: %w", err)
 				}
+				f.connected = time.Since(start)
 				defer abort(conn)
 				stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
 				defer stop()
@@ -631,6 +681,7 @@ func measureDownloads(ctx context.Context, dial Dialer, n, size int, c Condition
 						}
 						f.bytes += int64(k)
 						f.last = now
+						tl.add(now, k)
 					}
 					if err != nil {
 						return fmt.Errorf("after %d bytes: %w", f.bytes, err)
@@ -649,10 +700,12 @@ func measureDownloads(ctx context.Context, dial Dialer, n, size int, c Condition
 	first, last := time.Duration(-1), time.Duration(0)
 	for _, f := range flows {
 		res.Bytes += f.bytes
+		res.ConnectedMs = max(res.ConnectedMs, ms(f.connected))
 		if f.bytes == 0 {
 			rates = append(rates, 0)
 			continue
 		}
+		res.LastFirstByteMs = max(res.LastFirstByteMs, ms(f.first))
 		if first < 0 || f.first < first {
 			first = f.first
 		}
@@ -670,6 +723,8 @@ func measureDownloads(ctx context.Context, dial Dialer, n, size int, c Condition
 			res.Together = float64(res.Bytes) / (last - first).Seconds() / c.PayloadCapacity()
 		}
 	}
+	res.FullMs, res.FullUntilMs, res.Steady = tl.full(c.RTT, 0.9*c.PayloadCapacity())
+	res.Timeline = tl.bins
 	if p, ok := Percentile(took, 0.5); ok {
 		res.P50Ms = ms(p)
 		p95, _ := Percentile(took, 0.95)
@@ -677,6 +732,59 @@ func measureDownloads(ctx context.Context, dial Dialer, n, size int, c Condition
 	}
 	res.Err = fe.String()
 	return res
+}
+
+// timelineBin is the timeline's resolution.
+const timelineBin = 50 * time.Millisecond
+
+// timeline counts the bytes the readers received in each timelineBin
+// from the start of a phase.
+type timeline struct {
+	mu   sync.Mutex
+	bins []int64
+}
+
+func (t *timeline) add(at time.Duration, n int) {
+	i := int(at / timelineBin)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if i >= len(t.bins) {
+		t.bins = append(t.bins, make([]int64, i+1-len(t.bins))...)
+	}
+	t.bins[i] += int64(n)
+}
+
+// full finds the first and last window of one rtt that carried at least
+// rate bytes per second, and the rate from the start of the first to the
+// end of the last as a share of that rate's 1/0.9 (the limit). from is -1
+// when no window did.
+func (t *timeline) full(rtt time.Duration, rate float64) (fromMs, untilMs, share float64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	w := max(1, int(rtt/timelineBin))
+	var sum int64
+	first, last := -1, -1
+	for i, b := range t.bins {
+		sum += b
+		if i >= w {
+			sum -= t.bins[i-w]
+		}
+		if i+1 >= w && float64(sum)/(time.Duration(w)*timelineBin).Seconds() >= rate {
+			if first < 0 {
+				first = i + 1 - w
+			}
+			last = i
+		}
+	}
+	if first < 0 {
+		return -1, -1, 0
+	}
+	var bytes int64
+	for _, b := range t.bins[first : last+1] {
+		bytes += b
+	}
+	d := time.Duration(last+1-first) * timelineBin
+	return ms(time.Duration(first) * timelineBin), ms(time.Duration(last+1) * timelineBin), float64(bytes) / d.Seconds() / (rate / 0.9)
 }
 
 // measureRequests runs n bulk downloads and a UDP stream at the link's
@@ -989,7 +1097,8 @@ func flowsSummary(r *Result) string {
 		s += fmt.Sprintf("opens %.0f/s (%d/%d); ", o.PerSecond, o.Done, o.Flows)
 	}
 	if d := f.Downloads; d != nil {
-		s += fmt.Sprintf("downloads %d/%d: %.0f%% of the limit, Jain %.3f", d.Done, d.Flows, d.Together*100, d.Jain)
+		s += fmt.Sprintf("downloads %d/%d: %.0f%% of the limit, Jain %.3f (connected by %.2f s, every first byte by %.2f s, first byte %.2f s, full %.2f-%.2f s at %.0f%%, last byte %.2f s)",
+			d.Done, d.Flows, d.Together*100, d.Jain, d.ConnectedMs/1000, d.LastFirstByteMs/1000, d.FirstByteMs/1000, d.FullMs/1000, d.FullUntilMs/1000, d.Steady*100, d.LastByteMs/1000)
 		if e := d.Endpoints; e != nil {
 			s += fmt.Sprintf(", endpoints %.1f ms CPU/flow, %d TUN drops", e.CPUPerFlowMs, e.TUNDropsA+e.TUNDropsB)
 		}
@@ -1011,8 +1120,9 @@ func (rep *Report) renderFlows(w io.Writer) {
 	p("Goals on GEO-10/2: the concurrent downloads together >= 95%% of the payload limit with Jain's index >= 0.9; idle connections <= 64 KiB of endpoint RSS each; opens >= 1,000 per second; " +
 		"the request on a new connection within 1.2 RTT beside the bulk flows and the UDP stream. " +
 		"Idle: KiB of RSS per open connection at endpoint A / B (scpsvpn only). Request: p50 / p95 / max in round trips of the condition, and how many. Bulk and UDP: kB/s each carried during the requests (UDP offered). " +
+		"Downloads' timeline (s from the first dial): the first byte, the last connect() returned, the last flow's first byte, the link full (90%% of the limit over a round trip) from and until, the last byte; steady: the share of the limit while full. " +
 		"Endpoints (scpsvpn only): both endpoints' CPU ms per flow in the downloads / request phase, and the packets the kernel dropped on their way into the endpoints (TUN queue full, A+B) in each.\n\n")
-	p("| condition | contender | idle KiB/flow (A / B) | opens/s | downloads done | together | Jain | download p50 / max s | request RTTs | bulk kB/s | UDP kB/s (offered) | endpoints CPU ms/flow, TUN drops |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	p("| condition | contender | idle KiB/flow (A / B) | opens/s | downloads done | together | Jain | download p50 / max s | first byte, connected, all first bytes, full from-until, last byte s (steady) | request RTTs | bulk kB/s | UDP kB/s (offered) | endpoints CPU ms/flow, TUN drops |\n|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|\n")
 	rep.workloadRows(w, 10, func(r *Result) bool { return r.Flows != nil }, func(r *Result) string {
 		f := r.Flows
 		idle := "-"
@@ -1025,8 +1135,9 @@ func (rep *Report) renderFlows(w io.Writer) {
 			cost = fmt.Sprintf("%.1f / %.1f; %d / %d", d.Endpoints.CPUPerFlowMs, q.Endpoints.CPUPerFlowMs,
 				d.Endpoints.TUNDropsA+d.Endpoints.TUNDropsB, q.Endpoints.TUNDropsA+q.Endpoints.TUNDropsB)
 		}
-		return fmt.Sprintf("%s | %.0f | %d/%d | %.0f%% | %.3f | %.1f / %.1f | %.2f / %.2f / %.2f (%d) | %.1f | %.1f (%.1f) | %s",
+		return fmt.Sprintf("%s | %.0f | %d/%d | %.0f%% | %.3f | %.1f / %.1f | %.2f, %.2f, %.2f, %.2f-%.2f, %.2f (%.0f%%) | %.2f / %.2f / %.2f (%d) | %.1f | %.1f (%.1f) | %s",
 			idle, o.PerSecond, d.Done, d.Flows, d.Together*100, d.Jain, d.P50Ms/1000, d.MaxMs/1000,
+			d.FirstByteMs/1000, d.ConnectedMs/1000, d.LastFirstByteMs/1000, d.FullMs/1000, d.FullUntilMs/1000, d.LastByteMs/1000, d.Steady*100,
 			q.P50RTTs, q.P95RTTs, q.MaxRTTs, q.Count, q.BulkKBps, q.UDPKBps, q.UDPOfferedKBps, cost)
 	})
 	p("\n")

@@ -43,6 +43,13 @@ func TestFlowPhasesLoopback(t *testing.T) {
 	if d.Jain <= 0 || d.Jain > 1 || d.Together <= 0 || d.P50Ms > d.MaxMs || d.FirstByteMs > d.LastByteMs {
 		t.Errorf("downloads: %+v", d)
 	}
+	var sum int64
+	for _, b := range d.Timeline {
+		sum += b
+	}
+	if sum != d.Bytes || d.LastFirstByteMs < d.FirstByteMs || d.LastFirstByteMs > d.LastByteMs || d.ConnectedMs > d.LastByteMs {
+		t.Errorf("timeline of %d bytes, want %d; connected by %v ms, first bytes %v-%v ms, last byte %v ms", sum, d.Bytes, d.ConnectedMs, d.FirstByteMs, d.LastFirstByteMs, d.LastByteMs)
+	}
 }
 
 // TestFlowPhasesCountFailures: flows that cannot connect are counted
@@ -102,5 +109,32 @@ func TestFlowsSpecCheck(t *testing.T) {
 	// of 20,000 that an unprivileged container may not raise.
 	if f := DefaultFlows.Files(); f < 10_000 || f > 20_000 {
 		t.Errorf("%d files for 10,000 idle connections", f)
+	}
+}
+
+// TestTimelineFull: the timeline finds the first and last round trip
+// that carried 90% of the rate, and the share between them.
+func TestTimelineFull(t *testing.T) {
+	var tl timeline
+	const limit = 1000.0 // bytes per second: 50 per 50 ms bin at the limit
+	// 0.5 s of nothing, 0.2 s at half the limit, 1 s at the limit, 0.3 s
+	// of a tail at a fifth.
+	at := time.Duration(0)
+	add := func(d time.Duration, share float64) {
+		for end := at + d; at < end; at += timelineBin {
+			tl.add(at, int(share*limit*timelineBin.Seconds()))
+		}
+	}
+	add(500*time.Millisecond, 0)
+	add(200*time.Millisecond, 0.5)
+	add(time.Second, 1)
+	add(300*time.Millisecond, 0.2)
+	from, until, share := tl.full(100*time.Millisecond, 0.9*limit)
+	if from != 700 || until != 1700 || share < 0.99 || share > 1.01 {
+		t.Errorf("full from %v ms until %v ms at %.3f of the limit, want 700, 1700, 1", from, until, share)
+	}
+	var empty timeline
+	if from, _, _ := empty.full(100*time.Millisecond, 1); from != -1 {
+		t.Errorf("an empty timeline full from %v ms, want -1", from)
 	}
 }
