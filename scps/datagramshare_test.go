@@ -175,10 +175,63 @@ func TestMeasureRequestBesideBulk(t *testing.T) {
 // open) is at least 0.9: the round robin of the bulk queue shares the
 // link, and the transport leaves no gaps while a thousand streams start.
 func TestManySmallDownloads(t *testing.T) {
+	together, j := manySmallDownloads(t, 0)
+	if together < 0.95 || j < 0.9 {
+		t.Errorf("together %.1f%% of the limit (want 95%%), Jain %.3f (want 0.9)", 100*together, j)
+	}
+}
+
+// TestManySmallDownloadsDialed: the same when each answer starts only
+// once the far endpoint's dial to its server completes, the dials spread
+// over 3 s (as the real endpoint's thousand dials through its netstack
+// took on a loaded machine): the link fills as soon as answers wait, and
+// stays full. (Jain's index of rates from the open is no measure here:
+// the first answers have the link to themselves and finish within a
+// second, the rest share it to the end.)
+func TestManySmallDownloadsDialed(t *testing.T) {
+	if together, _ := manySmallDownloads(t, 3*time.Second); together < 0.95 {
+		t.Errorf("together %.1f%% of the limit, want 95%%", 100*together)
+	}
+}
+
+// manySmallDownloads opens 1,000 streams at once, each answered with
+// 30 kB, the i-th answer starting dialSpread*i/n after its stream
+// arrives, and returns the bytes over the time from the first byte to
+// the last as a share of the payload limit, and Jain's index of the
+// streams' rates.
+func manySmallDownloads(t *testing.T, dialSpread time.Duration) (together, j float64) {
+	return manySmallDownloadsOn(t, dialSpread, nil)
+}
+
+// manySmallDownloadsOn is manySmallDownloads with the link's directions
+// changed by link (nil: none).
+func manySmallDownloadsOn(t *testing.T, dialSpread time.Duration, link func(ab, ba *linkParams)) (together, j float64) {
+	together, j, _ = manySmallDownloadsTimed(t, dialSpread, link)
+	return together, j
+}
+
+// manySmallDownloadsTimed is manySmallDownloadsOn that also returns the
+// time from the first byte to the last.
+func manySmallDownloadsTimed(t *testing.T, dialSpread time.Duration, link func(ab, ba *linkParams)) (together, j float64, took time.Duration) {
 	const n, size = 1000, 30_000
 	s := newGEOSim(t, 2e6, 10e6, 0)
+	if link != nil {
+		link(&s.dir[0].p, &s.dir[1].p)
+	}
+	answered := 0
 	s.apps[1].onAccept = func(id uint64, _ []byte) *appStream {
-		return &appStream{toSend: size, expect: -1, resetAfter: -1}
+		st := &appStream{toSend: size, expect: -1, resetAfter: -1}
+		delay := dialSpread * time.Duration(answered) / n
+		answered++
+		if delay == 0 {
+			return st
+		}
+		st.held = true
+		s.after(delay, func() {
+			st.held = false
+			s.apps[1].service(st)
+		})
+		return st
 	}
 	var sts []*appStream
 	for i := range n {
@@ -205,10 +258,31 @@ func TestManySmallDownloads(t *testing.T) {
 		last = max(last, st.eofAt)
 		rates = append(rates, size/st.eofAt.Seconds())
 	}
-	together := float64(n*size) * 8 / (last - first).Seconds() / payloadLimit(10e6, 0)
-	j := jain(rates)
-	t.Logf("first byte %v, last %v: together %.1f%% of the payload limit, Jain %.3f", first, last, 100*together, j)
-	if together < 0.95 || j < 0.9 {
-		t.Errorf("together %.1f%% of the limit (want 95%%), Jain %.3f (want 0.9)", 100*together, j)
+	together = float64(n*size) * 8 / (last - first).Seconds() / payloadLimit(10e6, 0)
+	j = jain(rates)
+	st := s.a[1].Stats()
+	t.Logf("first byte %v, last %v: together %.1f%% of the payload limit, Jain %.3f; sender in slow start %v, %d silence holds", first, last, 100*together, j, st.InSlowStart, st.SilenceHolds)
+	return together, j, last - first
+}
+
+// TestManySmallDownloadsThroughStalls: the same, dials spread over 3 s,
+// with the ACKs held up on their way for 250 ms every 3 s (a loaded
+// emulator or host, as the real runs' RTT samples showed: half a second
+// above the minimum with under 80 kB in flight). Each stall costs the
+// link at most its own length (the silence hold's pause), not slow
+// start: taken for a queue, the stalls' samples ended it and cut the
+// window to what a tenth of the pipe delivered (2.7 s lost to 8 stalls,
+// 89.4% of the limit, against 1.7 s and 92.9% once they are not).
+func TestManySmallDownloadsThroughStalls(t *testing.T) {
+	const every, stall = 3 * time.Second, 250 * time.Millisecond
+	_, _, base := manySmallDownloadsTimed(t, 3*time.Second, nil)
+	together, _, took := manySmallDownloadsTimed(t, 3*time.Second, func(ab, ba *linkParams) {
+		ab.StallEvery, ab.StallFor, ab.StallUntimed = every, stall, true
+	})
+	stalls := took / every
+	lost := took - base
+	t.Logf("%v lost to %d stalls of %v: together %.1f%%", lost, stalls, stall, 100*together)
+	if lost > time.Duration(stalls)*stall {
+		t.Errorf("%v lost to %d stalls of %v: more than the stalls themselves", lost, stalls, stall)
 	}
 }

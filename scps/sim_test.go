@@ -8,10 +8,12 @@ package scps
 // arrives exactly once and in order.
 
 import (
+	"cmp"
 	"container/heap"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -106,6 +108,22 @@ type sim struct {
 	// pathDir[i][k] (path 0 in dir[i]); path k of one side is path k of
 	// the other.
 	pathDir [2][]*simDir
+	// alarms are the application's own timers (simAlarm), earliest first.
+	alarms []simAlarm
+}
+
+// simAlarm is an application timer: fn runs at virtual time at.
+type simAlarm struct {
+	at time.Duration
+	fn func()
+}
+
+// after runs fn d from now, in virtual time (an application's own
+// delay, such as a server that answers once its dial completes).
+func (s *sim) after(d time.Duration, fn func()) {
+	a := simAlarm{s.now + d, fn}
+	i, _ := slices.BinarySearchFunc(s.alarms, a.at, func(x simAlarm, at time.Duration) int { return cmp.Compare(x.at, at+1) })
+	s.alarms = slices.Insert(s.alarms, i, a)
 }
 
 func newSim(t testing.TB, seed uint64, cfgA, cfgB Config, ab, ba linkParams) *sim {
@@ -268,6 +286,9 @@ func (s *sim) step() bool {
 	if len(s.q) > 0 {
 		next = s.q[0].at
 	}
+	if len(s.alarms) > 0 && (next < 0 || s.alarms[0].at < next) {
+		next = s.alarms[0].at
+	}
 	for i := 0; i < 2; i++ {
 		if d := s.a[i].Deadline(); !d.IsZero() {
 			if t := d.Sub(simEpoch); next < 0 || t < next {
@@ -290,6 +311,11 @@ func (s *sim) step() bool {
 		s.steps = 0
 	}
 	s.now = next
+	for len(s.alarms) > 0 && s.alarms[0].at <= s.now {
+		a := s.alarms[0]
+		s.alarms = s.alarms[1:]
+		a.fn()
+	}
 	for len(s.q) > 0 && s.q[0].at <= s.now {
 		d := heap.Pop(&s.q).(delivery)
 		var arrived time.Time
@@ -386,6 +412,9 @@ type appStream struct {
 	// more: the writer has more to come (toSend grows): no FIN when it
 	// catches up.
 	more bool
+	// held: write nothing and no FIN yet (an answer that waits for
+	// something outside the association).
+	held bool
 }
 
 // simApp drives one side's streams.
@@ -470,7 +499,7 @@ func (p *simApp) service(st *appStream) {
 	if st.closed || st.resetErr != nil {
 		return
 	}
-	for st.written < st.toSend {
+	for !st.held && st.written < st.toSend {
 		if st.resetAfter >= 0 && st.written >= uint64(st.resetAfter) {
 			if err := p.a.StreamReset(st.id, 42); err != nil {
 				p.t.Errorf("side %d reset %d: %v", p.side, st.id, err)
@@ -497,7 +526,7 @@ func (p *simApp) service(st *appStream) {
 			break
 		}
 	}
-	if st.written == st.toSend && !st.finWritten && !st.more && (st.replyAfterEOF == 0 || st.eof) {
+	if !st.held && st.written == st.toSend && !st.finWritten && !st.more && (st.replyAfterEOF == 0 || st.eof) {
 		if err := p.a.StreamCloseWrite(st.id); err != nil {
 			st.resetErr = err
 			return

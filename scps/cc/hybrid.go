@@ -47,6 +47,10 @@ func init() { Register("hybrid", func(p Params) Controller { return NewHybrid(p)
 
 // Hybrid thresholds in packets.
 const (
+	// stallGapMin is the shortest silence of the ACKs taken for a stall
+	// (ackStall): many times the ACK spacing of a sender that fills
+	// even a slow link.
+	stallGapMin = 20 * time.Millisecond
 	hybridAlpha = 2
 	hybridBeta  = 4
 	hybridGamma = 2
@@ -189,7 +193,12 @@ type Hybrid struct {
 	// gap made the two one "train": a 50 Mbit/s link timed at 1.3 MB/s.
 	flightAt     time.Time
 	lastDecrease time.Time // when the window last shrank
-	comp         compete   // beside a loss-based flow (compete.go)
+	// lastAckAt is when the last ACK of a newer packet came, lastAckSent
+	// when that packet was sent; stallSent: packets sent before it were
+	// in flight through an ACK stall (ackStall), and their RTT samples
+	// measure the stall, not a queue.
+	lastAckAt, lastAckSent, stallSent time.Time
+	comp                              compete // beside a loss-based flow (compete.go)
 	// fadeLoss: told a rate, a congestion loss came (even one a cut
 	// already answered) while the link delivered far below the best
 	// rate seen (belowPeak): the queue overflowed at a rate the link no
@@ -334,6 +343,7 @@ func (c *Hybrid) clamp(w float64) int {
 
 // OnAck implements Controller.
 func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
+	stalled := c.ackStall(now, ev)
 	if c.cr.phase == ResumeRecon && ev.RTTUpdated {
 		c.jump(c.cr.confirm(now, ev.RTT))
 	}
@@ -406,7 +416,7 @@ func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
 		}
 	}
 	if c.ss {
-		if queue > hybridGamma*float64(c.mss) {
+		if queue > hybridGamma*float64(c.mss) && !stalled {
 			c.cr.retreat(now, c.ackRate, RetreatQueue)
 			c.resumeFound()
 			w := float64(min(c.cwnd, c.target(now, in, rtt)))
@@ -440,7 +450,7 @@ func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
 		}
 		return
 	}
-	if !ended || rtt == 0 {
+	if !ended || rtt == 0 || stalled {
 		return
 	}
 	diff := queue / float64(c.mss)
@@ -508,6 +518,32 @@ func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
 			}
 		}
 	}
+}
+
+// ackStall reports whether ev acknowledges a packet that was in flight
+// through a stall of the ACKs, noting the stall when ev ends it: the ACKs
+// came more than an eighth of a round trip (at least stallGapMin) further
+// apart than the packets they acknowledge were sent. A queue at the
+// bottleneck does not do that: the ACKs keep coming at the rate it
+// serves, the RTT growing packet by packet. A stall on the way does (a
+// loaded host or emulator, a handover), and the RTT samples of every
+// packet in flight through it carry its whole length: a sender held back
+// by the silence (the association's silence hold) sent nothing newer to
+// measure by. Judged as a queue, such stalls of 250 ms ended slow start
+// with the window cut to what a tenth of the pipe delivered, and the
+// link climbed back for seconds. The samples of packets sent after the
+// stall are judged as before.
+func (c *Hybrid) ackStall(now time.Time, ev AckEvent) bool {
+	lastAck, lastSent := c.lastAckAt, c.lastAckSent
+	if !ev.LargestSentAt.After(lastSent) {
+		return ev.LargestSentAt.Before(c.stallSent)
+	}
+	c.lastAckAt, c.lastAckSent = now, ev.LargestSentAt
+	gap := max(c.p.RTT.Smoothed()/8, stallGapMin)
+	if !lastAck.IsZero() && now.Sub(lastAck)-ev.LargestSentAt.Sub(lastSent) > gap {
+		c.stallSent = now
+	}
+	return ev.LargestSentAt.Before(c.stallSent)
 }
 
 // resume decides at the end of an avoidance round whose queue was diff
