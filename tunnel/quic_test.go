@@ -283,9 +283,11 @@ func quicFlowsArrive(t *testing.T, a, b *site, size int, dropped *atomic.Uint64,
 	}
 }
 
-// TestFecRecover: every loss of up to three datagrams in a block is
-// rebuilt from as many of its parities (any of them), whatever the
-// datagrams' lengths, and never from fewer.
+// TestFecRecover: a loss of up to three datagrams in a block is rebuilt
+// from as many of its parities (any of them), whatever the datagrams'
+// lengths, and never from fewer: every single loss and pair (a seventh
+// of the pairs in the block of 32), every triple in small blocks, and
+// triples sampled in the large ones.
 func TestFecRecover(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, k := range []int{1, 2, 5, 16, fecMaxBlock} {
@@ -331,6 +333,9 @@ func TestFecRecover(t *testing.T) {
 			for x := range k {
 				check([]int{x}, recv([]int{x}, have))
 				for y := x + 1; y < k; y++ {
+					if k > 16 && (x+y)%7 != 0 {
+						continue // the large block's pairs sampled: the race detector's time
+					}
 					lost := []int{x, y}
 					if got := recv(lost, have); n >= 2 {
 						check(lost, got)
