@@ -37,7 +37,17 @@ type capacity struct {
 	first trainPoint
 	have  bool
 	est   float64 // bytes/s; 0 = no estimate yet
+	// flightAt and flightEnd are when the first and the last packet of
+	// the first flight left (the controller sets them): when that flight
+	// left as one burst (flightBurst), a spread of its sending is the
+	// host's, not pacing (onAck).
+	flightAt, flightEnd time.Time
 }
+
+// flightBurst is the longest a first flight may take to leave and still
+// count as one burst the sending host spread. A flight whose data came
+// later (a page's objects a round trip after its HTML) is not one.
+const flightBurst = 5 * time.Millisecond
 
 // onAck takes ev, received at now with delivered bytes acknowledged so far
 // (ev's included). Only ACKs that produced an RTT sample count: their
@@ -56,11 +66,23 @@ func (c *capacity) onAck(now time.Time, ev AckEvent, delivered int64, mss int) {
 	if arrived <= 0 || sent < 0 {
 		return // reordered, or timing noise: wait for a later ACK
 	}
+	b := p.delivered - c.first.delivered
 	if arrived < 2*sent {
+		if !p.sent.After(c.flightEnd) && c.flightEnd.Sub(c.flightAt) <= flightBurst {
+			// The first flight, spread by the sending host (at 250
+			// Mbit/s a busy one takes as long to send 32 packets as
+			// the link to carry them): the link carried it at least
+			// this fast. Taken as no estimate, slow start paced at
+			// twice the initial window per round trip.
+			if b >= int64(capacityMinPackets*mss) && arrived >= capacityMinSpan {
+				c.est = float64(b) / arrived.Seconds()
+			}
+			return
+		}
 		c.first = p // the sender's own pacing spaced these: a new train
 		return
 	}
-	if b := p.delivered - c.first.delivered; b >= int64(capacityMinPackets*mss) {
+	if b >= int64(capacityMinPackets*mss) {
 		if arrived >= capacityMinSpan {
 			c.est = float64(b) / arrived.Seconds()
 		}

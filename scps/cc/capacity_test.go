@@ -129,3 +129,46 @@ func TestHybridTimesTheFlightNotWhatCameBefore(t *testing.T) {
 		t.Errorf("estimate %.0f B/s, want about %.0f (the flight's)", got, float64(rate))
 	}
 }
+
+// TestCapacityFromAFlightTheHostSpread: the first flight left over 1 ms
+// (a busy sending host) and a 30 MB/s link carried it in 1.6 ms: its
+// arrivals span less than twice its sending, yet the link carried it at
+// least that fast, which is the estimate (none before: slow start paced
+// at twice the initial window per round trip). Packets paced after the
+// flight still time nothing.
+func TestCapacityFromAFlightTheHostSpread(t *testing.T) {
+	var c capacity
+	const n = 32
+	rate := 30e6
+	sendSpread := time.Millisecond
+	c.flightAt, c.flightEnd = t0, t0.Add(sendSpread)
+	var delivered int64
+	linkFree := t0.Add(300 * time.Millisecond)
+	for i := 0; i < n; i++ {
+		sent := t0.Add(sendSpread * time.Duration(i) / (n - 1))
+		start := sent.Add(300 * time.Millisecond)
+		if linkFree.After(start) {
+			start = linkFree
+		}
+		arrived := start.Add(time.Duration(mss * float64(time.Second) / rate))
+		linkFree = arrived
+		delivered += mss
+		if i%8 == 0 || i == n-1 {
+			c.onAck(arrived.Add(300*time.Millisecond), AckEvent{LargestSentAt: sent, RTTUpdated: true, RTT: 600 * time.Millisecond}, delivered, mss)
+		}
+	}
+	if got := c.estimate(); got < 0.9*rate || got > 1.05*rate {
+		t.Errorf("estimate %.0f B/s from a flight the host spread over %v, want about %.0f", got, sendSpread, float64(rate))
+	}
+	// Paced after the flight at 1 MB/s: no new estimate from these.
+	before := c.estimate()
+	at := linkFree.Add(time.Second)
+	for i := 0; i < 20; i++ {
+		sent := at.Add(time.Duration(i) * time.Duration(float64(mss)/1e6*float64(time.Second)))
+		delivered += mss
+		c.onAck(sent.Add(600*time.Millisecond), AckEvent{LargestSentAt: sent, RTTUpdated: true, RTT: 600 * time.Millisecond}, delivered, mss)
+	}
+	if got := c.estimate(); got != before {
+		t.Errorf("paced packets after the flight moved the estimate from %.0f to %.0f B/s", before, got)
+	}
+}

@@ -263,9 +263,10 @@ func (c *Hybrid) Name() string { return "hybrid" }
 func (c *Hybrid) OnPacketSent(now time.Time, bytes, _ int) {
 	if bytes >= c.mss/2 && c.sentFull < c.initialWindow() {
 		if c.sentFull == 0 {
-			c.flightAt = now
+			c.flightAt, c.capa.flightAt = now, now
 		}
 		c.sentFull += bytes
+		c.capa.flightEnd = now
 	}
 	if c.cr.phase == ResumeRecon && c.cr.rtt > 0 {
 		c.jump(c.cr.confirmUpFront(now))
