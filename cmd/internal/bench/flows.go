@@ -147,10 +147,14 @@ type FlowDownloads struct {
 	// Timeline is the bytes the readers received in each 50 ms from the
 	// first dial.
 	Timeline []int64 `json:"timeline_bytes_per_50ms,omitempty"`
-	// Completion times of the finished flows, from their dial.
-	P50Ms     float64       `json:"p50_ms"`
-	P95Ms     float64       `json:"p95_ms"`
-	MaxMs     float64       `json:"max_ms"`
+	// Completion times of the finished flows, from their dial: the low
+	// end shows the flows that finished early, which pull Jain's index
+	// down while the median and the maximum stay together.
+	durations
+	// DoneEarly is how many flows had their last byte before the last
+	// flow saw its first: they ran before the others had started, not
+	// beside them.
+	DoneEarly int           `json:"done_before_last_first_byte"`
 	Endpoints *EndpointCost `json:"endpoints,omitempty"`
 	Err       string        `json:"error,omitempty"`
 }
@@ -725,13 +729,36 @@ func measureDownloads(ctx context.Context, dial Dialer, n, size int, c Condition
 	}
 	res.FullMs, res.FullUntilMs, res.Steady = tl.full(c.RTT, 0.9*c.PayloadCapacity())
 	res.Timeline = tl.bins
-	if p, ok := Percentile(took, 0.5); ok {
-		res.P50Ms = ms(p)
-		p95, _ := Percentile(took, 0.95)
-		res.P95Ms, res.MaxMs = ms(p95), ms(slices.Max(took))
+	res.durations = spread(took)
+	for _, f := range flows {
+		if f.bytes >= int64(size) && ms(f.last) < res.LastFirstByteMs {
+			res.DoneEarly++
+		}
 	}
 	res.Err = fe.String()
 	return res
+}
+
+// durations is the distribution of the flows' completion times.
+type durations struct {
+	MinMs float64 `json:"min_ms"`
+	P5Ms  float64 `json:"p5_ms"`
+	P10Ms float64 `json:"p10_ms"`
+	P50Ms float64 `json:"p50_ms"`
+	P95Ms float64 `json:"p95_ms"`
+	MaxMs float64 `json:"max_ms"`
+}
+
+// spread is the distribution of took (all zero when it is empty).
+func spread(took []time.Duration) durations {
+	var d durations
+	if len(took) == 0 {
+		return d
+	}
+	at := func(p float64) float64 { v, _ := Percentile(took, p); return ms(v) }
+	d.MinMs, d.MaxMs = ms(slices.Min(took)), ms(slices.Max(took))
+	d.P5Ms, d.P10Ms, d.P50Ms, d.P95Ms = at(0.05), at(0.10), at(0.5), at(0.95)
+	return d
 }
 
 // timelineBin is the timeline's resolution.
@@ -1097,8 +1124,8 @@ func flowsSummary(r *Result) string {
 		s += fmt.Sprintf("opens %.0f/s (%d/%d); ", o.PerSecond, o.Done, o.Flows)
 	}
 	if d := f.Downloads; d != nil {
-		s += fmt.Sprintf("downloads %d/%d: %.0f%% of the limit, Jain %.3f (connected by %.2f s, every first byte by %.2f s, first byte %.2f s, full %.2f-%.2f s at %.0f%%, last byte %.2f s)",
-			d.Done, d.Flows, d.Together*100, d.Jain, d.ConnectedMs/1000, d.LastFirstByteMs/1000, d.FirstByteMs/1000, d.FullMs/1000, d.FullUntilMs/1000, d.Steady*100, d.LastByteMs/1000)
+		s += fmt.Sprintf("downloads %d/%d: %.0f%% of the limit, Jain %.3f (took min %.2f, p5 %.2f, p10 %.2f, p50 %.2f, max %.2f s; %d done before the last first byte; connected by %.2f s, every first byte by %.2f s, first byte %.2f s, full %.2f-%.2f s at %.0f%%, last byte %.2f s)",
+			d.Done, d.Flows, d.Together*100, d.Jain, d.MinMs/1000, d.P5Ms/1000, d.P10Ms/1000, d.P50Ms/1000, d.MaxMs/1000, d.DoneEarly, d.ConnectedMs/1000, d.LastFirstByteMs/1000, d.FirstByteMs/1000, d.FullMs/1000, d.FullUntilMs/1000, d.Steady*100, d.LastByteMs/1000)
 		if e := d.Endpoints; e != nil {
 			s += fmt.Sprintf(", endpoints %.1f ms CPU/flow, %d TUN drops", e.CPUPerFlowMs, e.TUNDropsA+e.TUNDropsB)
 		}
@@ -1121,8 +1148,9 @@ func (rep *Report) renderFlows(w io.Writer) {
 		"the request on a new connection within 1.2 RTT beside the bulk flows and the UDP stream. " +
 		"Idle: KiB of RSS per open connection at endpoint A / B (scpsvpn only). Request: p50 / p95 / max in round trips of the condition, and how many. Bulk and UDP: kB/s each carried during the requests (UDP offered). " +
 		"Downloads' timeline (s from the first dial): the first byte, the last connect() returned, the last flow's first byte, the link full (90%% of the limit over a round trip) from and until, the last byte; steady: the share of the limit while full. " +
+		"Download times are each finished flow's from its dial to its last byte; done early: the flows finished before the last flow saw its first byte. " +
 		"Endpoints (scpsvpn only): both endpoints' CPU ms per flow in the downloads / request phase, and the packets the kernel dropped on their way into the endpoints (TUN queue full, A+B) in each.\n\n")
-	p("| condition | contender | idle KiB/flow (A / B) | opens/s | downloads done | together | Jain | download p50 / max s | first byte, connected, all first bytes, full from-until, last byte s (steady) | request RTTs | bulk kB/s | UDP kB/s (offered) | endpoints CPU ms/flow, TUN drops |\n|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|\n")
+	p("| condition | contender | idle KiB/flow (A / B) | opens/s | downloads done | together | Jain | download min / p5 / p10 / p50 / max s (done early) | first byte, connected, all first bytes, full from-until, last byte s (steady) | request RTTs | bulk kB/s | UDP kB/s (offered) | endpoints CPU ms/flow, TUN drops |\n|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|\n")
 	rep.workloadRows(w, 10, func(r *Result) bool { return r.Flows != nil }, func(r *Result) string {
 		f := r.Flows
 		idle := "-"
@@ -1135,8 +1163,8 @@ func (rep *Report) renderFlows(w io.Writer) {
 			cost = fmt.Sprintf("%.1f / %.1f; %d / %d", d.Endpoints.CPUPerFlowMs, q.Endpoints.CPUPerFlowMs,
 				d.Endpoints.TUNDropsA+d.Endpoints.TUNDropsB, q.Endpoints.TUNDropsA+q.Endpoints.TUNDropsB)
 		}
-		return fmt.Sprintf("%s | %.0f | %d/%d | %.0f%% | %.3f | %.1f / %.1f | %.2f, %.2f, %.2f, %.2f-%.2f, %.2f (%.0f%%) | %.2f / %.2f / %.2f (%d) | %.1f | %.1f (%.1f) | %s",
-			idle, o.PerSecond, d.Done, d.Flows, d.Together*100, d.Jain, d.P50Ms/1000, d.MaxMs/1000,
+		return fmt.Sprintf("%s | %.0f | %d/%d | %.0f%% | %.3f | %.1f / %.1f / %.1f / %.1f / %.1f (%d) | %.2f, %.2f, %.2f, %.2f-%.2f, %.2f (%.0f%%) | %.2f / %.2f / %.2f (%d) | %.1f | %.1f (%.1f) | %s",
+			idle, o.PerSecond, d.Done, d.Flows, d.Together*100, d.Jain, d.MinMs/1000, d.P5Ms/1000, d.P10Ms/1000, d.P50Ms/1000, d.MaxMs/1000, d.DoneEarly,
 			d.FirstByteMs/1000, d.ConnectedMs/1000, d.LastFirstByteMs/1000, d.FullMs/1000, d.FullUntilMs/1000, d.LastByteMs/1000, d.Steady*100,
 			q.P50RTTs, q.P95RTTs, q.MaxRTTs, q.Count, q.BulkKBps, q.UDPKBps, q.UDPOfferedKBps, cost)
 	})

@@ -40,7 +40,7 @@ func TestFlowPhasesLoopback(t *testing.T) {
 	if d.Done != 30 || d.Bytes != 30*50_000 || d.Err != "" {
 		t.Fatalf("downloads: %+v", d)
 	}
-	if d.Jain <= 0 || d.Jain > 1 || d.Together <= 0 || d.P50Ms > d.MaxMs || d.FirstByteMs > d.LastByteMs {
+	if d.Jain <= 0 || d.Jain > 1 || d.Together <= 0 || d.MinMs <= 0 || d.MinMs > d.P5Ms || d.P10Ms > d.P50Ms || d.P50Ms > d.MaxMs || d.FirstByteMs > d.LastByteMs || d.DoneEarly > d.Done {
 		t.Errorf("downloads: %+v", d)
 	}
 	var sum int64
@@ -136,5 +136,27 @@ func TestTimelineFull(t *testing.T) {
 	var empty timeline
 	if from, _, _ := empty.full(100*time.Millisecond, 1); from != -1 {
 		t.Errorf("an empty timeline full from %v ms, want -1", from)
+	}
+}
+
+// TestDownloadSpread: the low end of the completion times shows the few
+// flows that finished early, which the median and the maximum hide.
+func TestDownloadSpread(t *testing.T) {
+	if (spread(nil) != durations{}) {
+		t.Errorf("no flows: %+v", spread(nil))
+	}
+	// 100 flows: 10 of 1 s, the rest 26 s (p10 lies between the two).
+	var took []time.Duration
+	for i := range 100 {
+		d := 26 * time.Second
+		if i%10 == 0 {
+			d = time.Second
+		}
+		took = append(took, d)
+	}
+	got := spread(took)
+	want := durations{MinMs: 1000, P5Ms: 1000, P10Ms: 23500, P50Ms: 26000, P95Ms: 26000, MaxMs: 26000}
+	if got != want {
+		t.Errorf("spread = %+v, want %+v", got, want)
 	}
 }
