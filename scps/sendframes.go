@@ -36,6 +36,12 @@ func (a *Association) appendAck(b []byte, limit int) []byte {
 	b = wire.AppendAck(b, delay, rs)
 	f := a.sent.AddFrame()
 	f.Kind, f.Off = ackhandler.KindAck, rs[0].Largest
+	if !a.paths.multi() || a.sent.Current() == a.fastestPath(a.dataPaths()) {
+		// An ACK on a slower path than the fastest may arrive after
+		// the next ones: what it reports goes in them too, or the peer
+		// takes a slow path's packets it holds for lost.
+		a.ack.OnAckRanges(rs)
+	}
 	a.ack.OnAckSent()
 	return b
 }

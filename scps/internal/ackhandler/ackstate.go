@@ -13,7 +13,9 @@ package ackhandler
 // the path.
 
 import (
+	"math/bits"
 	"slices"
+	"sort"
 	"time"
 
 	"scpsvpn/scps/internal/ranges"
@@ -36,8 +38,10 @@ const (
 	// With several paths (SetMultipath) every packet in flight on a slow
 	// path is a hole among the fast path's packets, and the newest ranges
 	// are those holes, not what arrived: the received set keeps more
-	// ranges, and each ACK reports the ranges holding the latest packets
-	// that arrived (on any path), then the newest ranges.
+	// ranges, and each ACK reports the range of the largest packet, the
+	// ranges holding the latest runs of packets that arrived (on any
+	// path; late) that no ACK sent has reported yet, then those already
+	// reported, newest first both, then the newest ranges.
 	maxTrackedRangesMulti = 4096
 	lateFills             = 64
 	// maxAckPoints bounds the earlier points (ackPoint) one ACK reports,
@@ -94,9 +98,16 @@ type ReceivedPacketHandler struct {
 	pointScratch []wire.AckRange
 
 	multi bool              // several paths (SetMultipath)
-	late  [lateFills]uint64 // the latest packets received, a ring
-	nlate int               // how many were, in all
-	idx   [maxAckRanges]int // Ranges' scratch
+	late  [lateFills]uint64 // the latest runs of packets received (each its newest packet), a ring
+	nlate int               // how many runs were, in all
+	// unsent: bit k is set while late[k]'s range was in no ACK sent. A
+	// host that takes packets in batches (a socket read of GRO runs, a
+	// busy scheduler) takes in more than lateFills packets between two
+	// ACKs: those early in the batch, a slow path's among them, were
+	// never acknowledged, the sender took them for lost and the slow
+	// path for down (a GEO beside a LEO carried 0-3% of the data).
+	unsent uint64
+	idx    [maxAckRanges]int // Ranges' scratch
 	// Floor raises held back (OnAckAckedAt), a ring, oldest at fhead.
 	forgets     [heldForgets]heldForget
 	fhead, fnum int
@@ -130,8 +141,7 @@ func (s *ReceivedPacketHandler) OnReceived(pn uint64, now time.Duration, eliciti
 	if s.multi {
 		// Out of order is the rule: no ACK at once for it.
 		limit, outOfOrder = maxTrackedRangesMulti, false
-		s.late[s.nlate%lateFills] = pn
-		s.nlate++
+		s.noteLate(pn)
 	}
 	for s.fnum > 0 && now >= s.forgets[s.fhead].at {
 		s.OnAckAcked(s.forgets[s.fhead].pn)
@@ -332,19 +342,54 @@ func (s *ReceivedPacketHandler) OnAckAckedAt(largest uint64, now, hold time.Dura
 	s.fnum++
 }
 
-// multiRanges is Ranges with several paths: the ranges holding the latest
-// packets that arrived, and the newest ranges, highest first.
+// noteLate records that pn arrived with several paths: a packet that
+// follows the newest run's packet extends that run (its range holds
+// both), any other begins a run, which replaces the oldest.
+func (s *ReceivedPacketHandler) noteLate(pn uint64) {
+	k := (s.nlate - 1) % lateFills
+	if s.nlate == 0 || pn != s.late[k]+1 {
+		k = s.nlate % lateFills
+		s.nlate++
+	}
+	s.late[k] = pn
+	s.unsent |= 1 << k
+}
+
+// OnAckRanges notes that an ACK with the ranges rs (highest first) is
+// sent: the runs it holds are no longer unsent (multiRanges).
+func (s *ReceivedPacketHandler) OnAckRanges(rs []wire.AckRange) {
+	for u := s.unsent; u != 0; u &= u - 1 {
+		k := bits.TrailingZeros64(u)
+		pn := s.late[k]
+		// rs descends: the first range whose smallest is at or below pn
+		// is the only one that may hold it.
+		if i := sort.Search(len(rs), func(i int) bool { return rs[i].Smallest <= pn }); i < len(rs) && pn <= rs[i].Largest {
+			s.unsent &^= 1 << k
+		}
+	}
+}
+
+// multiRanges is Ranges with several paths (see maxTrackedRangesMulti),
+// highest first.
 func (s *ReceivedPacketHandler) multiRanges() []wire.AckRange {
 	n := s.received.Len()
 	idx := s.idx[:0]
-	for k := range min(s.nlate, lateFills) {
-		if len(idx) == maxAckRanges {
-			break
-		}
-		// Newest first.
-		if i, ok := s.received.Index(s.late[(s.nlate-1-k)%lateFills]); ok && !slices.Contains(idx, i) {
+	add := func(pn uint64) bool {
+		i, ok := s.received.Index(pn)
+		if ok && len(idx) < maxAckRanges && !slices.Contains(idx, i) {
 			idx = append(idx, i)
 		}
+		return ok
+	}
+	add(s.largest)
+	runs := min(s.nlate, lateFills)
+	for k := range runs { // newest first
+		if j := (s.nlate - 1 - k) % lateFills; s.unsent&(1<<j) != 0 && !add(s.late[j]) {
+			s.unsent &^= 1 << j // forgotten: nothing to report
+		}
+	}
+	for k := range runs {
+		add(s.late[(s.nlate-1-k)%lateFills])
 	}
 	for i := n - 1; i >= 0 && len(idx) < maxAckRanges; i-- {
 		if !slices.Contains(idx, i) {

@@ -102,6 +102,9 @@ func (h *SentPacketHandler) Use(i int) {
 	h.cur = uint8(i)
 }
 
+// Current is the path the next packet goes on (Use).
+func (h *SentPacketHandler) Current() int { return int(h.cur) }
+
 // cp is the path the next packet goes on.
 func (h *SentPacketHandler) cp() *pathState { return &h.paths[h.cur] }
 

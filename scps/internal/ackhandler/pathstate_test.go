@@ -134,3 +134,56 @@ func TestPathRTTFromItsOwnLoop(t *testing.T) {
 		t.Errorf("an ACK over another path after one over the path: min %v, %d samples; want it left out", r.Min(), r.Samples())
 	}
 }
+
+// TestMultipathAckBatch: a host that takes its packets in batches takes
+// in a slow path's packets and then more than lateFills of a fast path's
+// (in runs between the slow path's holes, more holes above the slow
+// path's packets than an ACK holds) before its next ACK. Every
+// packet that arrived is in an ACK: the slow path's in the first, or the
+// next ones if the first has no room.
+func TestMultipathAckBatch(t *testing.T) {
+	var r ReceivedPacketHandler
+	r.SetMultipath(true)
+	now := time.Second
+	reported := map[uint64]bool{}
+	ack := func() {
+		rs := r.Ranges()
+		for _, x := range rs {
+			for pn := x.Smallest; pn <= x.Largest; pn++ {
+				reported[pn] = true
+			}
+		}
+		r.OnAckRanges(rs)
+		r.OnAckSent()
+	}
+	var slow []uint64
+	for batch := range uint64(20) {
+		// 100 packets per batch: every tenth on the slow path, which
+		// arrive four batches late (the slow path's delay), below 40
+		// holes.
+		base := batch * 100
+		if batch >= 4 {
+			for pn := base - 400; pn < base-300; pn += 10 {
+				r.OnReceived(pn, now, true, 10, time.Millisecond)
+				slow = append(slow, pn)
+			}
+		}
+		for pn := base; pn < base+100; pn++ {
+			if pn%10 != 0 {
+				r.OnReceived(pn, now, true, 10, time.Millisecond)
+			}
+		}
+		ack()
+		ack() // a second ACK before the next batch
+		now += 10 * time.Millisecond
+	}
+	missed := 0
+	for _, pn := range slow {
+		if !reported[pn] {
+			missed++
+		}
+	}
+	if missed > 0 {
+		t.Errorf("%d of the slow path's %d packets were in no ACK", missed, len(slow))
+	}
+}
