@@ -228,13 +228,26 @@ const minReorderHold = 100 * time.Millisecond
 // link's; holding its holes that short dropped the peer's ACKs and probes
 // on a slow path as duplicates, so the path looked dead at the peer and
 // carried no data. A retired path counts too: the peer's probes on it,
-// a slow link's round trip late, are what bring it back.
+// a slow link's round trip late, are what bring it back. A path none of
+// whose packets was acknowledged yet holds them unmeasuredHold: a side
+// that learned its paths knows nothing of a new one's delay (its initial
+// RTT is the first link's), and through the binary the learned side of
+// a LEO+GEO pair dropped every packet the GEO brought as a duplicate
+// (its holes held 100 ms, the GEO's way 300 ms or more), so neither side
+// heard the other on it and it carried nothing for 12 s.
 func (a *Association) reorderHold() time.Duration {
 	hold := minReorderHold
 	for i := range a.paths.p {
 		if p := &a.paths.p[i]; p.inUse {
 			hold = max(hold, 2*a.sent.PathRTT(i).Smoothed(), 2*p.rtt.Smoothed())
+			if p.rtt.Samples() == 0 && a.paths.multi() {
+				hold = max(hold, unmeasuredHold)
+			}
 		}
 	}
 	return hold
 }
+
+// unmeasuredHold is the least reorderHold while a path's RTT is unknown:
+// twice a GEO's 600 ms round trip with its modem queue full.
+const unmeasuredHold = 2 * time.Second

@@ -281,3 +281,31 @@ func TestBondLEOGEOHostStalls(t *testing.T) {
 	}
 	checkBond(t, r, links, 0.7)
 }
+
+// TestReorderHoldUnmeasuredPath: a side that learned a second path knows
+// nothing of its delay (its initial RTT is the first link's, 40 ms here),
+// so until one of its packets is acknowledged the holes of the peer's
+// packets are held long enough for a GEO's (twice its 600 ms at least).
+// Through the binary the learned side of a LEO+GEO pair held them 100 ms
+// and dropped every packet the GEO brought as a duplicate (status: 173 in
+// 12 s, none received on the GEO): neither side heard the other on it,
+// and it carried nothing for 12 s of the download.
+func TestReorderHoldUnmeasuredPath(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.InitialRTT = 40 * time.Millisecond
+	a, err := NewAssociation(cfg, simEpoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSetPath(t, a, 0, PathOptions{Learned: true})
+	mustSetPath(t, a, 1, PathOptions{Learned: true})
+	if h := a.reorderHold(); h < 1200*time.Millisecond {
+		t.Errorf("a path not measured yet: holes held %v, want at least 1.2 s", h)
+	}
+	for i := range a.paths.p[:2] {
+		a.paths.p[i].rtt.Update(40*time.Millisecond, 0)
+	}
+	if h := a.reorderHold(); h > 200*time.Millisecond {
+		t.Errorf("both paths measured at 40 ms: holes held %v, want twice the RTT or %v", h, minReorderHold)
+	}
+}
