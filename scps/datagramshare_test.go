@@ -172,12 +172,15 @@ func TestMeasureRequestBesideBulk(t *testing.T) {
 // download 30 kB on GEO 10/2. Together, over the time from the first byte
 // to the last, they fill at least 95% of the payload limit, and Jain's
 // index of the streams' rates (each its bytes over the time from its
-// open) is at least 0.9: the round robin of the bulk queue shares the
+// open) is at least 0.97: the round robin of the bulk queue shares the
 // link, and the transport leaves no gaps while a thousand streams start.
+// A stream's tail that jumped to the light queue once it had 16 KiB left
+// finished the streams one after another instead (the first at 7.3 s,
+// the median at 19.1, the last at 25.5 s: Jain 0.908).
 func TestManySmallDownloads(t *testing.T) {
-	together, j := manySmallDownloads(t, 0)
-	if together < 0.95 || j < 0.9 {
-		t.Errorf("together %.1f%% of the limit (want 95%%), Jain %.3f (want 0.9)", 100*together, j)
+	r := manySmallDownloads(t, 0, nil)
+	if r.together < 0.95 || r.jain < 0.97 {
+		t.Errorf("together %.1f%% of the limit (want 95%%), Jain %.3f (want 0.97)", 100*r.together, r.jain)
 	}
 }
 
@@ -185,40 +188,43 @@ func TestManySmallDownloads(t *testing.T) {
 // once the far endpoint's dial to its server completes, the dials spread
 // over 3 s (as the real endpoint's thousand dials through its netstack
 // took on a loaded machine): the link fills as soon as answers wait, and
-// stays full. (Jain's index of rates from the open is no measure here:
-// the first answers have the link to themselves and finish within a
-// second, the rest share it to the end.)
+// stays full, and the streams still running when the last answer starts
+// share the link from then (Jain's index of their rates from the open at
+// least 0.9; it was 0.77 while a bulk stream's tail went as light). The
+// index over all the streams is no measure here: the first answers have
+// an idle link to themselves and finish within a second or two, while
+// the last are not yet answered (work-conserving, not unfair); one
+// stream done in 1.7 s of 25 takes the index of all from 0.9 to 0.8.
 func TestManySmallDownloadsDialed(t *testing.T) {
-	if together, _ := manySmallDownloads(t, 3*time.Second); together < 0.95 {
-		t.Errorf("together %.1f%% of the limit, want 95%%", 100*together)
+	r := manySmallDownloads(t, 3*time.Second, nil)
+	if r.together < 0.95 || r.jainShared < 0.9 {
+		t.Errorf("together %.1f%% of the limit (want 95%%), Jain %.3f of the streams running when the last answer started (want 0.9)", 100*r.together, r.jainShared)
 	}
+}
+
+// smallDownloads is what manySmallDownloads measured.
+type smallDownloads struct {
+	// together: the bytes over the time from the first byte to the last
+	// (took) as a share of the payload limit.
+	together float64
+	took     time.Duration
+	// jain: Jain's index of the streams' rates, each its bytes over the
+	// time from the open to its last byte; jainShared: the same over the
+	// streams not done when the last answer started.
+	jain, jainShared float64
 }
 
 // manySmallDownloads opens 1,000 streams at once, each answered with
 // 30 kB, the i-th answer starting dialSpread*i/n after its stream
-// arrives, and returns the bytes over the time from the first byte to
-// the last as a share of the payload limit, and Jain's index of the
-// streams' rates.
-func manySmallDownloads(t *testing.T, dialSpread time.Duration) (together, j float64) {
-	return manySmallDownloadsOn(t, dialSpread, nil)
-}
-
-// manySmallDownloadsOn is manySmallDownloads with the link's directions
-// changed by link (nil: none).
-func manySmallDownloadsOn(t *testing.T, dialSpread time.Duration, link func(ab, ba *linkParams)) (together, j float64) {
-	together, j, _ = manySmallDownloadsTimed(t, dialSpread, link)
-	return together, j
-}
-
-// manySmallDownloadsTimed is manySmallDownloadsOn that also returns the
-// time from the first byte to the last.
-func manySmallDownloadsTimed(t *testing.T, dialSpread time.Duration, link func(ab, ba *linkParams)) (together, j float64, took time.Duration) {
+// arrives, on GEO 10/2 with its directions changed by link (nil: none).
+func manySmallDownloads(t *testing.T, dialSpread time.Duration, link func(ab, ba *linkParams)) (r smallDownloads) {
 	const n, size = 1000, 30_000
 	s := newGEOSim(t, 2e6, 10e6, 0)
 	if link != nil {
 		link(&s.dir[0].p, &s.dir[1].p)
 	}
 	answered := 0
+	var lastAnswer time.Duration // when the last answer was let go
 	s.apps[1].onAccept = func(id uint64, _ []byte) *appStream {
 		st := &appStream{toSend: size, expect: -1, resetAfter: -1}
 		delay := dialSpread * time.Duration(answered) / n
@@ -228,6 +234,7 @@ func manySmallDownloadsTimed(t *testing.T, dialSpread time.Duration, link func(a
 		}
 		st.held = true
 		s.after(delay, func() {
+			lastAnswer = max(lastAnswer, s.now)
 			st.held = false
 			s.apps[1].service(st)
 		})
@@ -250,19 +257,28 @@ func manySmallDownloadsTimed(t *testing.T, dialSpread time.Duration, link func(a
 		return true
 	})
 	var last time.Duration
-	var rates []float64
+	var rates, shared []float64
+	var ends []time.Duration
 	for _, st := range sts {
 		if !st.eof {
 			t.Fatalf("stream %d: %d of %d bytes", st.id, st.received, size)
 		}
 		last = max(last, st.eofAt)
 		rates = append(rates, size/st.eofAt.Seconds())
+		ends = append(ends, st.eofAt)
+		if st.eofAt >= lastAnswer {
+			shared = append(shared, size/st.eofAt.Seconds())
+		}
 	}
-	together = float64(n*size) * 8 / (last - first).Seconds() / payloadLimit(10e6, 0)
-	j = jain(rates)
+	r.took = last - first
+	r.together = float64(n*size) * 8 / r.took.Seconds() / payloadLimit(10e6, 0)
+	r.jain, r.jainShared = jain(rates), jain(shared)
 	st := s.a[1].Stats()
-	t.Logf("first byte %v, last %v: together %.1f%% of the payload limit, Jain %.3f; sender in slow start %v, %d silence holds", first, last, 100*together, j, st.InSlowStart, st.SilenceHolds)
-	return together, j, last - first
+	slices.Sort(ends)
+	t.Logf("first byte %v, last %v: together %.1f%% of the payload limit, Jain %.3f (%.3f of the %d running when the last answer started); sender in slow start %v, %d silence holds",
+		first, last, 100*r.together, r.jain, r.jainShared, len(shared), st.InSlowStart, st.SilenceHolds)
+	t.Logf("streams done at min %v, p5 %v, p10 %v, p50 %v, max %v; %d before the last answer started (%v)", ends[0], ends[n/20], ends[n/10], ends[n/2], ends[n-1], n-len(shared), lastAnswer)
+	return r
 }
 
 // TestManySmallDownloadsThroughStalls: the same, dials spread over 3 s,
@@ -275,10 +291,11 @@ func manySmallDownloadsTimed(t *testing.T, dialSpread time.Duration, link func(a
 // 89.4% of the limit, against 1.7 s and 92.9% once they are not).
 func TestManySmallDownloadsThroughStalls(t *testing.T) {
 	const every, stall = 3 * time.Second, 250 * time.Millisecond
-	_, _, base := manySmallDownloadsTimed(t, 3*time.Second, nil)
-	together, _, took := manySmallDownloadsTimed(t, 3*time.Second, func(ab, ba *linkParams) {
+	base := manySmallDownloads(t, 3*time.Second, nil).took
+	r := manySmallDownloads(t, 3*time.Second, func(ab, ba *linkParams) {
 		ab.StallEvery, ab.StallFor, ab.StallUntimed = every, stall, true
 	})
+	together, took := r.together, r.took
 	stalls := took / every
 	lost := took - base
 	t.Logf("%v lost to %d stalls of %v: together %.1f%%", lost, stalls, stall, 100*together)

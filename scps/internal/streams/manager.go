@@ -213,6 +213,7 @@ func (m *Manager) AwaitRoom(s *State, why Room) {
 func (m *Manager) unsentSent(s *State) {
 	if s.Unsent() == 0 && !s.writeWait {
 		s.unsentHeld = false // drained: its next write may be light
+		s.bulkRun = false
 	}
 	if !s.unsentWait || s.Unsent() > m.UnsentShare()/2 {
 		return

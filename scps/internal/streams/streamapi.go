@@ -178,7 +178,7 @@ func (m *Manager) CloseWrite(id uint64) error {
 	}
 	s.finQueued = true
 	s.finOffset = s.writeOff
-	s.unsentHeld = false // the writer is done: its tail may go as light
+	s.unsentHeld = false // the writer is done (a tail already queued as bulk stays bulk: bulkRun)
 	m.ScheduleNew(s)
 	return nil
 }

@@ -131,6 +131,54 @@ func TestLongRunIsBulk(t *testing.T) {
 	}
 }
 
+// sendingManager is a Manager with room to send: the peer's connection
+// credit, sendBuf of send buffer a stream and maxStreams streams a side.
+func sendingManager(sendBuf uint64, maxStreams int) (*Manager, *recordedEvents) {
+	ev := &recordedEvents{}
+	m := &Manager{Events: ev, Frames: &recordedFrames{}, Limits: Limits{StreamWindow: 1 << 20, ConnWindow: 64 << 20, InitialStreamWindow: settings.InitialStreamCredit, InitialSendBuffer: sendBuf}}
+	m.Init(true, maxStreams, uint64(maxStreams))
+	m.Flow.Init(settings.InitialConnCredit, 64<<20, time.Second)
+	m.Flow.PeerMax = 64 << 20
+	return m, ev
+}
+
+// TestBulkTailStaysBulk: a stream queued as bulk stays bulk once its
+// unsent tail falls below LightThreshold, its FIN's too, until all it
+// wrote has gone out: otherwise each of a thousand 30 kB downloads jumped
+// ahead of the others once it had 16 KiB left, and they finished one
+// after another instead of together. Its next write after that is light.
+func TestBulkTailStaysBulk(t *testing.T) {
+	m, _ := sendingManager(1<<20, 100)
+	s := m.NewStream(0, true, time.Second)
+	s.peerMax = 1 << 30
+	if n := m.write(s, make([]byte, 30_000)); n != 30_000 {
+		t.Fatalf("wrote %d of 30000", n)
+	}
+	if m.BulkQ.Len() != 1 || s.light() {
+		t.Fatalf("30 kB unsent: light %d, bulk %d", m.LightQ.Len(), m.BulkQ.Len())
+	}
+	for s.Unsent() > 10_000 { // its turns send most of it
+		if _, ok := m.AppendStreams(make([]byte, 0, 1400), 1400); !ok {
+			t.Fatal("nothing to send")
+		}
+	}
+	if m.LightQ.Len() != 0 || s.light() {
+		t.Fatalf("a bulk stream's tail of %d: light %d, bulk %d", s.Unsent(), m.LightQ.Len(), m.BulkQ.Len())
+	}
+	if err := m.CloseWrite(s.id); err != nil || s.light() {
+		t.Fatalf("after its FIN (err %v), the bulk stream's tail is light", err)
+	}
+	for s.Unsent() > 0 || !s.finSent {
+		if _, ok := m.AppendStreams(make([]byte, 0, 1400), 1400); !ok {
+			t.Fatal("nothing to send")
+		}
+	}
+	s.writeOff += 100 // all gone out: a new write
+	if !s.light() {
+		t.Fatal("the first write after the bulk run went out is not light")
+	}
+}
+
 // TestBudgetAccountsGrantedCredit: a stream's receive credit beyond the
 // initial credit and not yet read counts against the budget, never below
 // what was read, and none of it once the stream is aborted.
@@ -441,13 +489,10 @@ func TestSendBufferGrowsOnlyForTheLink(t *testing.T) {
 // not yet sent, whatever its own send buffer would take; it is woken
 // once its data has gone out down to half of that share, not for every
 // packet, and a stream with nothing unsent still takes a request of
-// SendFloor at once. A writer so held stays bulk until its FIN.
+// SendFloor at once. A writer so held stays bulk, its FIN's tail too,
+// until all it wrote has gone out (TestBulkTailStaysBulk).
 func TestUnsentShareHoldsWriterUntilSent(t *testing.T) {
-	ev := &recordedEvents{}
-	m := Manager{Events: ev, Frames: &recordedFrames{}, Limits: Limits{StreamWindow: 1 << 20, ConnWindow: 64 << 20, InitialStreamWindow: settings.InitialStreamCredit, InitialSendBuffer: 4 << 20}}
-	m.Init(true, 1000, 1000)
-	m.Flow.Init(settings.InitialConnCredit, 64<<20, time.Second)
-	m.Flow.PeerMax = 64 << 20
+	m, ev := sendingManager(4<<20, 1000)
 	m.UnsentLimit = 4 << 20
 	var ss []*State
 	for i := range uint64(1000) {
@@ -482,12 +527,13 @@ func TestUnsentShareHoldsWriterUntilSent(t *testing.T) {
 		t.Fatalf("woken %v with %d unsent, want stream %d once with about half of %d", ev.ids, bulk.Unsent(), bulk.id, share)
 	}
 	// Woken, with little unsent, it is still bulk: a request keeps its
-	// precedence over it. Its FIN ends that: the tail may go as light.
+	// precedence over it. Its FIN does not change that: the tail goes
+	// with the other bulk streams' turns.
 	if bulk.light() {
 		t.Fatal("a woken bulk writer counts as light")
 	}
-	if err := m.CloseWrite(bulk.id); err != nil || !bulk.light() {
-		t.Fatalf("after its FIN (err %v), the stream with %d unsent is not light", err, bulk.Unsent())
+	if err := m.CloseWrite(bulk.id); err != nil || bulk.light() {
+		t.Fatalf("after its FIN (err %v), the bulk stream with %d unsent is light", err, bulk.Unsent())
 	}
 	// Without a limit (no association set one), the stream's own buffer
 	// decides.

@@ -60,6 +60,7 @@ type State struct {
 	budgetWait  bool   // the writer waits for the memory budget (MemBudget)
 	unsentWait  bool   // the writer waits for its unsent data to go out (Manager.UnsentShare)
 	unsentHeld  bool   // its writer was held by its unsent share and has not finished or drained: bulk (light)
+	bulkRun     bool   // it went in the bulk queue and has not drained since: its tail is bulk too (light)
 	sendFreed   bool   // aborted: the send buffer's bytes left the budget
 
 	resetQueued bool // our RESET_STREAM must (again) go out
