@@ -38,18 +38,7 @@ func growingRun(t *testing.T, jitter time.Duration, size uint64) (took time.Dura
 		// Slow start's bytes sent by now, first * (2^(t/rtt) - 1), at
 		// most the link's rate's.
 		offered := min(first*(math.Exp2(s.now.Seconds()/rtt.Seconds())-1), 10e6/8*s.now.Seconds(), float64(size))
-		for written < uint64(offered) {
-			b := buf[:min(uint64(len(buf)), uint64(offered)-written)]
-			fillPattern(b, id, 0, written)
-			n, err := s.a[0].StreamWrite(id, b)
-			if err != nil {
-				t.Fatalf("write: %v", err)
-			}
-			written += uint64(n)
-			if n < len(b) {
-				break
-			}
-		}
+		written = writeUpTo(t, s.a[0], id, buf, written, uint64(offered))
 		if written < size {
 			minCwnd = min(minCwnd, s.a[0].Stats().Cwnd)
 		}

@@ -42,20 +42,7 @@ func appLimitedRun(t *testing.T, told bool, drop int, offered float64, lossAt, r
 	// takes them.
 	var written uint64
 	buf := make([]byte, 64<<10)
-	feed := func(upto uint64) {
-		for written < upto {
-			b := buf[:min(uint64(len(buf)), upto-written)]
-			fillPattern(b, id, 0, written)
-			n, err := s.a[0].StreamWrite(id, b)
-			if err != nil {
-				t.Fatalf("write: %v", err)
-			}
-			written += uint64(n)
-			if n < len(b) {
-				return
-			}
-		}
-	}
+	feed := func(upto uint64) { written = writeUpTo(t, s.a[0], id, buf, written, upto) }
 	const tick = 5 * time.Millisecond
 	var atRise uint64
 	for s.now < rise+span {
@@ -115,4 +102,24 @@ func TestAppLimitedLossKeepsWindow(t *testing.T) {
 			}
 		})
 	}
+}
+
+// writeUpTo writes the stream's pattern from written up to upto bytes, as
+// the send buffer takes them, so a test sets the offered load itself; it
+// returns the bytes written so far.
+func writeUpTo(t *testing.T, a *Association, id uint64, buf []byte, written, upto uint64) uint64 {
+	t.Helper()
+	for written < upto {
+		b := buf[:min(uint64(len(buf)), upto-written)]
+		fillPattern(b, id, 0, written)
+		n, err := a.StreamWrite(id, b)
+		if err != nil {
+			t.Fatalf("write: %v", err)
+		}
+		written += uint64(n)
+		if n < len(b) {
+			break
+		}
+	}
+	return written
 }
