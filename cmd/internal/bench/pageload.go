@@ -19,6 +19,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -239,8 +241,15 @@ func pageRun(ctx context.Context, rc RunConfig, spec PageSpec, proto pageProto, 
 	lctx, lcancel := context.WithTimeout(ctx, limit)
 	defer lcancel()
 	emu := tb.Emulator()
+	var read atomic.Int64
+	stopLog := func() {}
+	if rc.LogDir != "" && logName != "" && os.MkdirAll(rc.LogDir, 0o755) == nil {
+		name := fmt.Sprintf("%s_%s_sender.tsv", fileSafe(c.Name), logName)
+		stopLog = logSender(ctx, tb, emu, filepath.Join(rc.LogDir, name), pageLogEvery(c.RTT), read.Load)
+	}
 	before := emu.Counters()
-	l, err = LoadPage(lctx, spec, proto, dial, ln.Addr().String())
+	l, err = LoadPage(lctx, spec, proto, dial, ln.Addr().String(), &read)
+	stopLog()
 	if err == nil {
 		d := CountersDelta(before, emu.Counters())
 		l.LinkBytes, l.DownBytes, l.DownPackets = LinkBytes(d), int64(d.Ret.InBytes), int64(d.Ret.InPackets)
@@ -356,7 +365,8 @@ func (l *hookListener) Accept() (net.Conn, error) {
 // LoadPage fetches spec's page from addr as a browser would: the HTML,
 // then every object at once, over proto's connections opened with dial.
 // The time counts from the start of the first dial to the last byte.
-func LoadPage(ctx context.Context, spec PageSpec, proto pageProto, dial Dialer, addr string) (*PageLoad, error) {
+// read, when set, counts the bodies' bytes as they arrive (the timeline).
+func LoadPage(ctx context.Context, spec PageSpec, proto pageProto, dial Dialer, addr string, read *atomic.Int64) (*PageLoad, error) {
 	var conns atomic.Int32
 	var protos http.Protocols
 	if proto.h2 {
@@ -407,6 +417,9 @@ func LoadPage(ctx context.Context, spec PageSpec, proto pageProto, dial Dialer, 
 				firstObject.CompareAndSwap(0, int64(time.Since(start)))
 			}
 			n += k
+			if read != nil {
+				read.Add(int64(k))
+			}
 			if err == io.EOF {
 				break
 			}

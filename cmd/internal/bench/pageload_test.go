@@ -74,7 +74,7 @@ func TestLoadPageLoopback(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			l, err := LoadPage(ctx, spec, proto, dial, ln.Addr().String())
+			l, err := LoadPage(ctx, spec, proto, dial, ln.Addr().String(), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,7 +108,7 @@ func TestPageServerRefusesWhatTheHookRefuses(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := LoadPage(ctx, NewPageSpec(2, 10_000), pageHTTP1, dial, ln.Addr().String()); err == nil {
+	if _, err := LoadPage(ctx, NewPageSpec(2, 10_000), pageHTTP1, dial, ln.Addr().String(), nil); err == nil {
 		t.Error("the page loaded through refused connections")
 	}
 	if !errors.Is(srv.Err(), refusal) {

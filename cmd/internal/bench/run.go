@@ -178,7 +178,7 @@ func run(ctx context.Context, rc RunConfig, r *Result) (err error) {
 	stopLog := func() {}
 	if rc.LogDir != "" && rc.Contender.IsSCPS() && os.MkdirAll(rc.LogDir, 0o755) == nil {
 		name := fmt.Sprintf("%s_%s_sender.tsv", fileSafe(c.Name), fileSafe(rc.Contender.Name))
-		stopLog = logSender(ctx, tb, emu, filepath.Join(rc.LogDir, name))
+		stopLog = logSender(ctx, tb, emu, filepath.Join(rc.LogDir, name), senderLogEvery, nil)
 	}
 	t := Measure(ctx, tc)
 	stopLog()

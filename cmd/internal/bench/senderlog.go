@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"scpsvpn/cmd/internal/linkemu"
@@ -29,8 +30,20 @@ import (
 // round trip, fine enough to see a fade's onset and a resume.
 const senderLogEvery = 100 * time.Millisecond
 
-// senderLogHeader names the timeline's tab-separated columns.
+// senderLogHeader names the timeline's tab-separated columns; a page
+// load's timeline adds pageLogColumn.
 const senderLogHeader = "t_s\tcwnd_bytes\tin_flight_bytes\tpacing_bps\tdelivery_bps\tsrtt_ms\tmin_rtt_ms\tqueue_delay_ms\tslow_start\tstream_bytes_sent\tpackets_lost\tcongestion_events\tlink_in_bytes\tlink_out_bytes\tlink_queue_drops\tcpu_a_s\tcpu_b_s\n"
+
+// pageLogColumn is the page's bytes the client has read (HTTP bodies):
+// beside link_out_bytes it shows what the receiving endpoint held back.
+const pageLogColumn = "client_bytes"
+
+// pageLogEvery is a page load's sampling interval on a path of rtt: a
+// quarter of the round trip (10 ms on LEO), so the start-up's round
+// trips show, and never coarser than a download's.
+func pageLogEvery(rtt time.Duration) time.Duration {
+	return min(max(rtt/4, 5*time.Millisecond), senderLogEvery)
+}
 
 // senderSample is one row of the timeline.
 type senderSample struct {
@@ -38,28 +51,34 @@ type senderSample struct {
 	assoc      scps.Stats
 	link       linkemu.DirCounters // the download direction (B -> A)
 	cpuA, cpuB float64
+	client     int64 // the client's bytes, when the timeline has the column
 }
 
-// writeSenderSample writes s as one row under senderLogHeader.
-func writeSenderSample(w io.Writer, s senderSample) error {
+// writeSenderSample writes s as one row under senderLogHeader, and
+// pageLogColumn when client is set.
+func writeSenderSample(w io.Writer, s senderSample, client bool) error {
 	a := s.assoc
 	ss := 0
 	if a.InSlowStart {
 		ss = 1
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	_, err := fmt.Fprintf(w, "%.3f\t%d\t%d\t%.0f\t%.0f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.2f\t%.2f\n",
+	_, err := fmt.Fprintf(w, "%.3f\t%d\t%d\t%.0f\t%.0f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.2f\t%.2f",
 		s.at.Seconds(), a.Cwnd, a.BytesInFlight, 8*a.PacingRate, 8*a.DeliveryRate,
 		ms(a.SRTT), ms(a.MinRTT), ms(a.QueueDelay), ss, a.StreamBytesSent, a.PacketsLost,
 		a.LossEventsCongestion, s.link.InBytes, s.link.Bytes, s.link.DropQueue, s.cpuA, s.cpuB)
+	if err == nil && client {
+		_, err = fmt.Fprintf(w, "\t%d\n", s.client)
+	}
 	return err
 }
 
 // logSender samples the sending side (B, the download's server) of tb
-// into path until the returned stop is called; stop waits for the last
-// row. A sample that fails (the endpoint restarting, a slow answer) is
-// skipped: the timeline is a diagnosis, not a figure.
-func logSender(ctx context.Context, tb *testbed.Testbed, emu *linkemu.Emulator, path string) (stop func()) {
+// into path every interval until the returned stop is called; stop waits
+// for the last row. client, when set, reads the client's bytes for
+// pageLogColumn. A sample that fails (the endpoint restarting, a slow
+// answer) is skipped: the timeline is a diagnosis, not a figure.
+func logSender(ctx context.Context, tb *testbed.Testbed, emu *linkemu.Emulator, path string, every time.Duration, client func() int64) (stop func()) {
 	f, err := os.Create(path)
 	if err != nil {
 		return func() {}
@@ -71,11 +90,15 @@ func logSender(ctx context.Context, tb *testbed.Testbed, emu *linkemu.Emulator, 
 		defer f.Close()
 		w := bufio.NewWriter(f)
 		defer w.Flush()
-		if _, err := io.WriteString(w, senderLogHeader); err != nil {
+		header := senderLogHeader
+		if client != nil {
+			header = strings.TrimSuffix(header, "\n") + "\t" + pageLogColumn + "\n"
+		}
+		if _, err := io.WriteString(w, header); err != nil {
 			return
 		}
 		start := time.Now()
-		tick := time.NewTicker(senderLogEvery)
+		tick := time.NewTicker(every)
 		defer tick.Stop()
 		for {
 			select {
@@ -88,7 +111,10 @@ func logSender(ctx context.Context, tb *testbed.Testbed, emu *linkemu.Emulator, 
 				continue
 			}
 			s.at = time.Since(start)
-			if writeSenderSample(w, s) != nil {
+			if client != nil {
+				s.client = client()
+			}
+			if writeSenderSample(w, s, client != nil) != nil {
 				return
 			}
 		}

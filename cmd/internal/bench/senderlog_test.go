@@ -17,7 +17,7 @@ func TestSenderSampleRow(t *testing.T) {
 		assoc: scps.Stats{Cwnd: 750000, BytesInFlight: 700000, PacingRate: 1.25e6, DeliveryRate: 1.2e6,
 			SRTT: 650 * time.Millisecond, MinRTT: 600 * time.Millisecond, QueueDelay: 50 * time.Millisecond, InSlowStart: true},
 		link: linkemu.DirCounters{InBytes: 3000, Bytes: 2000, DropQueue: 1}}
-	if err := writeSenderSample(&b, s); err != nil {
+	if err := writeSenderSample(&b, s, false); err != nil {
 		t.Fatal(err)
 	}
 	cols := strings.Split(strings.TrimSuffix(senderLogHeader, "\n"), "\t")
