@@ -409,3 +409,38 @@ func TestTimingMarkOnlyUntold(t *testing.T) {
 		t.Errorf("told the rate, %d packets marked for an ACK at once", marks)
 	}
 }
+
+// TestPageObjectsLeaveAtTimedRate loads the page over a faster LEO (150
+// Mbit/s down, 40 ms, 0.5% loss each way, untold) on four loss patterns:
+// the objects' first packet leaves with a window of at least the link's
+// bandwidth-delay product, and the page within 1.11x of its floor. There
+// the HTML's first ten packets span less than the 1 ms a train needs,
+// the first flight's estimate came with its last ACKs, when less than
+// half the window was in flight, and slow start opened the window to
+// the timed rate only on the objects' first ACKs: their first round trip
+// left with the HTML's 64 kB window while the pacer ran at 18 MB/s
+// (1.13-1.14x the floor on each pattern).
+func TestPageObjectsLeaveAtTimedRate(t *testing.T) {
+	link := pageLEOLink
+	link.down = 150e6
+	bdp := int(link.down / 8 * link.rtt.Seconds())
+	for seed := uint64(1); seed <= 4; seed++ {
+		s := pageSim(t, seed, link)
+		objectsCwnd := 0
+		s.observe = func(from int, _ []byte) bool {
+			if st := s.a[1].Stats(); from == 1 && objectsCwnd == 0 && st.StreamBytesSent > 31_000 {
+				objectsCwnd = st.Cwnd
+			}
+			return false
+		}
+		l := loadPage(t, s, link, 30_000, pageObjects(), 1)
+		t.Logf("seed %d: the objects' first packet with a window of %d bytes (BDP %d), HTML %v, page %v (%.3fx the floor %v)",
+			seed, objectsCwnd, bdp, l.html.Round(time.Millisecond), l.last.Round(time.Millisecond), l.ratio(), l.floor.Round(time.Millisecond))
+		if objectsCwnd < bdp {
+			t.Errorf("seed %d: the objects' first packet left with a window of %d bytes, want at least the BDP (%d)", seed, objectsCwnd, bdp)
+		}
+		if l.ratio() > 1.11 {
+			t.Errorf("seed %d: the page took %v, %.3fx its floor %v, want at most 1.11x", seed, l.last, l.ratio(), l.floor)
+		}
+	}
+}

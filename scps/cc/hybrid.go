@@ -433,22 +433,30 @@ func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
 			c.recoveryStart, c.inRecovery = now, true
 			return
 		}
-		if in*2 >= c.cwnd && !c.cr.active() {
+		if c.cr.active() {
 			// A resume's window is its own: the jump, then the saved
 			// product, each for one round trip.
+			return
+		}
+		if in*2 >= c.cwnd {
 			grow := (math.Exp2(rhoOf(c.p.RTT)) - 1) * float64(ev.AckedBytes)
 			c.cwnd = c.clamp(float64(c.cwnd) + grow)
-			if est := c.capa.estimate(); est > 0 && c.p.SendRate == 0 && !c.resumed && base > 0 {
-				// The pacer jumped to the rate the first flight
-				// timed: the window lets it out, a round trip of
-				// that rate with slow start's overshoot, where
-				// doubling from the first flight's window took
-				// four round trips on a short path (LEO: 40 ms,
-				// 100 Mbit/s) at a fraction of the timed rate.
-				c.jump(min(capacityOvershoot*est*base.Seconds(), float64(c.ssthresh)))
-			}
-			c.ss = c.ssthresh == maxWindow || c.cwnd < c.ssthresh
 		}
+		if est := c.capa.estimate(); est > 0 && c.p.SendRate == 0 && !c.resumed && base > 0 {
+			// The pacer jumped to the rate the first flight timed:
+			// the window lets it out, a round trip of that rate with
+			// slow start's overshoot, where doubling from the first
+			// flight's window took four round trips on a short path
+			// (LEO: 40 ms, 100 Mbit/s) at a fraction of the timed
+			// rate. It opens on the ACK that brings the estimate,
+			// whether or not the window is in use then: at 150
+			// Mbit/s a flight's first ten packets span less than
+			// capacityMinSpan, the estimate came with its last ACKs,
+			// and a page's objects a round trip later left with the
+			// HTML's window alone.
+			c.jump(min(capacityOvershoot*est*base.Seconds(), float64(c.ssthresh)))
+		}
+		c.ss = c.ssthresh == maxWindow || c.cwnd < c.ssthresh
 		return
 	}
 	if !ended || rtt == 0 || stalled {
