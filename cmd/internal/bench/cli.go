@@ -75,7 +75,7 @@ func Command() *cli.Command {
 			&cli.IntFlag{Name: "burst-kb", Value: int(DefaultResume.Bytes / 1000), Usage: "size of each measured download in kB (--workload resume)"},
 			&cli.DurationFlag{Name: "warm", Value: time.Duration(DefaultResume.WarmS * float64(time.Second)), Usage: "warm-up download that teaches the path (--workload resume)"},
 			&cli.DurationFlag{Name: "idle", Value: time.Duration(DefaultResume.IdleS * float64(time.Second)), Usage: "idle time before the idle-then-burst download (--workload resume)"},
-			&cli.BoolFlag{Name: "keep-logs", Usage: "keep the endpoint logs of every scpsvpn run in OUT/logs, and of each scpsvpn download the sending side's timeline every 100 ms (window, rates, RTT, the link's bytes, CPU): OUT/logs/CONDITION_CONTENDER_sender.tsv"},
+			&cli.BoolFlag{Name: "keep-logs", Usage: "keep the endpoint logs of every scpsvpn run in OUT/logs, and of each scpsvpn download the sending side's timeline every 100 ms (window, rates, RTT, the link's bytes, CPU, repairs and tail copies): OUT/logs/CONDITION_CONTENDER_sender.tsv; of each page load every quarter round trip, with the bytes the client has read: OUT/logs/CONDITION_CONTENDER-PROTOCOL_sender.tsv"},
 			&cli.StringFlag{Name: "binary", Usage: "endpoint binary for the scpsvpn runs (default: this executable)"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "log the testbed's and the emulator's steps"},
 		},

@@ -32,7 +32,7 @@ const senderLogEvery = 100 * time.Millisecond
 
 // senderLogHeader names the timeline's tab-separated columns; a page
 // load's timeline adds pageLogColumn.
-const senderLogHeader = "t_s\tcwnd_bytes\tin_flight_bytes\tpacing_bps\tdelivery_bps\tsrtt_ms\tmin_rtt_ms\tqueue_delay_ms\tslow_start\tstream_bytes_sent\tpackets_lost\tcongestion_events\tlink_in_bytes\tlink_out_bytes\tlink_queue_drops\tcpu_a_s\tcpu_b_s\n"
+const senderLogHeader = "t_s\tcwnd_bytes\tin_flight_bytes\tpacing_bps\tdelivery_bps\tsrtt_ms\tmin_rtt_ms\tqueue_delay_ms\tslow_start\tstream_bytes_sent\tpackets_lost\tcongestion_events\tlink_in_bytes\tlink_out_bytes\tlink_queue_drops\tcpu_a_s\tcpu_b_s\tretransmit_bytes\ttail_copy_bytes\tptos\n"
 
 // pageLogColumn is the page's bytes the client has read (HTTP bodies):
 // beside link_out_bytes it shows what the receiving endpoint held back.
@@ -63,10 +63,11 @@ func writeSenderSample(w io.Writer, s senderSample, client bool) error {
 		ss = 1
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	_, err := fmt.Fprintf(w, "%.3f\t%d\t%d\t%.0f\t%.0f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.2f\t%.2f",
+	_, err := fmt.Fprintf(w, "%.3f\t%d\t%d\t%.0f\t%.0f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.2f\t%.2f\t%d\t%d\t%d",
 		s.at.Seconds(), a.Cwnd, a.BytesInFlight, 8*a.PacingRate, 8*a.DeliveryRate,
 		ms(a.SRTT), ms(a.MinRTT), ms(a.QueueDelay), ss, a.StreamBytesSent, a.PacketsLost,
-		a.LossEventsCongestion, s.link.InBytes, s.link.Bytes, s.link.DropQueue, s.cpuA, s.cpuB)
+		a.LossEventsCongestion, s.link.InBytes, s.link.Bytes, s.link.DropQueue, s.cpuA, s.cpuB,
+		a.RetransmitBytes, a.TailCopyBytes, a.PTOs)
 	if err == nil && client {
 		_, err = fmt.Fprintf(w, "\t%d\n", s.client)
 	}
