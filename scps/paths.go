@@ -35,6 +35,7 @@ package scps
 
 import (
 	"fmt"
+	"sort"
 	"time"
 
 	"scpsvpn/scps/cc"
@@ -59,9 +60,21 @@ const (
 	// awaited for the path's liveness and RTT.
 	pathChecks = 64
 	// pathCheckGap is the least time between two awaited packets of a
-	// path: at most pathChecks of them span the time a path takes to go
-	// down, well beyond pathChecks*pathCheckGap.
-	pathCheckGap = 5 * time.Millisecond
+	// path, and pathCheckSpan how many of its RTTs the awaited ones span
+	// at least (the gap grows with the RTT): the ring must hold a
+	// packet until its acknowledgement comes. With a fixed 5 ms gap, 64
+	// spanned 320 ms, less than a GEO's RTT beside a LEO (the GEO's way
+	// out, the LEO's back, and the modem's queue): a GEO sending at its
+	// rate dropped every awaited packet before its ACK came, its RTT was
+	// not measured (its down time kept to an empty queue's), and its
+	// loss and liveness were judged by the few packets of its lulls.
+	pathCheckGap  = 5 * time.Millisecond
+	pathCheckSpan = 4
+	// maxPathAckRanges bounds the ranges of one ACK frame that the paths'
+	// awaited packets are looked up in: a receiver with several paths
+	// reports every arrival since its last ACK, hundreds of ranges after
+	// a batch (ackhandler's maxUnsentRanges and more).
+	maxPathAckRanges = 1024
 )
 
 // PathOptions is what the layer below tells the association of a path.
@@ -151,6 +164,8 @@ type pathSet struct {
 	// answerOwed: paths a probe came on, off the data path, not yet
 	// answered there (latency.go)
 	answerOwed uint16
+	// ackRanges is onPathAck's scratch: the ranges of one ACK frame.
+	ackRanges []wire.AckRange
 }
 
 // init makes path 0, the one every association has.
@@ -398,7 +413,7 @@ func (ps *pathSet) onSent(a *Association, i int, pn uint64, n int, k sentKind) {
 		return
 	}
 	p.lastElicit = a.now
-	if a.now-p.lastCheck < pathCheckGap && p.n > 0 {
+	if a.now-p.lastCheck < max(pathCheckGap, pathCheckSpan*p.rtt.Smoothed()/pathChecks) && p.n > 0 {
 		return
 	}
 	if p.n == pathChecks {
@@ -483,23 +498,25 @@ func (a *Association) onPathAck(f *wire.Ack) {
 	if !a.paths.multi() && a.paths.p[0].n == 0 {
 		return
 	}
-	var ranges [32]wire.AckRange
-	rs := ranges[:0]
+	rs := a.paths.ackRanges[:0]
 	it := f.Iter()
-	for len(rs) < len(ranges) {
+	for len(rs) < maxPathAckRanges {
 		r, ok := it.Next()
 		if !ok {
 			break
 		}
 		rs = append(rs, r)
 	}
+	a.paths.ackRanges = rs
+	if len(rs) == 0 {
+		return
+	}
+	lowest := rs[len(rs)-1].Smallest
 	acked := func(pn uint64) bool {
-		for _, r := range rs {
-			if pn >= r.Smallest && pn <= r.Largest {
-				return true
-			}
-		}
-		return false
+		// rs descends: the first range whose smallest is at or below
+		// pn is the only one that may hold it.
+		i := sort.Search(len(rs), func(i int) bool { return rs[i].Smallest <= pn })
+		return i < len(rs) && pn <= rs[i].Largest
 	}
 	for i := range a.paths.p {
 		p := &a.paths.p[i]
@@ -512,12 +529,18 @@ func (a *Association) onPathAck(f *wire.Ack) {
 		if newest < 0 {
 			continue
 		}
+		// One older is lost if the frame reaches below it and leaves it
+		// out; a frame that stops above it says nothing of it.
+		checked := 1
 		for k := range newest {
-			if !acked(p.checks[(p.head+k)%pathChecks].pn) {
-				p.stats.Lost++
+			if pn := p.checks[(p.head+k)%pathChecks].pn; pn >= lowest {
+				checked++
+				if !acked(pn) {
+					p.stats.Lost++
+				}
 			}
 		}
-		p.stats.Checked += uint64(newest + 1)
+		p.stats.Checked += uint64(checked)
 		c := p.checks[(p.head+newest)%pathChecks]
 		p.head, p.n = (p.head+newest+1)%pathChecks, p.n-newest-1
 		p.rtt.Update(a.now-c.at, 0)

@@ -13,9 +13,7 @@ package ackhandler
 // the path.
 
 import (
-	"math/bits"
 	"slices"
-	"sort"
 	"time"
 
 	"scpsvpn/scps/internal/ranges"
@@ -39,11 +37,16 @@ const (
 	// path is a hole among the fast path's packets, and the newest ranges
 	// are those holes, not what arrived: the received set keeps more
 	// ranges, and each ACK reports the range of the largest packet, the
-	// ranges holding the latest runs of packets that arrived (on any
-	// path; late) that no ACK sent has reported yet, then those already
+	// ranges holding every packet that arrived (on any path; late) that
+	// no ACK sent has reported yet (up to maxUnsentRanges of them), then
+	// those holding the latest lateFills runs of arrivals already
 	// reported, newest first both, then the newest ranges.
 	maxTrackedRangesMulti = 4096
 	lateFills             = 64
+	// maxUnsentRanges bounds the ranges of unreported arrivals one ACK
+	// frame reports: some 2 bytes each, a tenth of a LEO-sized batch's
+	// runs at most (a socket read of 64 GRO runs of 64 packets).
+	maxUnsentRanges = 512
 	// maxAckPoints bounds the earlier points (ackPoint) one ACK reports,
 	// and maxPointRanges the ranges each may take: a point below more
 	// holes is left out (its frame would cost as much as the ACK).
@@ -100,14 +103,17 @@ type ReceivedPacketHandler struct {
 	multi bool              // several paths (SetMultipath)
 	late  [lateFills]uint64 // the latest runs of packets received (each its newest packet), a ring
 	nlate int               // how many runs were, in all
-	// unsent: bit k is set while late[k]'s range was in no ACK sent. A
+	// unsent: the packets received with several paths that no ACK sent
+	// on the fastest path has reported yet, bounded as received is. A
 	// host that takes packets in batches (a socket read of GRO runs, a
-	// busy scheduler) takes in more than lateFills packets between two
-	// ACKs: those early in the batch, a slow path's among them, were
-	// never acknowledged, the sender took them for lost and the slow
-	// path for down (a GEO beside a LEO carried 0-3% of the data).
-	unsent uint64
-	idx    [maxAckRanges]int // Ranges' scratch
+	// busy scheduler) takes in many runs between two ACKs: when only
+	// the latest runs were kept (a ring of lateFills) and an ACK
+	// reported maxAckRanges ranges, those early in the batch, a slow
+	// path's among them, were never acknowledged or acknowledged after
+	// later ones of their path; the sender took them for lost (false
+	// congestion losses on both paths) and the slow path for down.
+	unsent ranges.Set
+	idx    []int // Ranges' scratch
 	// Floor raises held back (OnAckAckedAt), a ring, oldest at fhead.
 	forgets     [heldForgets]heldForget
 	fhead, fnum int
@@ -154,6 +160,13 @@ func (s *ReceivedPacketHandler) OnReceived(pn uint64, now time.Duration, eliciti
 	for s.received.Len() > limit {
 		s.floor = s.received.First().End
 		s.received.DropLowest()
+	}
+	if s.multi {
+		s.unsent.Add(pn, pn+1)
+		s.unsent.RemoveBelow(s.floor)
+		for s.unsent.Len() > maxTrackedRangesMulti {
+			s.unsent.DropLowest()
+		}
 	}
 	if !s.any || pn > s.largest {
 		s.largest, s.largestAt, s.any = pn, now, true
@@ -318,6 +331,7 @@ func (s *ReceivedPacketHandler) OnAckAcked(largest uint64) {
 	if largest+1 > s.floor {
 		s.floor = largest + 1
 		s.received.RemoveBelow(s.floor)
+		s.unsent.RemoveBelow(s.floor)
 	}
 }
 
@@ -352,20 +366,16 @@ func (s *ReceivedPacketHandler) noteLate(pn uint64) {
 		s.nlate++
 	}
 	s.late[k] = pn
-	s.unsent |= 1 << k
 }
 
 // OnAckRanges notes that an ACK with the ranges rs (highest first) is
-// sent: the runs it holds are no longer unsent (multiRanges).
+// sent: the arrivals it holds are no longer unsent (multiRanges).
 func (s *ReceivedPacketHandler) OnAckRanges(rs []wire.AckRange) {
-	for u := s.unsent; u != 0; u &= u - 1 {
-		k := bits.TrailingZeros64(u)
-		pn := s.late[k]
-		// rs descends: the first range whose smallest is at or below pn
-		// is the only one that may hold it.
-		if i := sort.Search(len(rs), func(i int) bool { return rs[i].Smallest <= pn }); i < len(rs) && pn <= rs[i].Largest {
-			s.unsent &^= 1 << k
+	for _, r := range rs {
+		if s.unsent.Empty() {
+			return
 		}
+		s.unsent.Remove(r.Smallest, r.Largest+1)
 	}
 }
 
@@ -374,32 +384,34 @@ func (s *ReceivedPacketHandler) OnAckRanges(rs []wire.AckRange) {
 func (s *ReceivedPacketHandler) multiRanges() []wire.AckRange {
 	n := s.received.Len()
 	idx := s.idx[:0]
-	add := func(pn uint64) bool {
-		i, ok := s.received.Index(pn)
-		if ok && len(idx) < maxAckRanges && !slices.Contains(idx, i) {
+	// Every arrival no ACK reported, newest first: an unsent range lies
+	// within one received range, and they descend together.
+	top, _ := s.received.Index(s.largest)
+	idx = append(idx, top)
+	for u := s.unsent.Len() - 1; u >= 0 && len(idx) < maxUnsentRanges; u-- {
+		if i, ok := s.received.Index(s.unsent.At(u).Start); ok && i != top && i != idx[len(idx)-1] {
 			idx = append(idx, i)
 		}
-		return ok
 	}
-	add(s.largest)
-	runs := min(s.nlate, lateFills)
-	for k := range runs { // newest first
-		if j := (s.nlate - 1 - k) % lateFills; s.unsent&(1<<j) != 0 && !add(s.late[j]) {
-			s.unsent &^= 1 << j // forgotten: nothing to report
+	add := func(i int) {
+		if len(idx) < maxAckRanges && !slices.Contains(idx, i) {
+			idx = append(idx, i)
 		}
 	}
-	for k := range runs {
-		add(s.late[(s.nlate-1-k)%lateFills])
+	runs := min(s.nlate, lateFills)
+	for k := 0; k < runs && len(idx) < maxAckRanges; k++ { // newest first
+		if i, ok := s.received.Index(s.late[(s.nlate-1-k)%lateFills]); ok {
+			add(i)
+		}
 	}
 	for i := n - 1; i >= 0 && len(idx) < maxAckRanges; i-- {
-		if !slices.Contains(idx, i) {
-			idx = append(idx, i)
-		}
+		add(i)
 	}
 	slices.SortFunc(idx, func(a, b int) int { return b - a })
 	for _, i := range idx {
 		r := s.received.At(i)
 		s.scratch = append(s.scratch, wire.AckRange{Smallest: r.Start, Largest: r.End - 1})
 	}
+	s.idx = idx
 	return s.scratch
 }
