@@ -4,7 +4,9 @@ package scps
 // ring of reusable buffers. Datagrams are never retransmitted; they wait only briefly for
 // congestion window and pacer, and are dropped (and counted) when the queue
 // is full or they have waited too long, because a late datagram (a DNS
-// query, a ping) is worth less than the queue delay it would add.
+// query, a ping) is worth less than the queue delay it would add. A
+// datagram of a group (an erasure-coded block) may wait longer
+// (groupMaxAge): its loss costs its flow a resend's round trip.
 
 import "time"
 
@@ -14,16 +16,28 @@ const (
 	datagramMaxAge = 100 * time.Millisecond
 )
 
+// groupMaxAge is how long a datagram of a group may wait: up to a round
+// trip. The far end rebuilds or asks again for what its group lost, and
+// holds the flow behind the gap meanwhile, so a dropped one costs the
+// flow at least a round trip of holding where a late one costs only its
+// lateness. On a host starved of the processor for over datagramMaxAge
+// the association dropped hundreds of a repaired QUIC flow's datagrams
+// at once. The sender of a group waits for DatagramRoom, so few wait
+// here at once.
+func groupMaxAge(srtt time.Duration) time.Duration {
+	return max(datagramMaxAge, srtt)
+}
+
 type datagramQueue struct {
 	buf   [datagramQueueLen][]byte
-	at    [datagramQueueLen]time.Duration
-	group [datagramQueueLen]uint64 // 0, or the group no packet carries two of
+	until [datagramQueueLen]time.Duration // dropped after this, unsent
+	group [datagramQueueLen]uint64        // 0, or the group no packet carries two of
 	head  int
 	count int
 	bytes int
 }
 
-func (q *datagramQueue) push(p []byte, group uint64, now time.Duration, maxSize int) bool {
+func (q *datagramQueue) push(p []byte, group uint64, until time.Duration, maxSize int) bool {
 	if q.count == datagramQueueLen {
 		return false
 	}
@@ -32,19 +46,43 @@ func (q *datagramQueue) push(p []byte, group uint64, now time.Duration, maxSize 
 		q.buf[i] = make([]byte, 0, maxSize)
 	}
 	q.buf[i] = append(q.buf[i][:0], p...)
-	q.at[i] = now
+	q.until[i] = until
 	q.group[i] = group
 	q.count++
 	q.bytes += len(p)
 	return true
 }
 
+// front is the datagram in front and when it expires.
 func (q *datagramQueue) front() ([]byte, time.Duration) {
-	return q.buf[q.head], q.at[q.head]
+	return q.buf[q.head], q.until[q.head]
 }
 
 // frontGroup is the group of the datagram in front.
 func (q *datagramQueue) frontGroup() uint64 { return q.group[q.head] }
+
+// expire drops the datagrams whose time passed (wherever they wait: a
+// plain one behind a group's younger one too), keeping the others'
+// order; it returns how many it dropped.
+func (q *datagramQueue) expire(now time.Duration) int {
+	kept := 0
+	for k := range q.count {
+		i := (q.head + k) % datagramQueueLen
+		if now > q.until[i] {
+			q.bytes -= len(q.buf[i])
+			continue
+		}
+		if j := (q.head + kept) % datagramQueueLen; j != i {
+			// Swapped, so the dropped one's buffer is reused.
+			q.buf[i], q.buf[j] = q.buf[j], q.buf[i]
+			q.until[j], q.group[j] = q.until[i], q.group[i]
+		}
+		kept++
+	}
+	dropped := q.count - kept
+	q.count = kept
+	return dropped
+}
 
 func (q *datagramQueue) pop() {
 	q.bytes -= len(q.buf[q.head])

@@ -429,3 +429,61 @@ func TestDatagramApart(t *testing.T) {
 		t.Errorf("6 small datagrams of two groups, alternating, took %d packets, want 3", n)
 	}
 }
+
+// TestDatagramGroupAge: on a host starved of the processor, the
+// association sends nothing for a while. Its plain datagrams (a DNS
+// query) are dropped after datagramMaxAge, but those of a group (a
+// repaired QUIC flow's block, whose loss the far end asks for again and
+// holds the flow a round trip for) wait up to a round trip: late, they
+// still come, and in order.
+func TestDatagramGroupAge(t *testing.T) {
+	link := linkParams{Rate: 10e6, Delay: 300 * time.Millisecond}
+	for _, tc := range []struct {
+		stall                time.Duration
+		wantPlain, wantGroup int
+	}{
+		{50 * time.Millisecond, 4, 4},
+		{300 * time.Millisecond, 0, 4},
+		{time.Second, 0, 0},
+	} {
+		s := newSim(t, 4, DefaultConfig(), DefaultConfig(), link, link)
+		var got []byte
+		s.a[1].SetDatagramHandler(func(p []byte) { got = append(got, p[0]) })
+		// An RTT sample first.
+		if err := s.a[0].SendDatagram([]byte{0}); err != nil {
+			t.Fatal(err)
+		}
+		s.runUntil(2*time.Second, func() bool { return false })
+		if srtt := s.a[0].Stats().SRTT; srtt < 500*time.Millisecond {
+			t.Fatalf("smoothed RTT %v, want about 600 ms", srtt)
+		}
+		got = got[:0]
+		dropped := s.a[0].Stats().DatagramsDropped
+		for i := range 4 {
+			if err := s.a[0].SendDatagram([]byte{1, byte(i)}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.a[0].SendDatagramApart([]byte{2, byte(i)}, 9); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The host starved: nothing runs until now.
+		s.now += tc.stall
+		s.runUntil(s.now+2*time.Second, func() bool { return false })
+		plain, group := 0, 0
+		for _, b := range got {
+			switch b {
+			case 1:
+				plain++
+			case 2:
+				group++
+			}
+		}
+		if plain != tc.wantPlain || group != tc.wantGroup {
+			t.Errorf("after a stall of %v: %d plain and %d grouped datagrams came, want %d and %d", tc.stall, plain, group, tc.wantPlain, tc.wantGroup)
+		}
+		if d := s.a[0].Stats().DatagramsDropped - dropped; d != uint64(8-plain-group) {
+			t.Errorf("after a stall of %v: %d dropped, want %d", tc.stall, d, 8-plain-group)
+		}
+	}
+}

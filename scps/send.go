@@ -376,7 +376,9 @@ func (a *Association) SendDatagram(p []byte) error { return a.SendDatagramApart(
 // SendDatagramApart is SendDatagram for a datagram of a group (nonzero)
 // no packet carries two of: one lost packet then loses at most one
 // datagram of the group, as an erasure code over the group (a repaired
-// QUIC flow's block) needs. Group 0 is no group.
+// QUIC flow's block) needs. Group 0 is no group. A datagram of a group
+// waits up to a round trip to be sent (groupMaxAge), others
+// datagramMaxAge.
 func (a *Association) SendDatagramApart(p []byte, group uint64) error {
 	if a.state != stateOpen {
 		return a.err
@@ -388,7 +390,11 @@ func (a *Association) SendDatagramApart(p []byte, group uint64) error {
 		a.stats.DatagramsDropped++
 		return ErrDatagramDropped
 	}
-	if a.dgrams.bytes+len(p) > a.datagramLimit() || !a.dgrams.push(p, group, a.now, a.maxDatagram) {
+	until := a.now + datagramMaxAge
+	if group != 0 {
+		until = a.now + groupMaxAge(a.sent.RTT().Smoothed())
+	}
+	if a.dgrams.bytes+len(p) > a.datagramLimit() || !a.dgrams.push(p, group, until, a.maxDatagram) {
 		a.stats.DatagramsDropped++
 		return ErrDatagramDropped
 	}
@@ -408,7 +414,7 @@ func (a *Association) datagramLimit() int {
 // quarter of the datagram queue (its entries and bytes). A sender with a
 // queue of its own waits for that room instead of having its datagrams
 // dropped: few of them then wait here, where a stall of the association
-// would drop them all at once (datagramMaxAge), and the rest of the queue
+// would drop them all at once (datagramMaxAge, groupMaxAge), and the rest of the queue
 // is left to datagrams that cannot wait. While the congestion window is
 // full the room is datagramRoomClosed: a cut of the window below the
 // bytes in flight stops the association for about as long as

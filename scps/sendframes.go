@@ -71,14 +71,9 @@ func (a *Association) appendDatagrams(b []byte, limit int) ([]byte, bool) {
 	return b, eliciting
 }
 
-// expireDatagrams drops queued datagrams older than datagramMaxAge, also
-// while nothing may be sent (full window, silence hold).
+// expireDatagrams drops queued datagrams that waited past their age
+// (datagramMaxAge, groupMaxAge), also while nothing may be sent (full
+// window, silence hold).
 func (a *Association) expireDatagrams() {
-	for a.dgrams.count > 0 {
-		if _, at := a.dgrams.front(); a.now-at <= datagramMaxAge {
-			return
-		}
-		a.dgrams.pop()
-		a.stats.DatagramsDropped++
-	}
+	a.stats.DatagramsDropped += uint64(a.dgrams.expire(a.now))
 }
