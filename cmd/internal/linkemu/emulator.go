@@ -71,6 +71,12 @@ type pipe struct {
 	now      func() time.Duration
 	stop     <-chan struct{}
 	log      *slog.Logger
+	// trace, set only by tests and before Start, sees each packet the
+	// reader judged: its bytes, the emulator time it was read at (the
+	// time the model judged it by), the delivery time and the verdict.
+	// Tests check the model's decisions against the emulator's own clock,
+	// which a loaded machine cannot skew. Nil in production.
+	trace func(pkt []byte, read, at time.Duration, v verdict)
 }
 
 // Emulator is a running link between two TUN devices.
@@ -204,6 +210,9 @@ func (p *pipe) readLoop() {
 			p.ctr.inPackets.Add(1)
 			p.ctr.inBytes.Add(uint64(size))
 			at, v := p.model.admit(now, size)
+			if p.trace != nil {
+				p.trace(bufs[i][:size], now, at, v)
+			}
 			switch v {
 			case dropLoss:
 				p.ctr.dropLoss.Add(1)
