@@ -45,6 +45,12 @@ type linkParams struct {
 	// StallUntimed.
 	StallEvery, StallFor time.Duration
 	StallUntimed         bool
+	// ReleaseEvery: the link's far end lets packets out only every
+	// ReleaseEvery (a userspace emulator whose writer wakes late and
+	// writes all that fell due in one batch, a modem's frames): those
+	// due meanwhile arrive together at the next release, and the
+	// receiving host stamps them so, as a kernel timestamp would.
+	ReleaseEvery time.Duration
 }
 
 type simDir struct {
@@ -222,6 +228,9 @@ func (d *simDir) carry(now time.Duration, rng *rand.Rand, size int) (at time.Dur
 	if d.p.Jitter > 0 {
 		at = max(at+time.Duration(rng.Int64N(int64(d.p.Jitter))), d.lastAt)
 		d.lastAt = at
+	}
+	if e := d.p.ReleaseEvery; e > 0 {
+		at = (at + e - 1) / e * e
 	}
 	if d.p.Reorder > 0 && rng.Float64() < d.p.Reorder {
 		at += d.p.ReorderDelay

@@ -44,13 +44,29 @@ type ArrivalRate struct {
 	// of the ring for every packet was a seventh of the transport's CPU
 	// in a bulk transfer (BenchmarkSessionBulk).
 	count, gapAt int
+	// trainAt and trainBytes are the arrival of the latest train's first
+	// packet and the total of what arrived at that instant: a train
+	// longer than the ring (a link that hands packets over in batches of
+	// more than arrivalRing, each batch stamped as one instant) is timed
+	// over its whole length.
+	trainAt    time.Time
+	trainBytes int64
 }
 
 // OnPacket records a packet of size bytes arriving at now.
 func (r *ArrivalRate) OnPacket(now time.Time, size int) {
 	r.total += int64(size)
-	if r.n > 0 && now.Sub(r.at[(r.next-1+arrivalRing)%arrivalRing]) > arrivalPause {
+	if r.n == 0 || now.Sub(r.at[(r.next-1+arrivalRing)%arrivalRing]) > arrivalPause {
 		r.gapAt = r.count + 1
+		r.trainAt = now
+	}
+	if now.Equal(r.trainAt) {
+		r.trainBytes = r.total // arrived with the first: before the span
+	}
+	if r.count+1-r.gapAt >= arrivalMinPackets {
+		if span := now.Sub(r.trainAt); span >= capacityMinSpan {
+			r.peak = max(r.peak, float64(r.total-r.trainBytes)/span.Seconds())
+		}
 	}
 	r.count++
 	r.at[r.next], r.bytes[r.next] = now, r.total

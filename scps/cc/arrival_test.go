@@ -49,14 +49,25 @@ func TestArrivalRateTimesTrains(t *testing.T) {
 // arrivalPeakWalk is ArrivalRate's peak as it was computed before the
 // walk began at the latest long gap: back from the newest arrival over
 // the whole ring for every packet. TestArrivalRateSameAsFullWalk holds
-// the two to the same result.
+// the two to the same result; with each whole train (from the latest
+// pause) timed as well.
 func arrivalPeakWalk(ats []time.Time, sizes []int) float64 {
 	var peak float64
 	var total int64
 	var bytes []int64
+	start, startBytes := 0, int64(0) // the latest train's first packet, what arrived with it
 	for k := range ats {
 		total += int64(sizes[k])
 		bytes = append(bytes, total)
+		if k > 0 && ats[k].Sub(ats[k-1]) > arrivalPause {
+			start = k
+		}
+		if ats[k].Equal(ats[start]) {
+			startBytes = total
+		}
+		if span := ats[k].Sub(ats[start]); k-start >= arrivalMinPackets && span >= capacityMinSpan {
+			peak = max(peak, float64(total-startBytes)/span.Seconds())
+		}
 		n := min(k+1, arrivalRing)
 		if n <= arrivalMinPackets {
 			continue
@@ -109,5 +120,26 @@ func TestArrivalRateSameAsFullWalk(t *testing.T) {
 		if got, want := r.Peak(), arrivalPeakWalk(ats, sizes); got != want {
 			t.Fatalf("run %d: peak %.0f B/s, the full walk gives %.0f", run, got, want)
 		}
+	}
+}
+
+// TestArrivalRateTimesBatchesBeyondTheRing: a link that hands packets
+// over in batches larger than the ring, each stamped as one instant (a
+// link emulator writing what fell due at once), still gives its rate:
+// the ring alone held one batch at one instant, a span of nothing, and
+// the windows stayed at their floor.
+func TestArrivalRateTimesBatchesBeyondTheRing(t *testing.T) {
+	var r ArrivalRate
+	const size, batch, every = 1500, 2 * arrivalRing, 3 * time.Millisecond
+	at := t0
+	for b := 0; b < 10; b++ {
+		for i := 0; i < batch; i++ {
+			r.OnPacket(at, size)
+		}
+		at = at.Add(every)
+	}
+	want := float64(batch*size) / every.Seconds()
+	if got := r.Peak(); got < 0.9*want || got > 1.1*want {
+		t.Errorf("peak %.0f B/s over batches of %d packets every %v, want about %.0f", got, batch, every, want)
 	}
 }

@@ -42,6 +42,16 @@ type capacity struct {
 	// left as one burst (flightBurst), a spread of its sending is the
 	// host's, not pacing (onAck).
 	flightAt, flightEnd time.Time
+	// fast: a train of the flight (capacityMinPackets or more) arrived
+	// within less than capacityMinSpan, faster than can be timed.
+	fast bool
+	// rising: a later train may raise the estimate, but lower it only
+	// when it spans at least the bytes of the train the estimate came
+	// from (estBytes): a longer train times the link better. The
+	// controller sets it in a slow start whose flight was timed again.
+	rising bool
+	// estBytes is how many bytes the train of the estimate spanned.
+	estBytes int64
 }
 
 // flightBurst is the longest a first flight may take to leave and still
@@ -63,10 +73,13 @@ func (c *capacity) onAck(now time.Time, ev AckEvent, delivered int64, mss int) {
 	}
 	sent := p.sent.Sub(c.first.sent)
 	arrived := p.arrived.Sub(c.first.arrived)
+	b := p.delivered - c.first.delivered
 	if arrived <= 0 || sent < 0 {
+		if arrived == 0 && sent == 0 {
+			c.take(b, 0, mss) // a burst that arrived at once: too fast to time
+		}
 		return // reordered, or timing noise: wait for a later ACK
 	}
-	b := p.delivered - c.first.delivered
 	if arrived < 2*sent {
 		if !p.sent.After(c.flightEnd) && c.flightEnd.Sub(c.flightAt) <= flightBurst {
 			// The first flight, spread by the sending host (at 250
@@ -74,18 +87,27 @@ func (c *capacity) onAck(now time.Time, ev AckEvent, delivered int64, mss int) {
 			// the link to carry them): the link carried it at least
 			// this fast. Taken as no estimate, slow start paced at
 			// twice the initial window per round trip.
-			if b >= int64(capacityMinPackets*mss) && arrived >= capacityMinSpan {
-				c.est = float64(b) / arrived.Seconds()
-			}
+			c.take(b, arrived, mss)
 			return
 		}
 		c.first = p // the sender's own pacing spaced these: a new train
 		return
 	}
-	if b >= int64(capacityMinPackets*mss) {
-		if arrived >= capacityMinSpan {
-			c.est = float64(b) / arrived.Seconds()
-		}
+	c.take(b, arrived, mss)
+}
+
+// take makes b bytes that arrived over arrived the estimate, if they are
+// enough to time; too short a span only says the train was fast.
+func (c *capacity) take(b int64, arrived time.Duration, mss int) {
+	if b < int64(capacityMinPackets*mss) {
+		return
+	}
+	if arrived < capacityMinSpan {
+		c.fast = true
+		return
+	}
+	if rate := float64(b) / arrived.Seconds(); !c.rising || rate > c.est || b >= c.estBytes {
+		c.est, c.estBytes = rate, b
 	}
 }
 
