@@ -69,7 +69,10 @@ func writeSenderSample(w io.Writer, s senderSample, client bool) error {
 		a.LossEventsCongestion, s.link.InBytes, s.link.Bytes, s.link.DropQueue, s.cpuA, s.cpuB,
 		a.RetransmitBytes, a.TailCopyBytes, a.PTOs)
 	if err == nil && client {
-		_, err = fmt.Fprintf(w, "\t%d\n", s.client)
+		_, err = fmt.Fprintf(w, "\t%d", s.client)
+	}
+	if err == nil {
+		_, err = io.WriteString(w, "\n")
 	}
 	return err
 }

@@ -20,6 +20,9 @@ func TestSenderSampleRow(t *testing.T) {
 	if err := writeSenderSample(&b, s, false); err != nil {
 		t.Fatal(err)
 	}
+	if !strings.HasSuffix(b.String(), "\n") {
+		t.Fatalf("row %q does not end its line", b.String())
+	}
 	cols := strings.Split(strings.TrimSuffix(senderLogHeader, "\n"), "\t")
 	vals := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\t")
 	if len(vals) != len(cols) {
