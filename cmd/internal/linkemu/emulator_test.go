@@ -116,23 +116,47 @@ func packet(seq, size int) []byte {
 
 func memLink(t *testing.T, opts Options) (*Emulator, *memDevice, *memDevice) {
 	t.Helper()
+	e, a, b := idleMemLink(t, opts)
+	e.Start()
+	return e, a, b
+}
+
+// idleMemLink is memLink with the emulator not yet started, for a test
+// that installs a trace or queues packets first.
+func idleMemLink(t *testing.T, opts Options) (*Emulator, *memDevice, *memDevice) {
+	t.Helper()
 	a, b := newMemDevice(8), newMemDevice(8)
 	opts.DevA, opts.DevB = "a", "b"
 	if err := opts.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	e := newEmulator(opts, a, b)
-	e.Start()
 	t.Cleanup(func() { e.Stop() })
 	return e, a, b
 }
 
-// lateBound is how late a packet may leave the in-memory emulator: its
-// wake-ups on a loaded, shared 2-core machine (and under the race detector,
-// which slows the packet path several times over) lag by tens of
-// milliseconds. The lower bounds, never early, are exact; the model's
-// timing is checked exactly in virtual time (model_test.go).
-const lateBound = 250 * time.Millisecond
+// seqStamp is a trace's stamp of packet's packets: the sequence number.
+func seqStamp(pkt []byte) (time.Duration, bool) {
+	if len(pkt) < 4 {
+		return 0, false
+	}
+	return time.Duration(binary.BigEndian.Uint32(pkt)), true
+}
+
+// hangGuard bounds the wait for deliveries. How late a packet leaves the
+// in-memory emulator is the machine's (its wake-ups on a loaded 2-core
+// machine under the race detector lag by seconds), so the tests check
+// each delivery against the time the emulator judged it due, traced:
+// never early, and due exactly when the model says.
+const hangGuard = 15 * time.Second
+
+// checkDue checks d left no earlier than the emulator judged it due.
+func checkDue(t *testing.T, e *Emulator, i int, d delivery, j judged) {
+	t.Helper()
+	if left := d.at.Sub(e.start); left < j.at {
+		t.Errorf("packet %d left at %v, before it was due at %v", i, left, j.at)
+	}
+}
 
 // warmUp sends one 10-byte packet each way (counted) and forgets it: the
 // start-up allocations trigger a few GC cycles, which on a loaded machine can
@@ -141,7 +165,7 @@ func warmUp(t *testing.T, a, b *memDevice) {
 	t.Helper()
 	for _, d := range []struct{ from, to *memDevice }{{a, b}, {b, a}} {
 		d.from.in <- packet(999, 10)
-		if w := d.to.waitFor(t, 1, 2*time.Second); len(w) != 1 {
+		if w := d.to.waitFor(t, 1, hangGuard); len(w) != 1 {
 			t.Fatal("warm-up packet lost")
 		}
 		d.to.mu.Lock()
@@ -152,26 +176,32 @@ func warmUp(t *testing.T, a, b *memDevice) {
 
 func TestPathDeliversIntactInOrderAfterDelay(t *testing.T) {
 	const delay = 20 * time.Millisecond
-	e, a, b := memLink(t, Options{Fwd: Dir{Delay: delay}, Ret: Dir{Delay: 2 * delay}})
+	e, a, b := idleMemLink(t, Options{Fwd: Dir{Delay: delay}, Ret: Dir{Delay: 2 * delay}})
+	tr := &verdictTrace{stamp: seqStamp}
+	tr.on(e)
+	e.Start()
 	warmUp(t, a, b)
-	sent := make([]time.Time, 50)
+	sent := make([]time.Duration, 50)
 	for i := range sent {
-		sent[i] = time.Now()
+		sent[i] = e.Elapsed()
 		a.in <- packet(i, 100+i*20)
 		time.Sleep(200 * time.Microsecond)
 	}
-	got := b.waitFor(t, len(sent), 2*time.Second)
+	got := b.waitFor(t, len(sent), hangGuard)
 	if len(got) != len(sent) {
 		t.Fatalf("delivered %d of %d", len(got), len(sent))
 	}
+	ours, _ := tr.snapshot()
+	ours = ours[1:] // past the warm-up
 	for i, d := range got {
 		if !bytes.Equal(d.pkt, packet(i, 100+i*20)) {
 			t.Fatalf("packet %d corrupted or out of order", i)
 		}
-		// Never early; late by scheduling noise only.
-		if lat := d.at.Sub(sent[i]); lat < delay || lat > delay+lateBound {
-			t.Errorf("packet %d took %v, want %v", i, lat, delay)
+		j := ours[i]
+		if j.stamp != time.Duration(i) || j.v != deliver || j.read < sent[i] || j.at != j.read+delay {
+			t.Errorf("packet %d sent at %v: read at %v, %s at %v; want delivered at read+%v", i, sent[i], j.read, j.v, j.at, delay)
 		}
+		checkDue(t, e, i, d, j)
 	}
 	if c := e.Counters().Fwd; c.Packets != uint64(len(sent))+1 { // + the warm-up
 		t.Errorf("counted %d delivered packets", c.Packets)
@@ -179,8 +209,8 @@ func TestPathDeliversIntactInOrderAfterDelay(t *testing.T) {
 	// The return direction has its own delay.
 	start := time.Now()
 	b.in <- packet(7, 60)
-	back := a.waitFor(t, 1, time.Second)
-	if len(back) != 1 || back[0].at.Sub(start) < 2*delay || back[0].at.Sub(start) > 2*delay+lateBound {
+	back := a.waitFor(t, 1, hangGuard)
+	if len(back) != 1 || back[0].at.Sub(start) < 2*delay {
 		t.Fatalf("return packet: %v", back)
 	}
 }
@@ -190,32 +220,48 @@ func TestPathDeliversIntactInOrderAfterDelay(t *testing.T) {
 // early.
 func TestPathReorders(t *testing.T) {
 	const delay, extra = 5 * time.Millisecond, 20 * time.Millisecond
-	e, a, b := memLink(t, Options{Fwd: Dir{Delay: delay, Reorder: Reorder{P: 0.2, Delay: extra}}, Seed: 5})
+	e, a, b := idleMemLink(t, Options{Fwd: Dir{Delay: delay, Reorder: Reorder{P: 0.2, Delay: extra}}, Seed: 5})
+	tr := &verdictTrace{stamp: seqStamp}
+	tr.on(e)
+	// All queued before the start and read in one batch: held-back
+	// packets are overtaken however slowly a loaded machine runs this
+	// test (sent 0.5 ms apart, a sender late by 20 ms each time would
+	// leave none overtaken).
 	const n = 200
-	sent := make([]time.Time, n)
+	a.batch = n
 	for i := range n {
-		sent[i] = time.Now()
 		a.in <- packet(i, 100)
-		time.Sleep(500 * time.Microsecond)
 	}
-	got := b.waitFor(t, n, 5*time.Second)
+	e.Start()
+	got := b.waitFor(t, n, hangGuard)
 	if len(got) != n {
 		t.Fatalf("delivered %d of %d", len(got), n)
 	}
+	ours, _ := tr.snapshot()
+	if len(ours) != n {
+		t.Fatalf("traced %d of %d", len(ours), n)
+	}
 	seen := make([]bool, n)
-	overtaken := 0
+	overtaken, latest := 0, -1
 	for i, d := range got {
 		seq := int(binary.BigEndian.Uint32(d.pkt))
 		if seq >= n || seen[seq] || !bytes.Equal(d.pkt, packet(seq, 100)) {
 			t.Fatalf("delivery %d: packet %d corrupted or twice", i, seq)
 		}
 		seen[seq] = true
-		if i > 0 && seq < int(binary.BigEndian.Uint32(got[i-1].pkt)) {
-			overtaken++
+		if seq < latest {
+			overtaken++ // a later packet left before it
 		}
-		if lat := d.at.Sub(sent[seq]); lat < delay {
-			t.Errorf("packet %d took %v, less than the delay %v", seq, lat, delay)
+		latest = max(latest, seq)
+		j := ours[seq]
+		want := j.read + delay
+		if j.v == deliverLate {
+			want += extra
 		}
+		if j.stamp != time.Duration(seq) || (j.v != deliver && j.v != deliverLate) || j.at != want {
+			t.Errorf("packet %d read at %v: %s at %v, want due at %v", seq, j.read, j.v, j.at, want)
+		}
+		checkDue(t, e, seq, d, j)
 	}
 	c := e.Counters().Fwd
 	t.Logf("%d reordered, %d arrived after a later one", c.Reordered, overtaken)
@@ -226,27 +272,44 @@ func TestPathReorders(t *testing.T) {
 
 func TestPathPacesAtRate(t *testing.T) {
 	// 8 Mbit/s with 1000-byte packets: one per millisecond.
-	e, a, b := memLink(t, Options{Fwd: Dir{Rate: 8_000_000, Queue: 1 << 20}})
+	e, a, b := idleMemLink(t, Options{Fwd: Dir{Rate: 8_000_000, Queue: 1 << 20}})
+	tr := &verdictTrace{stamp: seqStamp}
+	tr.on(e)
+	e.Start()
 	warmUp(t, a, b)
 	const n = 400
-	t0 := time.Now()
 	for i := range n {
 		a.in <- packet(i, 1000)
 	}
-	got := b.waitFor(t, n, 3*time.Second)
+	got := b.waitFor(t, n, hangGuard)
 	if len(got) != n {
 		t.Fatalf("delivered %d of %d", len(got), n)
 	}
-	// Packet i cannot leave before its serialization ends, (i+1) ms after
-	// the burst; the last one should leave then, give or take wake-up
-	// noise (a rate half as fast would be 400 ms late).
-	for i, d := range got {
-		if early := time.Duration(i+1)*time.Millisecond - d.at.Sub(t0); early > 0 {
-			t.Fatalf("packet %d left %v too early", i, early)
-		}
+	// Each packet is due when its serialization ends: a millisecond
+	// after it was read or after the one before was due, whichever is
+	// later (the warm-up's 10 bytes take 10 us), by the emulator's clock
+	// however late the machine ran it. A rate half as fast would make
+	// every one 2 ms.
+	ours, _ := tr.snapshot()
+	if len(ours) != n+1 {
+		t.Fatalf("traced %d packets, want %d and the warm-up", len(ours), n)
 	}
-	if last, want := got[n-1].at.Sub(t0), n*time.Millisecond; last > want+lateBound {
-		t.Fatalf("the last packet left after %v, want %v", last, want)
+	var prev time.Duration
+	for k, j := range ours {
+		tx := time.Millisecond
+		if k == 0 {
+			tx = 10 * time.Microsecond
+		}
+		if want := max(j.read, prev) + tx; j.v != deliver || j.at != want {
+			t.Fatalf("packet %d read at %v: %s at %v, want due at %v", j.stamp, j.read, j.v, j.at, want)
+		}
+		prev = j.at
+	}
+	for i, d := range got {
+		if !bytes.Equal(d.pkt, packet(i, 1000)) {
+			t.Fatalf("packet %d corrupted or out of order", i)
+		}
+		checkDue(t, e, i, d, ours[i+1])
 	}
 	c := e.Counters().Fwd
 	if c.InPackets != n+1 || c.Packets != n+1 || c.Bytes != n*1000+10 || c.InBytes != n*1000+10 { // + the warm-up
@@ -255,20 +318,22 @@ func TestPathPacesAtRate(t *testing.T) {
 }
 
 func TestPathCountsDrops(t *testing.T) {
-	e, a, b := memLink(t, Options{
+	e, a, b := idleMemLink(t, Options{
 		Fwd:  Dir{Rate: 100_000, Queue: 10_000, Loss: 0.5},
 		Seed: 11,
 	})
-	// 100 KB at once into a 10 KB queue. A packet takes 80 ms at this
-	// rate: reading the burst must take less for exactly 10 to fit, which
-	// leaves room for a loaded machine and the race detector (at 10 ms a
-	// packet, 1 run in 10 under -race let an 11th in).
+	// 100 KB at once into a 10 KB queue, queued before the start and read
+	// in one batch, at one instant: exactly 10 fit however late a loaded
+	// machine runs the reader (read 8 at a time, a reader late by a
+	// packet's 80 ms between two batches would let an 11th in).
+	a.batch = 100
 	for i := range 100 {
 		a.in <- packet(i, 1000)
 	}
+	e.Start()
 	// The 10 queued packets drain in 800 ms.
 	c := e.Counters().Fwd
-	for deadline := time.Now().Add(5 * time.Second); c.InPackets < 100 || c.DropLoss+c.Packets < 10; c = e.Counters().Fwd {
+	for deadline := time.Now().Add(hangGuard); c.InPackets < 100 || c.DropLoss+c.Packets < 10; c = e.Counters().Fwd {
 		if time.Now().After(deadline) {
 			break
 		}
@@ -293,7 +358,7 @@ func TestStopClosesDevicesAndIsIdempotent(t *testing.T) {
 	e := newEmulator(Options{DevA: "a", DevB: "b", Fwd: Dir{Delay: time.Hour}}, a, b)
 	e.Start()
 	a.in <- packet(1, 100) // stays queued: Stop must not wait for it
-	for deadline := time.Now().Add(2 * time.Second); e.Counters().Fwd.InPackets == 0 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(hangGuard); e.Counters().Fwd.InPackets == 0 && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
 	}
 	done := make(chan struct{})
@@ -304,7 +369,7 @@ func TestStopClosesDevicesAndIsIdempotent(t *testing.T) {
 	}()
 	select {
 	case <-done:
-	case <-time.After(2 * time.Second):
+	case <-time.After(hangGuard):
 		t.Fatal("Stop hung")
 	}
 	for _, d := range []*memDevice{a, b} {

@@ -395,53 +395,6 @@ func TestNetnsLoss(t *testing.T) {
 	}
 }
 
-// judged is the emulator's verdict on one of a test's datagrams.
-type judged struct {
-	sent     time.Duration // the stamp the test put in the payload
-	read, at time.Duration // when the emulator read it and would deliver it
-	v        verdict
-}
-
-// verdictNames names the verdicts in the tests' messages.
-var verdictNames = [...]string{deliver: "deliver", deliverLate: "deliver-late", dropLoss: "loss", dropQueue: "queue", dropOutage: "outage"}
-
-func (v verdict) String() string { return verdictNames[v] }
-
-// verdictTrace records the forward pipe's verdict on every packet it
-// reads: the test's datagrams (IPv4 UDP to port, stamped) one by one, the
-// kernel's own packets (IPv6 solicitations) only as counts.
-type verdictTrace struct {
-	port  uint16
-	mu    sync.Mutex
-	ours  []judged
-	other [dropOutage + 1]int // the kernel's packets by verdict
-}
-
-// on installs the trace in e, which must not have started.
-func (tr *verdictTrace) on(e *Emulator) {
-	e.fwd.trace = func(pkt []byte, read, at time.Duration, v verdict) {
-		tr.mu.Lock()
-		defer tr.mu.Unlock()
-		if sent, ok := udpStamp(pkt, tr.port); ok {
-			tr.ours = append(tr.ours, judged{sent, read, at, v})
-		} else {
-			tr.other[v]++
-		}
-	}
-}
-
-// snapshot returns the test's datagrams judged so far and the counts by
-// verdict of every packet judged (the test's and the kernel's).
-func (tr *verdictTrace) snapshot() ([]judged, [dropOutage + 1]int) {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	all := tr.other
-	for _, j := range tr.ours {
-		all[j.v]++
-	}
-	return slices.Clone(tr.ours), all
-}
-
 // udpStamp returns the stamp (8 bytes, big-endian) at the start of the
 // payload of an unfragmented IPv4 UDP datagram to port; false for any
 // other packet.
@@ -527,7 +480,7 @@ type tracedFlow struct {
 func newTracedFlow(t *testing.T, opts Options, port uint16) *tracedFlow {
 	t.Helper()
 	e, opts := idleLink(t, opts)
-	f := &tracedFlow{e: e, tr: &verdictTrace{port: port}}
+	f := &tracedFlow{e: e, tr: &verdictTrace{stamp: func(pkt []byte) (time.Duration, bool) { return udpStamp(pkt, port) }}}
 	f.tr.on(e)
 	f.srv = udpIn(t, opts.NSB, fmt.Sprintf("10.200.0.2:%d", port), "")
 	f.srv.SetReadBuffer(4 << 20)
@@ -572,7 +525,7 @@ func (f *tracedFlow) settle(t *testing.T, sent int) ([]judged, [dropOutage + 1]i
 // never. rx must be complete (settle, then its connection closed).
 func checkArrival(t *testing.T, j judged, rx *arrivals) {
 	t.Helper()
-	got := rx.at[j.sent]
+	got := rx.at[j.stamp]
 	switch {
 	case j.v != deliver && j.v != deliverLate:
 		if len(got) != 0 {
@@ -669,16 +622,16 @@ func TestNetnsOutage(t *testing.T) {
 		default:
 			after++
 		}
-		if j.read < j.sent {
-			t.Errorf("the datagram sent at %v was read at %v, before it was sent", j.sent, j.read)
+		if j.read < j.stamp {
+			t.Errorf("the datagram sent at %v was read at %v, before it was sent", j.stamp, j.read)
 		}
 		if down(j.read) || down(j.read+delay) {
 			outages++
 			if j.v != dropOutage {
-				t.Errorf("the datagram read at %v (sent at %v) and due at %v has verdict %s, want an outage drop", j.read, j.sent, j.read+delay, j.v)
+				t.Errorf("the datagram read at %v (sent at %v) and due at %v has verdict %s, want an outage drop", j.read, j.stamp, j.read+delay, j.v)
 			}
 		} else if j.v != deliver || j.at != j.read+delay {
-			t.Errorf("the datagram read at %v (sent at %v), outside the outages: verdict %s at %v, want delivered at %v", j.read, j.sent, j.v, j.at, j.read+delay)
+			t.Errorf("the datagram read at %v (sent at %v), outside the outages: verdict %s at %v, want delivered at %v", j.read, j.stamp, j.v, j.at, j.read+delay)
 		}
 		checkArrival(t, j, rx)
 	}
