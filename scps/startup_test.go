@@ -169,3 +169,19 @@ func TestUntoldStartupCompressedFlight(t *testing.T) {
 		})
 	}
 }
+
+// TestUntoldStartupThinReturnJitter: 20M/64k told nothing, the hosts
+// adding up to 1 ms each way (linkParams.Jitter). The first flight's
+// ACKs left one by one every AckEvery packets and queued behind each
+// other on the 64 kbit/s return link; the sender timed that queue as the
+// flight's spread (1.37 MB/s of 2.4) and took 3.6 RTTs from the first
+// byte to 90% of the link, as the binary's traces showed (0.47 MB/s).
+// Now the timed flight's ACKs wait an ack delay and go as one packet of
+// points (ReceivedPacketHandler.AckAtOnce): 1.1 RTTs.
+func TestUntoldStartupThinReturnJitter(t *testing.T) {
+	c := wrongRate(condAsym(), 0)
+	c.fwd.Jitter, c.rev.Jitter = time.Millisecond, time.Millisecond
+	c.name += ", 1ms jitter"
+	c.dur = 8 * time.Second
+	checkStartup(t, c, measure(t, c, "hybrid", LossAuto, 1), 0.95)
+}

@@ -88,8 +88,16 @@ type ReceivedPacketHandler struct {
 	// extra: the pending ACK was asked for at once (AckAtOnce), one more
 	// than the policy's; carried is how many ack-eliciting packets such
 	// ACKs covered that still count toward the next ACK by AckEvery.
-	extra        bool
-	carried      int
+	extra   bool
+	carried int
+	// holdUntil: for an ack delay after a timing mark the flight's ACKs
+	// wait for that delay and go as one with points (ackPoint), not one
+	// by one every AckEvery packets. One by one they queued behind each
+	// other on a thin return link (10-25 ms each at 64 kbit/s), and the
+	// sender timed that queue as the flight's spread: a 20 Mbit/s link
+	// at 0.47 MB/s of 2.4.
+	holdUntil    time.Duration
+	lastDelay    time.Duration // the ack delay OnReceived was last given
 	deadline     time.Duration // ack delay timer; 0 = not armed
 	ackOnlyCount int
 	deferred     bool // the ACK budget held back the pending ACK (counted once)
@@ -180,7 +188,8 @@ func (s *ReceivedPacketHandler) OnReceived(pn uint64, now time.Duration, eliciti
 		s.addPoint(ackPoint{pn: pn, at: now, due: due})
 	}
 	top := s.received.Last()
-	if outOfOrder || s.eliciting+s.carried >= every || (!s.multi && s.received.Len() > 1 && top.Len() < freshHole) {
+	s.lastDelay = ackDelay
+	if outOfOrder || s.eliciting+s.carried >= every && now >= s.holdUntil || (!s.multi && s.received.Len() > 1 && top.Len() < freshHole) {
 		s.immediate = true
 	}
 	if s.deadline == 0 {
@@ -192,10 +201,14 @@ func (s *ReceivedPacketHandler) OnReceived(pn uint64, now time.Duration, eliciti
 // recorded, beside the policy: the sender marked it as the start of a
 // flight it times (a PING with data). The packets it covers still count
 // toward the next ACK by AckEvery, so the flight's other ACKs go where
-// they would without it.
+// they would without it. With the arrivals timed, the flight's next
+// ACK then waits an ack delay (holdUntil) and carries its points.
 func (s *ReceivedPacketHandler) AckAtOnce() {
 	if s.pending && s.eliciting > 0 {
 		s.immediate, s.extra = true, true
+		if s.timed && !s.multi {
+			s.holdUntil = s.lastArrival + s.lastDelay
+		}
 	}
 }
 
