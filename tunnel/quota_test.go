@@ -114,14 +114,17 @@ func TestPeerDatagramQuota(t *testing.T) {
 	hub, s1, _ := startHub(t, "", "rtt = \"20ms\"\nup = \"1Mbit\"\ndown = \"1Mbit\"")
 
 	// 400 datagrams of 1000 bytes over 0.8 s: 4 Mbit/s offered, the quota
-	// half of 1 Mbit/s after a burst of 64 KB.
+	// half of 1 Mbit/s after a burst of 64 KB. Each round catches up
+	// with the clock, so a sender slept late (40 rounds of 20 ms took a
+	// loaded machine seconds, in which the quota allowed nearly all 400)
+	// still offers them within the 0.8 s.
 	pkt := udpPacket(netip.MustParseAddrPort("10.1.0.7:5000"), netip.MustParseAddrPort("10.2.0.5:53"), bytes.Repeat([]byte{1}, 1000))
+	const total, offer = 400, 800 * time.Millisecond
 	start := time.Now()
-	for range 40 {
-		for range 10 {
+	for sent := 0; sent < total; time.Sleep(20 * time.Millisecond) {
+		for due := min(total, 10+int(time.Since(start)*total/offer)); sent < due; sent++ {
 			s1.inject(pkt)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	// The quota's tokens grow with the time the hub takes to handle the
 	// datagrams, which on a loaded machine runs on past the last inject:
@@ -134,15 +137,20 @@ func TestPeerDatagramQuota(t *testing.T) {
 		}
 		return last >= 400 || time.Since(lastAt) > 2*time.Second
 	})
-	elapsed := lastAt.Sub(start)
+	// The counters first: what the hub relayed by then it relayed by the
+	// later clock reading too (a hub that resumed after a stall past
+	// lastAt relayed more than the quota allowed by lastAt).
 	in, over := st.DatagramsIn.Load(), st.DatagramsOverQuota.Load()
+	elapsed := time.Since(start)
 	passed := in - over
 	// The burst plus the rate over the run, with a datagram's slack.
 	allowed := (65535 + 62500*elapsed.Seconds()) / 1000
-	// A loaded machine loses some of the 400 on the way to the hub; what
-	// matters is that more arrived than the quota lets through.
+	// A loaded machine loses some of the 400 on the way to the hub, or
+	// takes so long to hand them over that the quota allows them all;
+	// what matters is that more arrived than the quota lets through, and
+	// this run cannot tell otherwise.
 	if float64(in) < allowed+20 {
-		t.Fatalf("hub: %d of 400 datagrams in over %v, too few to exceed the quota of about %.0f", in, elapsed.Round(time.Millisecond), allowed)
+		t.Skipf("hub: %d of 400 datagrams in over %v, too few to exceed the quota of about %.0f: too busy a machine", in, elapsed.Round(time.Millisecond), allowed)
 	}
 	t.Logf("in %d, relayed %d, dropped over quota %d in %v (allowed about %.0f)", in, passed, over, elapsed.Round(time.Millisecond), allowed)
 	if float64(passed) > allowed+2 {
