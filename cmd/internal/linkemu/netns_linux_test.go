@@ -149,8 +149,10 @@ func echo(c *net.UDPConn) {
 	}
 }
 
-// measureRTT sends n probes spaced by gap and returns the sorted RTTs.
-func measureRTT(t testing.TB, opts Options, n int, gap time.Duration) []time.Duration {
+// measureRTT sends n probes spaced by gap and returns the sorted RTTs of
+// those echoed, at least need of them (a link with loss loses some; the
+// wait for each is a hang guard).
+func measureRTT(t testing.TB, opts Options, n, need int, gap time.Duration) []time.Duration {
 	t.Helper()
 	srv := udpIn(t, opts.NSB, "10.200.0.2:7000", "")
 	go echo(srv)
@@ -179,8 +181,8 @@ func measureRTT(t testing.TB, opts Options, n int, gap time.Duration) []time.Dur
 		time.Sleep(gap)
 	}
 	<-done
-	if len(rtts) != n {
-		t.Fatalf("got %d of %d echoes", len(rtts), n)
+	if len(rtts) < need {
+		t.Fatalf("got %d of %d echoes, want %d", len(rtts), n, need)
 	}
 	slices.Sort(rtts)
 	return rtts
@@ -202,7 +204,7 @@ func TestNetnsRTT(t *testing.T) {
 	for _, c := range rttCases {
 		t.Run(fmt.Sprint(c.fwd+c.ret), func(t *testing.T) {
 			_, opts := link(t, Options{Fwd: Dir{Delay: c.fwd}, Ret: Dir{Delay: c.ret}})
-			rtts := measureRTT(t, opts, 30, 20*time.Millisecond)
+			rtts := measureRTT(t, opts, 30, 30, 20*time.Millisecond)
 			want := c.fwd + c.ret
 			t.Logf("configured %v: min %v median %v max %v", want, rtts[0], rtts[len(rtts)/2], rtts[len(rtts)-1])
 			if rtts[0] < want {
@@ -220,11 +222,11 @@ func BenchmarkNetnsRTT(b *testing.B) {
 	var late time.Duration
 	for range b.N {
 		_, opts := link(b, Options{})
-		idle := measureRTT(b, opts, 30, 20*time.Millisecond)
+		idle := measureRTT(b, opts, 30, 30, 20*time.Millisecond)
 		overhead := idle[len(idle)/2]
 		for _, c := range rttCases {
 			_, opts := link(b, Options{Fwd: Dir{Delay: c.fwd}, Ret: Dir{Delay: c.ret}})
-			rtts := measureRTT(b, opts, 30, 20*time.Millisecond)
+			rtts := measureRTT(b, opts, 30, 30, 20*time.Millisecond)
 			late = max(late, rtts[len(rtts)/2]-(c.fwd+c.ret)-overhead)
 		}
 	}
@@ -712,7 +714,7 @@ func TestNetnsCommand(t *testing.T) {
 		errc <- app.RunContext(ctx, []string{"scpsvpn", "linkemu", "--ns-a", nsA, "--ns-b", nsB,
 			"--dev-a", "cmda", "--dev-b", "cmdb", "--addr-a", "10.200.0.1/24", "--addr-b", "10.200.0.2/24",
 			"--rate", "2Mbit", "--fwd-delay", "20ms", "--ret-delay", "30ms", "--ret-loss", "1%",
-			"--burst", "p=1%,r=50%", "--queue", "128KiB", "--outage", "10s:1s", "--outage-every", "20s:50ms", "--seed", "7"})
+			"--burst", "p=1%,r=50%", "--queue", "128KiB", "--outage", "60s:1s", "--outage-every", "60s:50ms", "--seed", "7"})
 	}()
 	// Wait until both devices exist, up and addressed, in their namespaces.
 	for _, side := range []struct{ ns, dev, addr string }{{nsA, "cmda", "10.200.0.1"}, {nsB, "cmdb", "10.200.0.2"}} {
@@ -722,7 +724,7 @@ func TestNetnsCommand(t *testing.T) {
 		}
 		defer h.Close()
 		var link netlink.Link
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		for deadline := time.Now().Add(firstPacketGuard); ; time.Sleep(10 * time.Millisecond) {
 			if link, err = h.LinkByName(side.dev); err == nil && link.Attrs().Flags&net.FlagUp != 0 {
 				break
 			}
@@ -736,7 +738,10 @@ func TestNetnsCommand(t *testing.T) {
 		}
 	}
 	opts := Options{NSA: nsA, NSB: nsB}
-	rtts := measureRTT(t, opts, 5, 10*time.Millisecond)
+	// Loss and bursts each way (seeded, but the draws the probes get
+	// depend on how many of the kernel's own packets crossed before
+	// them, which a loaded machine shifts): one echo will do.
+	rtts := measureRTT(t, opts, 5, 1, 10*time.Millisecond)
 	if rtts[0] < 50*time.Millisecond {
 		t.Errorf("RTT %v below the configured 20ms+30ms", rtts[0])
 	}
