@@ -7,7 +7,7 @@ package scps
 // proportion to what each delivers: a packet goes on the path whose window
 // has room and whose pacer lets it go first; among those ready together,
 // on the one whose data clock is behind (bondClock: each path's share at
-// its pacing rate, so a sender slower than the paths still spreads its
+// its link's rate, so a sender slower than the paths still spreads its
 // data across them), and a repair on the lowest-delay one. Repairs are
 // stream data like any other and go on whichever path sends next, so a
 // loss on one path may be repaired on another.
@@ -76,6 +76,17 @@ func (a *Association) sendPath(rotate bool) int {
 	}
 	best, bestAt, bestShare, bestRTT := -1, time.Duration(0), time.Duration(0), time.Duration(0)
 	repair := a.streams.RetxQ.Len() > 0
+	// Bulk data next (no repair, no light stream's): a slower path may
+	// catch up on its data clock (below).
+	fastest, catchUp := a.fastestPath(set), !repair && a.streams.LightQ.Len() == 0 && a.streams.BulkQ.Len() > 0
+	if catchUp {
+		ready := false
+		for s := set; s != 0; s &= s - 1 {
+			a.sent.Use(bits.TrailingZeros16(s))
+			ready = ready || a.sent.WindowOpen() && a.sent.PacedAt(a.now) == 0
+		}
+		catchUp = ready
+	}
 	for s := set; s != 0; s &= s - 1 {
 		i := bits.TrailingZeros16(s)
 		a.sent.Use(i)
@@ -83,6 +94,16 @@ func (a *Association) sendPath(rotate bool) int {
 			continue
 		}
 		at, share, rtt := a.sent.PacedAt(a.now), a.bondClock(i), a.sent.PathRTT(i).Smoothed()
+		if at > 0 && catchUp && i != fastest && share+2*(at-a.now) <= a.now {
+			// Bulk data goes now, and this slower path's data clock
+			// lags by more than twice its pacer's wait: it carried
+			// less than its rate over the horizon (a sender whose
+			// data comes in bursts, which the paths ready take
+			// whole), so it takes part as if ready, in bursts of at
+			// most half its lag. Never the lowest-delay path, whose
+			// queue light streams wait in (latency.go).
+			at = 0
+		}
 		if repair {
 			// A repair fills a hole the reader waits on: among the
 			// paths ready at once, the lowest-delay one.
@@ -135,7 +156,15 @@ const bondHorizon = 10 * time.Millisecond
 // never filled carried 0-4% of the data through the binary (its slow
 // start paced at twice a delivery rate it was never given the data to
 // raise). While the sender fills the paths, their windows and pacers
-// decide, as before.
+// decide, as before. The clock runs at the path's link rate as its
+// controller estimates it (PathClockRate): a LEO the sender does not
+// fill is paced at three times its link, and by that rate it took 29
+// packets of each burst for the GEO's one. A slower path whose clock
+// lags takes part among the paths ready even while its own pacer holds
+// it (sendPath): its pacer lets two packets go at a time, and a sender
+// whose data comes in bursts (a netstack that hands over a window at a
+// time) left it those two per burst, a GEO 2.6% of the data beside a
+// LEO (TestBondLEOGEOSupply).
 func (a *Association) bondClock(i int) time.Duration {
 	return max(a.paths.p[i].share, a.now-bondHorizon)
 }
@@ -145,7 +174,7 @@ func (a *Association) bondClock(i int) time.Duration {
 func (a *Association) bondCharge(i, n int) {
 	p := &a.paths.p[i]
 	p.share = a.bondClock(i)
-	if r := a.sent.PathPacingRate(i); r > 0 {
+	if r := a.sent.PathClockRate(i); r > 0 {
 		p.share += time.Duration(float64(n) / r * float64(time.Second))
 	}
 }

@@ -90,6 +90,17 @@ type Controller interface {
 	InSlowStart() bool
 }
 
+// LinkRater is a controller that estimates its link's rate apart from
+// the rate it paces at, which runs above the link's while the sender
+// does not fill it (hybrid: 1.25 times its window, kept while
+// application-limited, over the round trip). Bonding shares the data of
+// a sender slower than its paths by these rates (scps/bond.go).
+type LinkRater interface {
+	// LinkRate is the best estimate of the link's rate, bytes/s; 0:
+	// none.
+	LinkRate() float64
+}
+
 // FlightTimer is a controller that times the bottleneck from the ACKs of
 // its first flight (hybrid, told no rate): the first full-size packet of
 // that flight asks the peer for an ACK at once. With the ACK of the

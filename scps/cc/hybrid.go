@@ -879,3 +879,6 @@ func (c *Hybrid) keepAppPipe(w float64, in int) float64 {
 func (c *Hybrid) appLimited(in int) bool {
 	return 2*max(in, c.r.maxIn, c.r.lastMaxIn) < c.cwnd && 2*c.ackRate < c.PacingRate()
 }
+
+// LinkRate implements LinkRater.
+func (c *Hybrid) LinkRate() float64 { return c.linkRate() }

@@ -133,6 +133,29 @@ func (h *SentPacketHandler) PathInFlight(i int) int {
 	return h.paths[i].bytesInFlight
 }
 
+// PathClockRate is what bonding shares a sender's data by, bytes/s (0 =
+// unlimited): path i's pacing rate, and past slow start no more than its
+// controller's estimate of its link (cc.LinkRater), which the pacing
+// rate of a path the sender does not fill runs far above (a LEO's at
+// 290 Mbit/s), but not below a clockDiscount-th of the pacing rate: a
+// path that carried only a few requests estimates its link by them. In
+// slow start the estimate may still be a first flight's, below the
+// link's: a GEO held to it beside a LEO carried a fifth of its data
+// before the LEO failed, and took seconds more to reach its rate after.
+func (h *SentPacketHandler) PathClockRate(i int) float64 {
+	const clockDiscount = 4
+	r := h.PathPacingRate(i)
+	if i < 0 || i >= MaxPaths || h.paths[i].cc.InSlowStart() {
+		return r
+	}
+	if l, ok := h.paths[i].cc.(cc.LinkRater); ok {
+		if lr := l.LinkRate(); lr > 0 && (r == 0 || lr < r) {
+			r = max(lr, r/clockDiscount)
+		}
+	}
+	return r
+}
+
 // PathPacingRate is the bytes/s path i's pacer releases at (0 = unlimited).
 func (h *SentPacketHandler) PathPacingRate(i int) float64 {
 	if i < 0 || i >= MaxPaths {
