@@ -76,6 +76,9 @@ type bondOpts struct {
 	// stallEvery, stallFor: the receiving host stalls (linkParams'
 	// StallEvery) and then takes in together what arrived on both links.
 	stallEvery, stallFor time.Duration
+	// jitter: each way of each link, the hosts' processing delay after
+	// the bottleneck (linkParams' Jitter).
+	jitter time.Duration
 	// paths, if set, receives the sender's stats of its paths at the end.
 	paths *[2]PathStats
 }
@@ -83,30 +86,7 @@ type bondOpts struct {
 // bondRunOpts is bondRunWith with o.
 func bondRunOpts(t *testing.T, links [2]bondLink, n int, warm, dur time.Duration, o bondOpts) bondResult {
 	t.Helper()
-	told := o.told
-	cfg := DefaultConfig()
-	cfg.MaxPacketSize, cfg.WireOverhead = tunnelPacketSize, tunnelOverhead
-	cfg.InitialRTT = 600 * time.Millisecond
-	for i := range links {
-		links[i].fwd.Overhead, links[i].rev.Overhead = tunnelOverhead, tunnelOverhead
-		links[i].fwd.StallEvery, links[i].fwd.StallFor = o.stallEvery, o.stallFor
-	}
-	cfgs := [2]Config{cfg, cfg}
-	var up [2]int64
-	if told {
-		rtt := links[0].fwd.Delay + links[0].rev.Delay
-		cfgs[0].InitialRTT, cfgs[1].InitialRTT = rtt, rtt
-		cfgs[0].SendRate, cfgs[0].RecvRate = int64(links[0].rev.Rate), int64(links[0].fwd.Rate)
-		up = [2]int64{int64(links[0].rev.Rate), int64(links[1].rev.Rate)}
-	}
-	// Side 0 (the receiver) sends on dir[0] and pathDir[0]: the reverse.
-	s := newSim(t, 7, cfgs[0], cfgs[1], links[0].rev, links[0].fwd)
-	s.pathDir = [2][]*simDir{{nil, {p: links[1].rev}}, {nil, {p: links[1].fwd}}}
-	mustSetPath(t, s.a[0], 0, PathOptions{Name: "a", InitialRTT: links[0].fwd.Delay + links[0].rev.Delay, SendRate: up[0]})
-	mustSetPath(t, s.a[0], 1, PathOptions{Name: "b", InitialRTT: links[1].fwd.Delay + links[1].rev.Delay, SendRate: up[1]})
-	mustSetPath(t, s.a[1], 0, PathOptions{Learned: true})
-	mustSetPath(t, s.a[1], 1, PathOptions{Learned: true})
-	s.attach()
+	s := newBondSim(t, links, o)
 	const total = 1 << 40
 	var senders []*appStream
 	s.apps[1].onAccept = func(id uint64, meta []byte) *appStream {
@@ -188,6 +168,39 @@ func bondRunOpts(t *testing.T, links [2]bondLink, n int, warm, dur time.Duration
 	t.Logf("%s + %s, %d stream(s): %.1f Mbit/s in order from %v to %v, %.1f%% of the sum of payload limits (%.1f Mbit/s)",
 		links[0].name, links[1].name, n, r.goodput/1e6, warm, dur, 100*r.goodput/r.limit, r.limit/1e6)
 	return r
+}
+
+// newBondSim sets up the two sites of a bonding run over links[0] as
+// path 0 and links[1] as path 1 (bondRunOpts), both primaries told to
+// side 0 and learned by side 1, as o says; the caller opens the streams.
+func newBondSim(t *testing.T, links [2]bondLink, o bondOpts) *sim {
+	t.Helper()
+	told := o.told
+	cfg := DefaultConfig()
+	cfg.MaxPacketSize, cfg.WireOverhead = tunnelPacketSize, tunnelOverhead
+	cfg.InitialRTT = 600 * time.Millisecond
+	for i := range links {
+		links[i].fwd.Overhead, links[i].rev.Overhead = tunnelOverhead, tunnelOverhead
+		links[i].fwd.StallEvery, links[i].fwd.StallFor = o.stallEvery, o.stallFor
+		links[i].fwd.Jitter, links[i].rev.Jitter = o.jitter, o.jitter
+	}
+	cfgs := [2]Config{cfg, cfg}
+	var up [2]int64
+	if told {
+		rtt := links[0].fwd.Delay + links[0].rev.Delay
+		cfgs[0].InitialRTT, cfgs[1].InitialRTT = rtt, rtt
+		cfgs[0].SendRate, cfgs[0].RecvRate = int64(links[0].rev.Rate), int64(links[0].fwd.Rate)
+		up = [2]int64{int64(links[0].rev.Rate), int64(links[1].rev.Rate)}
+	}
+	// Side 0 (the receiver) sends on dir[0] and pathDir[0]: the reverse.
+	s := newSim(t, 7, cfgs[0], cfgs[1], links[0].rev, links[0].fwd)
+	s.pathDir = [2][]*simDir{{nil, {p: links[1].rev}}, {nil, {p: links[1].fwd}}}
+	mustSetPath(t, s.a[0], 0, PathOptions{Name: "a", InitialRTT: links[0].fwd.Delay + links[0].rev.Delay, SendRate: up[0]})
+	mustSetPath(t, s.a[0], 1, PathOptions{Name: "b", InitialRTT: links[1].fwd.Delay + links[1].rev.Delay, SendRate: up[1]})
+	mustSetPath(t, s.a[1], 0, PathOptions{Learned: true})
+	mustSetPath(t, s.a[1], 1, PathOptions{Learned: true})
+	s.attach()
+	return s
 }
 
 // checkBond fails unless the run reached share of the summed limits and

@@ -81,3 +81,68 @@ func TestProbeAnswered(t *testing.T) {
 		}
 	}
 }
+
+// latencyBesideBulk runs the request beside bulk of `scpsvpn bench
+// --workload multipath` on GEO+CELL in virtual time: the sites told as
+// the bench tells them (newBondSim), the links losing 1% each way, jitter
+// of host delay on each way of each link, one bulk download from side 1
+// filling both links; from warm on, a 1 KB request on a new stream every
+// 500 ms answered by 1 KB. It returns the requests' waits, sorted, and
+// the bulk's in-order goodput from warm on against the summed payload
+// limits.
+func latencyBesideBulk(t *testing.T, jitter time.Duration, warm time.Duration, requests int) ([]time.Duration, float64) {
+	t.Helper()
+	links := [2]bondLink{bondGEO, bondCell}
+	s := newBondSim(t, links, bondOpts{told: true, jitter: jitter})
+	s.apps[1].onAccept = func(id uint64, meta []byte) *appStream {
+		if string(meta) == "stream-0" {
+			return &appStream{toSend: 1 << 40, expect: 0, resetAfter: -1}
+		}
+		return &appStream{expect: 1000, replyAfterEOF: 1000, resetAfter: -1}
+	}
+	dl := s.apps[0].open("stream-0", 0, -1)
+	s.runUntil(warm, func() bool { return false })
+	atWarm := dl.received
+	var waits []time.Duration
+	for k := range requests {
+		start := s.now
+		req := s.apps[0].open(fmt.Sprintf("stream-%d", 2*(k+1)), 1000, 1000)
+		if !s.runUntil(start+5*time.Second, func() bool { return req.eof }) {
+			t.Fatalf("request %d unanswered after 5 s", k)
+		}
+		waits = append(waits, req.eofAt-start)
+		s.runUntil(start+500*time.Millisecond, func() bool { return false })
+		if dl.resetErr != nil || dl.closeErr != nil {
+			t.Fatalf("bulk stream failed at %v: reset %v close %v", s.now, dl.resetErr, dl.closeErr)
+		}
+	}
+	slices.Sort(waits)
+	share := float64(dl.received-atWarm) * 8 / (s.now - warm).Seconds() / (links[0].limit() + links[1].limit())
+	for i := range 2 {
+		ps := pathOf(s.a[1], i)
+		t.Logf("sender path %d (%s): data %d B, srtt %v, min rtt %v", i, links[i].name, ps.DataBytesSent, ps.SRTT, s.a[1].sent.PathRTT(i).Min())
+	}
+	t.Logf("jitter %v: %d requests answered: median %v, p95 %v, max %v (the cellular link's RTT %v); bulk %.1f%% of the summed payload limits",
+		jitter, len(waits), waits[len(waits)/2], waits[len(waits)*95/100-1], waits[len(waits)-1], links[1].fwd.Delay+links[1].rev.Delay, 100*share)
+	return waits, share
+}
+
+// TestPathLatencyTold: the request beside bulk as the bench runs it (see
+// latencyBesideBulk), on links that keep the host's processing delay
+// constant and with 2 ms of jitter each way: the request is answered
+// within 1.2 times the cellular link's RTT (60 ms, no queue) at the 95th
+// percentile, and the bulk still fills both links.
+func TestPathLatencyTold(t *testing.T) {
+	for _, jitter := range []time.Duration{0, 2 * time.Millisecond} {
+		t.Run(fmt.Sprint(jitter), func(t *testing.T) {
+			waits, share := latencyBesideBulk(t, jitter, 10*time.Second, 40)
+			rtt := bondCell.fwd.Delay + bondCell.rev.Delay
+			if p95 := waits[len(waits)*95/100-1]; p95 > rtt*12/10 {
+				t.Errorf("p95 %v: want the answer within 1.2 x the cellular link's RTT %v", p95, rtt)
+			}
+			if share < 0.95 {
+				t.Errorf("bulk beside the requests: %.1f%% of the summed payload limits, want at least 95%%", 100*share)
+			}
+		})
+	}
+}
