@@ -23,6 +23,8 @@ package scps
 import (
 	"math/bits"
 	"time"
+
+	"scpsvpn/scps/cc"
 )
 
 // bondRecent: a learned path the peer sent traffic on this recently may
@@ -70,6 +72,7 @@ func (a *Association) dataPaths() (set uint16) {
 // data path.
 func (a *Association) sendPath(rotate bool) int {
 	set := a.dataPaths()
+	a.setLowDelay(set)
 	if set&(set-1) == 0 {
 		a.sent.Use(a.paths.data)
 		return a.paths.data
@@ -280,3 +283,21 @@ func (a *Association) reorderHold() time.Duration {
 // unmeasuredHold is the least reorderHold while a path's RTT is unknown:
 // twice a GEO's 600 ms round trip with its modem queue full.
 const unmeasuredHold = 2 * time.Second
+
+// setLowDelay tells the controller of the lowest-delay path of set, when
+// set holds several, to keep the least queue (cc.LowDelayer), and every
+// other path's not to.
+func (a *Association) setLowDelay(set uint16) {
+	fast := -1
+	if set&(set-1) != 0 {
+		fast = a.fastestPath(set)
+	}
+	for i := range a.paths.p {
+		if !a.paths.p[i].inUse {
+			continue
+		}
+		if c, ok := a.sent.PathController(i).(cc.LowDelayer); ok {
+			c.SetLowDelay(i == fast)
+		}
+	}
+}

@@ -115,6 +115,14 @@ type FlightTimer interface {
 	FirstFlight() int
 }
 
+// LowDelayer is a controller that can keep the least queue on its path
+// while on (the lowest-delay path of several that bond a transfer: the
+// path light streams' data goes on, which waits behind whatever queue the
+// bulk keeps there).
+type LowDelayer interface {
+	SetLowDelay(on bool)
+}
+
 // Params is what a controller may know about its association.
 type Params struct {
 	MaxDatagramSize int       // largest packet the association sends (bytes)
