@@ -243,8 +243,9 @@ type Hybrid struct {
 // the allowance for the burst each ACK releases: with them hybrid kept
 // 5-15 ms of queue on a 20 Mbit/s cellular link. And it is paced at no
 // more than the best delivery rate of the last rounds, the round of
-// every lowDelayProbe-th excepted: pacing at 1.25 times the window per
-// RTT filled the queue the window allowed within each round. In virtual
+// every lowDelayProbe-th excepted, while twice the jitter is below the
+// RTT noise: pacing at 1.25 times the window per RTT filled the queue
+// the window allowed within each round. In virtual
 // time beside a GEO link (scps TestPathLatencyTold) the cellular link's
 // queue at the 95th percentile went from 16 ms to 6-7 ms; the bonded
 // downloads fill the links as before, also where the hosts' delays vary
@@ -790,9 +791,13 @@ func (c *Hybrid) PacingRate() float64 {
 		if c.drainRate > 0 && c.r.count <= c.drainRound+2 && c.inFade() {
 			r = max(r, c.drainRate)
 		}
-		if b := c.bestRate(); c.lowDelay && b > 0 {
+		if b := c.bestRate(); c.lowDelay && b > 0 && c.lowDelayNoise() < c.p.RTTNoise {
 			// Not beyond the best delivery rate, but for one round in
 			// lowDelayProbe, which may go lowDelayProbeGain beyond it.
+			// Not where the hosts' delays vary by the RTT noise or
+			// more: a sender that lost its turn for that long could
+			// not catch up, and the link would idle with its queue
+			// gone.
 			g := 1.0
 			if c.r.count%lowDelayProbe == 0 {
 				g = lowDelayProbeGain
