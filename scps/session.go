@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"scpsvpn/scps/cc"
+	"scpsvpn/scps/internal/ackhandler"
 )
 
 // maxBatch is how many packets one Transmit call carries at most.
@@ -72,6 +73,8 @@ type Session struct {
 	sleepUntil time.Time // when the loop's timer fires; zero = asleep without timer
 	sleeping   bool
 	closing    bool
+	lateWakes  uint64        // Stats.LateWakes
+	lateTime   time.Duration // Stats.LateWakeTime
 
 	wake     chan struct{}
 	acceptCh chan struct{}
@@ -179,15 +182,28 @@ func (s *Session) run() {
 		if !dl.IsZero() {
 			timer.Reset(dl.Sub(s.cfg.Now()))
 		}
+		var late time.Duration
 		select {
 		case <-s.wake:
 		case <-timer.C:
+			late = lateBeyondBurst(dl, s.cfg.Now())
 		}
 		timer.Stop()
 		s.mu.Lock()
 		s.sleeping = false
+		if late > 0 {
+			s.lateWakes++
+			s.lateTime += late
+		}
 		s.mu.Unlock()
 	}
+}
+
+// lateBeyondBurst is how much later than planned (at dl) a timer wake-up
+// at woke came, beyond the pacer's burst: the send time a late wake loses
+// (Stats.LateWakeTime); 0 when it was on time or within the burst.
+func lateBeyondBurst(dl, woke time.Time) time.Duration {
+	return max(woke.Sub(dl)-ackhandler.PacerBurstTime, 0)
 }
 
 // kickLocked wakes the session goroutine if the association now has
@@ -431,7 +447,9 @@ func (s *Session) InOutage() bool {
 func (s *Session) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.a.Stats()
+	st := s.a.Stats()
+	st.LateWakes, st.LateWakeTime = s.lateWakes, s.lateTime
+	return st
 }
 
 // SetPath is Association.SetPath.

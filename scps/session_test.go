@@ -646,3 +646,58 @@ func TestSessionClock(t *testing.T) {
 		t.Fatalf("session ended with %v, want %v", err, ErrIdleTimeout)
 	}
 }
+
+// A timer wake-up later than planned beyond the pacer's burst (a host
+// that did not run the endpoint: the send time is lost, the pacer holds
+// only the burst) is counted in the session's Stats. The clock jumps a
+// second ahead while the session sleeps for its probe timer, so the
+// wake-up that follows is a second late by the session's clock.
+func TestSessionCountsLateWakes(t *testing.T) {
+	defer checkGoroutines(t)()
+	var skew atomic.Int64
+	now := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	cfg := DefaultConfig()
+	cfg.InitialRTT = 10 * time.Millisecond
+	cfg.MinRTO = 20 * time.Millisecond
+	s, err := NewSession(SessionConfig{Config: cfg, Transmit: func([]Packet) {}, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	st, err := s.OpenStream(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Unacknowledged data keeps a probe timer set.
+	if _, err := st.Write(payload(100_000, 1)); err != nil {
+		t.Fatal(err)
+	}
+	// Jump once the session sleeps for a timer at least 20 ms away (the
+	// probe's), so no wake-up planned with the new clock comes first.
+	deadline := time.Now().Add(20 * time.Second) // hang guard
+	for jumped := false; !jumped; {
+		s.mu.Lock()
+		if s.sleeping && s.sleepUntil.Sub(now()) > 20*time.Millisecond {
+			skew.Store(int64(time.Second))
+			jumped = true
+		}
+		s.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatal("the session never slept for its probe timer")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for {
+		stats := s.Stats()
+		if stats.LateWakes > 0 {
+			if stats.LateWakeTime < 500*time.Millisecond {
+				t.Fatalf("late by %v after the clock jumped a second", stats.LateWakeTime)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no late wake-up counted after the clock jumped a second")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

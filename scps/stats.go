@@ -55,6 +55,15 @@ type Stats struct {
 	SilenceHolds uint64        // times new data was held because the peer went quiet mid-flight
 	KeepAlives   uint64        // keep-alive PINGs sent while idle
 
+	// LateWakes counts the session goroutine's timer wake-ups that came
+	// more than the pacer's burst after their planned time, and
+	// LateWakeTime sums what they were late beyond it: send time the
+	// pacer cannot give back (its bucket holds only the burst), lost to
+	// a host that did not run the endpoint (a busy CPU). Session only;
+	// the Association's own Stats leave them zero.
+	LateWakes    uint64
+	LateWakeTime time.Duration
+
 	Congestion string // controller name
 	Loss       string // loss-cause mode
 	// Resume is the controller's careful resume phase (cc.ResumePhase:

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// A burst is what the bucket holds: pacerBurstTime of the rate, since the
+// A burst is what the bucket holds: PacerBurstTime of the rate, since the
 // session's timer wakes up with about millisecond granularity and a shorter
 // burst would leave the link idle between wake-ups; but at least
 // pacerMinBurst packets. It is kept that small on slow links on purpose: a
@@ -19,7 +19,7 @@ import (
 // of queue, which the delay-based controllers and the loss-cause detector
 // would read as congestion.
 const (
-	pacerBurstTime = 2 * time.Millisecond
+	PacerBurstTime = 2 * time.Millisecond
 	pacerMinBurst  = 2
 )
 

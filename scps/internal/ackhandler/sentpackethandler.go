@@ -165,7 +165,7 @@ func (h *SentPacketHandler) UpdatePacer(now time.Duration) {
 			rate = link
 		}
 	}
-	burst := max(pacerMinBurst*float64(h.fullPacket), rate*pacerBurstTime.Seconds())
+	burst := max(pacerMinBurst*float64(h.fullPacket), rate*PacerBurstTime.Seconds())
 	if rate == ps.pacer.rate && burst == ps.pacer.maxBurst {
 		ps.pacer.refill(now)
 		return
