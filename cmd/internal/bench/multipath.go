@@ -73,6 +73,9 @@ type MultipathResult struct {
 	P50Ms     float64 `json:"request_p50_ms"`
 	P95Ms     float64 `json:"request_p95_ms"`
 	FastRTTMs float64 `json:"fast_link_rtt_ms"` // the lower of the two links' RTTs
+	// Each request's time in the order sent, so a tail can be traced to
+	// the moment it happened in the sender's timeline.
+	RequestMs []float64 `json:"request_ms,omitempty"`
 	// Failover: the link cut (0 the first, 1 the second), the wait for
 	// the data to move on (the stall that begins at the cut), the longest
 	// stall anywhere after the cut (a loss repaired over the link left
@@ -119,6 +122,11 @@ type PathShare struct {
 	Up        bool    `json:"up"`
 	DataBytes uint64  `json:"data_bytes"`
 	Share     float64 `json:"share"`
+	// Its smoothed and least RTT at the end of the bulk phase: their
+	// difference is the queue the bulk kept there and the hosts' noise,
+	// what a request on the path waits beyond the link's RTT.
+	SRTTMs   float64 `json:"srtt_ms"`
+	MinRTTMs float64 `json:"min_rtt_ms"`
 }
 
 // pathsOf is side's paths to its peer (`scpsvpn status --json`).
@@ -145,7 +153,7 @@ func shares(tb *testbed.Testbed, c Condition, paths []tunnel.PathStatus) []PathS
 	}
 	out := make([]PathShare, 0, len(paths))
 	for _, p := range paths {
-		s := PathShare{Name: p.Name, Endpoint: p.Endpoint, Up: p.Up, DataBytes: p.DataBytesSent}
+		s := PathShare{Name: p.Name, Endpoint: p.Endpoint, Up: p.Up, DataBytes: p.DataBytesSent, SRTTMs: ms(p.SRTT), MinRTTMs: ms(p.MinRTT)}
 		for i, addr := range []string{tb.A.Underlay.Addr().String(), tb.A.Underlay2.Addr().String()} {
 			if strings.HasPrefix(p.Endpoint, addr+":") && i < len(links) {
 				s.Link = links[i]
@@ -212,6 +220,9 @@ func runMultipath(ctx context.Context, rc RunConfig, r *Result) (err error) {
 	r.PayloadBytes, r.DurationS = t.Bytes, t.Window.Seconds()
 	r.GoodputKBps = t.Goodput() / 1000
 	mp.Requests = len(t.Latencies)
+	for _, l := range t.Latencies {
+		mp.RequestMs = append(mp.RequestMs, ms(l))
+	}
 	if p, ok := Percentile(t.Latencies, 0.5); ok {
 		mp.P50Ms = ms(p)
 	}
