@@ -173,6 +173,10 @@ type PathConfig struct {
 	// Backup paths carry data only while no primary path works.
 	Backup bool
 	Link   LinkConfig
+	// RTTUntold: its link table gives no rtt, so Link.RTT is DefaultRTT,
+	// a guess: the transport judges its first silence with patience
+	// until it has measured the path (docs/multipath.md, "Down and up").
+	RTTUntold bool
 }
 
 // LinkConfig is a validated [peer.link] table. Zero rates mean unknown.
@@ -495,6 +499,7 @@ func (p *Path) validate(where string) (PathConfig, error) {
 		return pp, err
 	}
 	pp.Link = l
+	pp.RTTUntold = p.Link.RTT == ""
 	return pp, nil
 }
 
@@ -696,6 +701,9 @@ func (c *Config) File() File {
 		}
 		for _, pp := range p.Paths {
 			fpp := Path{Name: pp.Name, Local: pp.LocalDevice, Endpoint: pp.Endpoint.String(), Backup: pp.Backup, Link: pp.Link.file()}
+			if pp.RTTUntold {
+				fpp.Link.RTT = "" // written out, the guess would read as told
+			}
 			if pp.Local.IsValid() {
 				fpp.Local = pp.Local.String()
 			}

@@ -48,13 +48,20 @@ func TestPathsParse(t *testing.T) {
 	if lte.Name != "lte" || lte.Local.IsValid() || lte.LocalDevice != "wwan0" || !lte.Backup || lte.Link.MTU != DefaultPathMTU {
 		t.Errorf("lte = %+v", lte)
 	}
+	// Neither path tells its RTT: each link's guess is DefaultRTT.
+	if !geo.RTTUntold || !lte.RTTUntold || geo.Link.RTT != DefaultRTT {
+		t.Errorf("geo %+v, lte %+v: want their RTTs untold, DefaultRTT", geo, lte)
+	}
+	if told, err := Parse([]byte(strings.Replace(twoPaths, `up = "2Mbit"`, "up = \"2Mbit\"\nrtt = \"600ms\"", 1))); err != nil || told.Peers[0].Paths[0].RTTUntold {
+		t.Errorf("geo with rtt = \"600ms\": %+v, %v: want its RTT told", told.Peers[0].Paths[0], err)
+	}
 	// Handshakes start on the first primary path.
 	if p.Endpoint != geo.Endpoint {
 		t.Errorf("peer endpoint %v, want the first primary path's %v", p.Endpoint, geo.Endpoint)
 	}
 	// The effective config writes the paths back, and no peer endpoint.
 	c2, out := effective(t, c)
-	if len(c2.Peers[0].Paths) != 2 || c2.Peers[0].Paths[1] != lte || strings.Contains(string(out), "\nendpoint = \"10.77.0.2:4700\"\nsubnets") {
+	if len(c2.Peers[0].Paths) != 2 || c2.Peers[0].Paths[0] != geo || c2.Peers[0].Paths[1] != lte || strings.Contains(string(out), "\nendpoint = \"10.77.0.2:4700\"\nsubnets") {
 		t.Errorf("round trip changed the paths:\n%s", out)
 	}
 }

@@ -352,14 +352,7 @@ func TestBondLEOGEOHostStalls(t *testing.T) {
 // 12 s, none received on the GEO): neither side heard the other on it,
 // and it carried nothing for 12 s of the download.
 func TestReorderHoldUnmeasuredPath(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.InitialRTT = 40 * time.Millisecond
-	a, err := NewAssociation(cfg, simEpoch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustSetPath(t, a, 0, PathOptions{Learned: true})
-	mustSetPath(t, a, 1, PathOptions{Learned: true})
+	a := learnedPair(t, 40*time.Millisecond)
 	if h := a.reorderHold(); h < 1200*time.Millisecond {
 		t.Errorf("a path not measured yet: holes held %v, want at least 1.2 s", h)
 	}

@@ -14,8 +14,9 @@ package scps
 //     nothing ack-eliciting for pathProbeInterval, so each path is tested
 //     whether it carries data or not;
 //   - a path is down when an ack-eliciting packet sent on it has gone
-//     unacknowledged for pathDownAfter (twice its smoothed RTT, its RTT
-//     plus four deviations, or minPathDown, whichever is longest), and up
+//     unacknowledged for downAfter (twice its smoothed RTT, its RTT
+//     plus four deviations, or minPathDown, whichever is longest; while
+//     its RTT is neither measured nor told, at least untoldDown), and up
 //     again when a packet sent on it after that is acknowledged; the
 //     acknowledgement may come back on any path, so a path's RTT is its
 //     way out plus the way back of whichever path carried the ACK;
@@ -54,6 +55,14 @@ const (
 	// minPathDown is the least silence that takes a path down: above
 	// scheduling noise and a delayed ACK.
 	minPathDown = 300 * time.Millisecond
+	// minUntoldDown and maxUntoldDown bound the silence that takes down
+	// a path whose RTT is neither measured nor told (untoldDown): its
+	// initial RTT is a guess, often another link's. A learned GEO beside
+	// a cellular link, guessed at the cellular's 60 ms, went down 300 ms
+	// after it was learned, before its first check could come back, and
+	// carried little in its first seconds.
+	minUntoldDown = time.Second
+	maxUntoldDown = 3 * time.Second
 	// pathForget retires a learned path that is down and silent.
 	pathForget = 3 * time.Second
 	// pathChecks bounds the packets per path whose acknowledgement is
@@ -88,6 +97,10 @@ type PathOptions struct {
 	Learned bool
 	// InitialRTT is the path's RTT until measured; 0: Config.InitialRTT.
 	InitialRTT time.Duration
+	// UntoldRTT: InitialRTT is a guess, not this path's own (its
+	// [peer.path.link] gives no rtt), so its first silence is judged with
+	// patience (untoldDown). A learned path's RTT is never told.
+	UntoldRTT bool
 	// SendRate is the bit/s of the path's forward link, which its pacer
 	// never exceeds; 0: unknown (its controller finds it). Path 0 takes
 	// Config.SendRate instead.
@@ -484,11 +497,33 @@ func (ps *pathSet) nextProbePath() int {
 	return ps.data
 }
 
-// downAfter is how long a packet on p may go unacknowledged before p is
-// down.
-func (p *path) downAfter() time.Duration {
+// downAfter is how long a packet on path i may go unacknowledged before
+// the path is down: by its RTT, and while that is neither measured nor
+// told, no sooner than untoldDown.
+func (ps *pathSet) downAfter(i int) time.Duration {
+	p := &ps.p[i]
 	srtt := p.rtt.Smoothed()
-	return max(2*srtt, srtt+4*p.rtt.Var(), minPathDown)
+	d := max(2*srtt, srtt+4*p.rtt.Var(), minPathDown)
+	if p.rtt.Samples() == 0 && (p.opts.UntoldRTT || p.opts.Learned) {
+		d = max(d, ps.untoldDown())
+	}
+	return d
+}
+
+// untoldDown is the least silence that takes down a path whose RTT is
+// neither measured nor told: twice the longest SRTT measured on the
+// other paths (the new one may well be as slow as the slowest, and its
+// first check's answer may wait behind that one's queue), at least
+// minUntoldDown (a GEO's 600 ms and a modem's queue) and at most
+// maxUntoldDown (a dead path is still found in a few seconds).
+func (ps *pathSet) untoldDown() time.Duration {
+	var longest time.Duration
+	for i := range ps.p {
+		if q := &ps.p[i]; q.inUse && !q.retired && q.rtt.Samples() > 0 {
+			longest = max(longest, q.rtt.Smoothed())
+		}
+	}
+	return min(max(2*longest, minUntoldDown), maxUntoldDown)
 }
 
 // onAck marks the paths' awaited packets that f acknowledges: the newest
@@ -562,7 +597,7 @@ func (a *Association) checkPaths() {
 		if !p.inUse || p.retired {
 			continue
 		}
-		if p.up && p.n > 0 && a.now-p.checks[p.head].at >= p.downAfter() {
+		if p.up && p.n > 0 && a.now-p.checks[p.head].at >= a.paths.downAfter(i) {
 			a.pathDown(i)
 			changed = true
 		}
@@ -598,7 +633,7 @@ func (a *Association) pathDeadline() time.Duration {
 	for i := range a.paths.p {
 		p := &a.paths.p[i]
 		if p.inUse && !p.retired && p.up && p.n > 0 {
-			if t := p.checks[p.head].at + p.downAfter(); d == 0 || t < d {
+			if t := p.checks[p.head].at + a.paths.downAfter(i); d == 0 || t < d {
 				d = t
 			}
 		}

@@ -40,6 +40,21 @@ func pathSimOn(t *testing.T, link linkParams, initialRTT time.Duration, backup b
 	return s, st
 }
 
+// learnedPair is an association told initialRTT with two learned paths,
+// neither measured yet.
+func learnedPair(t *testing.T, initialRTT time.Duration) *Association {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.InitialRTT = initialRTT
+	a, err := NewAssociation(cfg, simEpoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSetPath(t, a, 0, PathOptions{Learned: true})
+	mustSetPath(t, a, 1, PathOptions{Learned: true})
+	return a
+}
+
 func mustSetPath(t *testing.T, a *Association, i int, o PathOptions) {
 	t.Helper()
 	if err := a.SetPath(i, o); err != nil {
@@ -265,6 +280,17 @@ func TestPathCutAckSize(t *testing.T) {
 // site's [peer.link] says.
 func twoLinkSim(t *testing.T, links [2]bondLink, backup bool, start time.Duration) (*sim, *appStream) {
 	t.Helper()
+	s := twoLinkSites(t, links, backup, nil)
+	s.runUntil(start, func() bool { return false })
+	return s, s.apps[0].open("stream-0", 0, -1)
+}
+
+// twoLinkSites sets up twoLinkSim's sites. With learnedAt set, side 1
+// has only path 0 at first (from the handshake) and learns path 1 when
+// the first packet comes over it, as the binary does; *learnedAt is then
+// when.
+func twoLinkSites(t *testing.T, links [2]bondLink, backup bool, learnedAt *time.Duration) *sim {
+	t.Helper()
 	cfg := DefaultConfig()
 	cfg.MaxPacketSize, cfg.WireOverhead = tunnelPacketSize, tunnelOverhead
 	cfg.InitialRTT = links[0].fwd.Delay + links[0].rev.Delay
@@ -277,7 +303,16 @@ func twoLinkSim(t *testing.T, links [2]bondLink, backup bool, start time.Duratio
 	mustSetPath(t, s.a[0], 0, PathOptions{Name: "first", InitialRTT: links[0].fwd.Delay + links[0].rev.Delay})
 	mustSetPath(t, s.a[0], 1, PathOptions{Name: "second", Backup: backup, InitialRTT: links[1].fwd.Delay + links[1].rev.Delay})
 	mustSetPath(t, s.a[1], 0, PathOptions{Learned: true})
-	mustSetPath(t, s.a[1], 1, PathOptions{Learned: true})
+	if learnedAt == nil {
+		mustSetPath(t, s.a[1], 1, PathOptions{Learned: true})
+	} else {
+		s.learn = func(to, i int) {
+			if to == 1 {
+				mustSetPath(t, s.a[1], i, PathOptions{Learned: true})
+				*learnedAt = s.now
+			}
+		}
+	}
 	s.attach()
 	if testing.Verbose() {
 		for side := range 2 {
@@ -287,8 +322,7 @@ func twoLinkSim(t *testing.T, links [2]bondLink, backup bool, start time.Duratio
 	s.apps[1].onAccept = func(id uint64, meta []byte) *appStream {
 		return &appStream{toSend: 1 << 40, expect: 0, resetAfter: -1}
 	}
-	s.runUntil(start, func() bool { return false })
-	return s, s.apps[0].open("stream-0", 0, -1)
+	return s
 }
 
 // cutAt cuts path i as its interface going down at side does: the link
@@ -523,5 +557,109 @@ func TestNoPathWorksHeardLast(t *testing.T) {
 	a.choosePath()
 	if a.paths.data != 0 {
 		t.Errorf("path 0 heard 200 ms after path 1: data path %d, want 0", a.paths.data)
+	}
+}
+
+// learnSim is twoLinkSim from the start, both links primaries, side 1
+// learning path 1 from the first packet over it (twoLinkSites).
+func learnSim(t *testing.T, links [2]bondLink) (s *sim, st *appStream, learnedAt *time.Duration) {
+	t.Helper()
+	learnedAt = new(time.Duration)
+	s = twoLinkSites(t, links, false, learnedAt)
+	return s, s.apps[0].open("stream-0", 0, -1), learnedAt
+}
+
+// TestLearnedPathNotDownBeforeMeasured: a GEO that the sending side
+// learns beside a cellular link (its initial RTT the cellular's 60 ms,
+// told by [peer.link]) is not taken down before its first check could
+// come back, and carries its share from its first seconds. Taken down
+// 300 ms after it was learned (max(2 x 60 ms, 300 ms)), half a GEO round
+// trip, its flight was lost to the failover and it sent nothing until
+// its probes' answers brought it up again.
+func TestLearnedPathNotDownBeforeMeasured(t *testing.T) {
+	s, st, learnedAt := learnSim(t, [2]bondLink{bondCell, bondGEO})
+	s.runUntil(time.Second, func() bool { return *learnedAt > 0 })
+	if *learnedAt == 0 {
+		t.Fatal("the sender never learned the GEO path")
+	}
+	from := *learnedAt
+	rx := pathOf(s.a[0], 1).BytesReceived
+	const span = 2 * time.Second
+	s.runUntil(from+span, func() bool { return false })
+	geo := pathOf(s.a[1], 1)
+	got := float64(pathOf(s.a[0], 1).BytesReceived-rx) * 8 / span.Seconds()
+	t.Logf("GEO learned at %v; over its first %v: %.2f Mbit/s arrived on it, srtt %v, downs %d; stream %d bytes",
+		from, span, got/1e6, geo.SRTT, geo.Downs, st.received)
+	if geo.Downs != 0 {
+		t.Errorf("sender took the learned GEO down %d times in its first %v: want none, its checks answered in a round trip", geo.Downs, span)
+	}
+	if way := bondGEO.fwd.Delay; geo.SRTT < way {
+		t.Errorf("sender's GEO srtt %v: want it measured, at least the GEO's way out (%v; the ACKs come back on either link)", geo.SRTT, way)
+	}
+	// What the GEO brings in its first two seconds: its first packets
+	// arrive a one-way delay after it is learned, so a third of its
+	// payload limit is what a path judged by its first round trip, not
+	// half of one, carries.
+	if limit := bondGEO.limit(); got < limit/3 {
+		t.Errorf("the GEO carried %.2f Mbit/s in its first %v: want at least a third of its %.2f", got/1e6, span, limit/1e6)
+	}
+}
+
+// TestUnmeasuredPathDownTime: a path whose RTT is neither measured nor
+// told goes down after untoldDown of silence: twice the longest SRTT
+// measured on the other paths, between 1 s and 3 s; a path whose RTT was
+// told, or once its first check is answered, by its RTT as before. A
+// learned path that never answers still goes down, in time.
+func TestUnmeasuredPathDownTime(t *testing.T) {
+	a := learnedPair(t, 60*time.Millisecond)
+	mustSetPath(t, a, 2, PathOptions{Name: "told", InitialRTT: 60 * time.Millisecond})
+	mustSetPath(t, a, 3, PathOptions{Name: "untold", InitialRTT: 60 * time.Millisecond, UntoldRTT: true})
+	// Nothing measured yet.
+	for i, want := range []time.Duration{time.Second, time.Second, minPathDown, time.Second} {
+		if got := a.paths.downAfter(i); got != want {
+			t.Errorf("nothing measured: path %d down after %v, want %v", i, got, want)
+		}
+	}
+	for _, c := range []struct {
+		srtt, want time.Duration
+	}{
+		{40 * time.Millisecond, time.Second},
+		{700 * time.Millisecond, 1400 * time.Millisecond},
+		{2 * time.Second, 3 * time.Second},
+	} {
+		a.paths.p[0].rtt = cc.NewRTTStats(c.srtt)
+		a.paths.p[0].rtt.Update(c.srtt, 0)
+		for _, i := range []int{1, 3} {
+			if got := a.paths.downAfter(i); got != c.want {
+				t.Errorf("path 0 measured at %v: unmeasured path %d down after %v, want %v", c.srtt, i, got, c.want)
+			}
+		}
+		if got := a.paths.downAfter(2); got != minPathDown {
+			t.Errorf("path 0 measured at %v: told path down after %v, want %v", c.srtt, got, minPathDown)
+		}
+	}
+	a.paths.p[1].rtt.Update(60*time.Millisecond, 0)
+	if got := a.paths.downAfter(1); got != minPathDown {
+		t.Errorf("path 1 measured at 60 ms: down after %v, want %v", got, minPathDown)
+	}
+
+	// Through the simulator: a learned path whose way out is dead from
+	// the start goes down, no sooner than 1 s after its first check and
+	// no later than 3 s after (and a probe interval).
+	s, _, learnedAt := learnSim(t, [2]bondLink{bondCell, bondGEO})
+	s.pathDir[1][1].p.Down = true // the sender's way out on the GEO
+	var downAt time.Duration
+	s.a[1].SetPathLogger(func(i int, name, what string) {
+		if i == 1 && what == "path down" && downAt == 0 {
+			downAt = s.now
+		}
+	})
+	s.runUntil(*learnedAt+5*time.Second, func() bool { return downAt > 0 })
+	if *learnedAt == 0 || downAt == 0 {
+		t.Fatalf("learned at %v, down at %v: want the dead learned path learned and taken down", *learnedAt, downAt)
+	}
+	t.Logf("dead learned GEO: learned at %v, down %v later", *learnedAt, downAt-*learnedAt)
+	if d := downAt - *learnedAt; d < minUntoldDown || d > maxUntoldDown+pathProbeInterval {
+		t.Errorf("dead learned path down %v after it was learned: want between %v and %v", d, minUntoldDown, maxUntoldDown+pathProbeInterval)
 	}
 }

@@ -116,6 +116,10 @@ type sim struct {
 	pathDir [2][]*simDir
 	// alarms are the application's own timers (simAlarm), earliest first.
 	alarms []simAlarm
+	// learn, if set, is called before a packet is handed to side to on
+	// a path k > 0 that side has not set: a side that learns its paths
+	// sets it there, as the tunnel does on a new source address.
+	learn func(to, path int)
 }
 
 // simAlarm is an application timer: fn runs at virtual time at.
@@ -327,6 +331,9 @@ func (s *sim) step() bool {
 	}
 	for len(s.q) > 0 && s.q[0].at <= s.now {
 		d := heap.Pop(&s.q).(delivery)
+		if s.learn != nil && d.path > 0 && !s.a[d.to].paths.p[d.path].inUse {
+			s.learn(d.to, d.path)
+		}
 		var arrived time.Time
 		if !s.dir[1-d.to].p.StallUntimed {
 			arrived = simEpoch.Add(d.arrived)

@@ -56,7 +56,7 @@ func (a *assoc) pathOptions(learn bool) []scps.PathOptions {
 	var out []scps.PathOptions
 	now := time.Now()
 	for i, pc := range a.cfg.Paths {
-		o := scps.PathOptions{Name: pc.Name, Backup: pc.Backup, InitialRTT: pc.Link.RTT, SendRate: pc.Link.Up}
+		o := scps.PathOptions{Name: pc.Name, Backup: pc.Backup, InitialRTT: pc.Link.RTT, UntoldRTT: pc.RTTUntold, SendRate: pc.Link.Up}
 		if p, ok := a.e.paths.getPath(pathKey{peer: a.cfg.PublicKey, path: pc.Name}, now); ok && i > 0 {
 			o.Resume = cc.Resume{Saved: p}
 			a.log.Info("path resuming at the state saved", "path", pc.Name, "rate_bps", int64(p.Rate*8), "min_rtt", p.MinRTT, "age", now.Sub(p.At).Round(time.Second))

@@ -223,3 +223,25 @@ func TestPathOptionsResume(t *testing.T) {
 		t.Errorf("geo resumes from %+v, want %+v", got, geo)
 	}
 }
+
+// TestPathOptionsRTT: a configured path's RTT is its own only when its
+// [peer.path.link] says it; else the association judges its first
+// silence with patience (scps PathOptions.UntoldRTT). A side that learns
+// its paths marks its first one learned.
+func TestPathOptionsRTT(t *testing.T) {
+	store := openPathStore("", "scps0", slog.New(slog.DiscardHandler))
+	a := &assoc{e: &Endpoint{paths: store}, log: slog.New(slog.DiscardHandler)}
+	a.cfg.Link.RTT = 60 * time.Millisecond
+	a.cfg.Paths = []configs.PathConfig{
+		{Name: "leo", Link: configs.LinkConfig{RTT: 40 * time.Millisecond}},
+		{Name: "geo", Link: configs.LinkConfig{RTT: configs.DefaultRTT}, RTTUntold: true},
+	}
+	opts := a.pathOptions(false)
+	if len(opts) != 2 || opts[0].UntoldRTT || opts[0].InitialRTT != 40*time.Millisecond || !opts[1].UntoldRTT {
+		t.Errorf("paths %+v: want leo's 40 ms told, geo's untold", opts)
+	}
+	a.cfg.Paths = nil
+	if opts := a.pathOptions(true); len(opts) != 1 || !opts[0].Learned {
+		t.Errorf("learning side's paths %+v: want path 0 learned", opts)
+	}
+}
