@@ -444,3 +444,50 @@ func TestPageObjectsLeaveAtTimedRate(t *testing.T) {
 		}
 	}
 }
+
+// TestPageFlightReleasedInBatches loads the LEO page (100 Mbit/s down,
+// 40 ms, 0.5% loss each way, untold) over a link whose far end lets
+// packets out every 2 or 3 ms only (ReleaseEvery: a userspace emulator
+// whose writer wakes late, as the bench's does on a busy host), on four
+// loss patterns each: the server's first flight (the HTML, 2.6 ms on
+// the link) arrives in two or three batches, and its timing must still
+// read the link's rate, not half of it. The client's ACK at once for the
+// flight's marked first packet left after the rest of the first batch
+// was taken in, so it answered the batch's last packet at the batch's
+// arrival; the train was timed from there, the first batch's bytes out
+// of it, and the objects were paced at 42 Mbit/s (3 ms) and 63 (2 ms):
+// 1.22x and 1.12x the floor on average. Now the marked packet is a point
+// of its own (ReceivedPacketHandler.AckAtOnce) and the train spans the
+// whole flight: 78 and 116 Mbit/s, 1.11x and 1.06x.
+func TestPageFlightReleasedInBatches(t *testing.T) {
+	var sum float64
+	n := 0
+	for _, every := range []time.Duration{2 * time.Millisecond, 3 * time.Millisecond} {
+		for seed := uint64(1); seed <= 4; seed++ {
+			s := pageSim(t, seed, pageLEOLink)
+			s.dir[1].p.ReleaseEvery = every
+			pace := 0.0 // bit/s when the objects' first packet left
+			s.observe = func(from int, _ []byte) bool {
+				if st := s.a[1].Stats(); from == 1 && pace == 0 && st.StreamBytesSent > 31_000 {
+					pace = st.PacingRate * 8
+				}
+				return false
+			}
+			l := loadPage(t, s, pageLEOLink, 30_000, pageObjects(), 1)
+			t.Logf("released every %v, seed %d: the objects paced at %.0f Mbit/s, page %v (%.3fx the floor %v)",
+				every, seed, pace/1e6, l.last.Round(time.Millisecond), l.ratio(), l.floor.Round(time.Millisecond))
+			// A batch's stamp is up to a release late at either end of
+			// the flight, and the pacer runs at up to 1.25 times the
+			// timed rate.
+			if pace < 0.7*pageLEOLink.down || pace > 1.5*pageLEOLink.down {
+				t.Errorf("released every %v, seed %d: the objects paced at %.0f Mbit/s, want 70-150 (the link's 100)", every, seed, pace/1e6)
+			}
+			sum += l.ratio()
+			n++
+		}
+	}
+	t.Logf("mean: %.3fx the floor", sum/float64(n))
+	if sum/float64(n) > 1.1 {
+		t.Errorf("the page at %.3fx its floor on average, want at most 1.1x", sum/float64(n))
+	}
+}

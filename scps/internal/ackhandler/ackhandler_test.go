@@ -165,6 +165,34 @@ func TestAckAtOnce(t *testing.T) {
 	}
 }
 
+// TestAckAtOnceBatch: a marked packet taken in with the rest of its batch
+// before the ACK leaves is a point of its own, timed from its arrival
+// (the batch's), so the sender's train begins at the flight's first
+// packet, not at the batch's last; with nothing after it, the ACK itself
+// times it and no point goes out.
+func TestAckAtOnceBatch(t *testing.T) {
+	var r ReceivedPacketHandler
+	r.SetTimed(true)
+	const every, delay = 10, 10 * time.Millisecond
+	now := time.Second
+	r.OnReceived(0, now, true, every, delay)
+	r.AckAtOnce()
+	if at, _ := ackPointsOf(&r); len(at) != 0 {
+		t.Fatalf("points for an ACK of the marked packet alone: %v", at)
+	}
+	for pn := uint64(1); pn < 8; pn++ {
+		r.OnReceived(pn, now, true, every, delay)
+	}
+	at, frames := ackPointsOf(&r)
+	if len(at) != 1 || at[0] != now || len(frames[0]) != 1 || frames[0][0] != (wire.AckRange{Smallest: 0, Largest: 0}) {
+		t.Fatalf("points %v %v, want one at the marked packet (0) at %v", at, frames, now)
+	}
+	r.OnAckSent()
+	if at, _ := ackPointsOf(&r); len(at) != 0 {
+		t.Fatalf("points after the ACK went out: %v", at)
+	}
+}
+
 func TestAckPolicy(t *testing.T) {
 	var r ReceivedPacketHandler
 	const every, delay = 10, 25 * time.Millisecond
