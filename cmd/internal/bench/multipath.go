@@ -5,9 +5,9 @@ package bench
 // link emulator per link, site A told of both as [[peer.path]] tables and
 // site B learning them. One run, scpsvpn only, measures in turn
 //   - bulk and latency: a download of half the duration from B with a
-//     request/response probe (--probe-size, default 1 KB here) on a
-//     second connection, the probe's p50 and p95 beside the fast link's
-//     RTT, each path's share of the data B sent, and the goodput after
+//     request/response probe (--probe-size, default 1 KB here) on a new
+//     connection every --probe-every and on a held one between them,
+//     their p50 and p95 beside the fast link's RTT, each path's share of the data B sent, and the goodput after
 //     the start-up allowance (bondWarm) against the sum of both links'
 //     payload limits;
 //   - parallel (both links primaries): eight downloads at once for half
@@ -68,7 +68,11 @@ type MultipathResult struct {
 	Parallel     int     `json:"parallel,omitempty"`
 	ParallelKBps float64 `json:"parallel_steady_kBps,omitempty"`
 	ParallelErr  string  `json:"parallel_error,omitempty"`
-	// The probe beside the bulk download: request/response times.
+	// The probe beside the bulk download: a request on a new connection
+	// every --probe-every, timed from connect() to the answer's last
+	// byte (the issue's figure), and between them one on a connection
+	// held open (Held*), which does not wait for the stream's opening
+	// and the far side's dial.
 	Requests  int     `json:"requests"`
 	P50Ms     float64 `json:"request_p50_ms"`
 	P95Ms     float64 `json:"request_p95_ms"`
@@ -76,6 +80,10 @@ type MultipathResult struct {
 	// Each request's time in the order sent, so a tail can be traced to
 	// the moment it happened in the sender's timeline.
 	RequestMs []float64 `json:"request_ms,omitempty"`
+	HeldP50Ms float64   `json:"held_request_p50_ms"`
+	HeldP95Ms float64   `json:"held_request_p95_ms"`
+	HeldMs    []float64 `json:"held_request_ms,omitempty"`
+	ProbeErr  string    `json:"probe_error,omitempty"`
 	// Failover: the link cut (0 the first, 1 the second), the wait for
 	// the data to move on (the stall that begins at the cut), the longest
 	// stall anywhere after the cut (a loss repaired over the link left
@@ -216,7 +224,7 @@ func runMultipath(ctx context.Context, rc RunConfig, r *Result) (err error) {
 	if size <= 0 {
 		size = 1000
 	}
-	t := Measure(ctx, TransferConfig{Dial: dial, Duration: half, RequestEvery: max(rc.ProbeEvery, 100*time.Millisecond), RequestSize: size})
+	t := Measure(ctx, TransferConfig{Dial: dial, Duration: half, RequestEvery: max(rc.ProbeEvery, 100*time.Millisecond), RequestSize: size, RequestNewConn: true})
 	r.PayloadBytes, r.DurationS = t.Bytes, t.Window.Seconds()
 	r.GoodputKBps = t.Goodput() / 1000
 	mp.Requests = len(t.Latencies)
@@ -228,6 +236,18 @@ func runMultipath(ctx context.Context, rc RunConfig, r *Result) (err error) {
 	}
 	if p, ok := Percentile(t.Latencies, 0.95); ok {
 		mp.P95Ms = ms(p)
+	}
+	for _, l := range t.HeldLatencies {
+		mp.HeldMs = append(mp.HeldMs, ms(l))
+	}
+	if p, ok := Percentile(t.HeldLatencies, 0.5); ok {
+		mp.HeldP50Ms = ms(p)
+	}
+	if p, ok := Percentile(t.HeldLatencies, 0.95); ok {
+		mp.HeldP95Ms = ms(p)
+	}
+	if t.ProbeErr != nil {
+		mp.ProbeErr = oneLine(t.ProbeErr.Error())
 	}
 	mp.SumLimitKBps = (SummedLimit(c) + SummedLimit(*c.Second)) / 1000
 	warm := bondWarm(half)
@@ -656,8 +676,12 @@ func multipathSummary(r *Result) string {
 		}
 		s += "); "
 	}
-	s += fmt.Sprintf("requests p50 %.0f / p95 %.0f ms (fast link RTT %.0f ms, %d); failover: link %d cut, moved on in %.0f ms (longest stall after %.0f ms), SHA-256 equal %v",
-		m.P50Ms, m.P95Ms, m.FastRTTMs, m.Requests, m.CutLink, m.MoveMs, m.LongestMs, m.SHA256OK)
+	s += fmt.Sprintf("requests on new connections p50 %.0f / p95 %.0f ms (fast link RTT %.0f ms, %d), on a held one %.0f / %.0f ms", m.P50Ms, m.P95Ms, m.FastRTTMs, m.Requests, m.HeldP50Ms, m.HeldP95Ms)
+	if m.ProbeErr != "" {
+		s += " (" + m.ProbeErr + ")"
+	}
+	s += fmt.Sprintf("; failover: link %d cut, moved on in %.0f ms (longest stall after %.0f ms), SHA-256 equal %v",
+		m.CutLink, m.MoveMs, m.LongestMs, m.SHA256OK)
 	if m.FailoverErr != "" {
 		s += " (" + m.FailoverErr + ")"
 	}
@@ -698,11 +722,11 @@ func shareText(ps []PathShare) string {
 func (rep *Report) renderMultipath(w io.Writer) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	p("## Two links\n\n")
-	p("Bulk: a download of half the duration from B with a request/response probe beside it; its goodput over the whole phase and from the start-up allowance on (10 s, or half a shorter phase), against the sum of both links' payload limits (rate x 1460/1500 x (1 - loss), the LEO's while up); each path's share of the data B sent. "+
+	p("Bulk: a download of half the duration from B with a request/response probe beside it (a request on a new connection every --probe-every, timed from connect() to the answer's last byte, and one on a held connection between them); its goodput over the whole phase and from the start-up allowance on (10 s, or half a shorter phase), against the sum of both links' payload limits (rate x 1460/1500 x (1 - loss), the LEO's while up); each path's share of the data B sent. "+
 		"Parallel (both links primaries): %d downloads at once for half the duration, from the same allowance on. "+
 		"Failover: a download during which the link the data runs on is cut at A; the wait for the data to move on (the stall that begins at the cut), the longest stall after the cut (a loss repaired over the link left stalls the reader too), and whether all bytes arrived with an equal SHA-256 on the same connection; a ping and a UDP echo every 100 ms from A to B across the cut: the longest wait for a reply from the cut on.\n\n", bondParallel)
-	p("| condition | contender | bulk kB/s | bulk after start-up kB/s | of the summed limits | %d downloads after start-up kB/s | of the summed limits | path shares (B) | request p50 / p95 ms | fast link RTT ms | link cut | moved on in ms | longest stall ms | SHA-256 equal | ping / UDP longest wait ms |\n|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|---:|\n", bondParallel)
-	rep.workloadRows(w, 13, func(r *Result) bool { return r.Multipath != nil }, func(r *Result) string {
+	p("| condition | contender | bulk kB/s | bulk after start-up kB/s | of the summed limits | %d downloads after start-up kB/s | of the summed limits | path shares (B) | request on a new connection p50 / p95 ms | on a held one p50 / p95 ms | fast link RTT ms | link cut | moved on in ms | longest stall ms | SHA-256 equal | ping / UDP longest wait ms |\n|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|---:|\n", bondParallel)
+	rep.workloadRows(w, 14, func(r *Result) bool { return r.Multipath != nil }, func(r *Result) string {
 		m := r.Multipath
 		ok := fmt.Sprint(m.SHA256OK)
 		if m.FailoverErr != "" {
@@ -712,8 +736,8 @@ func (rep *Report) renderMultipath(w io.Writer) {
 		if m.Parallel > 0 {
 			par, parShare = fmt.Sprintf("%.1f", m.ParallelKBps), limitShare(m.ParallelKBps, m.SumLimitKBps)
 		}
-		return fmt.Sprintf("%.1f | %.1f | %s | %s | %s | %s | %.0f / %.0f | %.0f | %d | %.0f | %.0f | %s | %.0f / %.0f", r.GoodputKBps,
-			m.SteadyKBps, limitShare(m.SteadyKBps, m.SumLimitKBps), par, parShare, shareText(m.Paths), m.P50Ms, m.P95Ms, m.FastRTTMs, m.CutLink, m.MoveMs, m.LongestMs, ok, m.PingStallMs, m.UDPStallMs)
+		return fmt.Sprintf("%.1f | %.1f | %s | %s | %s | %s | %.0f / %.0f | %.0f / %.0f | %.0f | %d | %.0f | %.0f | %s | %.0f / %.0f", r.GoodputKBps,
+			m.SteadyKBps, limitShare(m.SteadyKBps, m.SumLimitKBps), par, parShare, shareText(m.Paths), m.P50Ms, m.P95Ms, m.HeldP50Ms, m.HeldP95Ms, m.FastRTTMs, m.CutLink, m.MoveMs, m.LongestMs, ok, m.PingStallMs, m.UDPStallMs)
 	})
 	p("\n")
 	var backups []*Result

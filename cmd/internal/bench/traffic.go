@@ -191,8 +191,15 @@ type TransferConfig struct {
 	// sends RequestSize bytes every RequestEvery and times the echo.
 	RequestEvery time.Duration
 	RequestSize  int
-	Interval     time.Duration  // timeline resolution; default 1s
-	Progress     func(Progress) // called about every 250ms from another goroutine; may be nil
+	// RequestNewConn makes each request a new connection's, timed from
+	// connect() to the answer's last byte (Latencies), and sends one on
+	// the held connection half an interval after each (HeldLatencies):
+	// through the PEP a new connection's SYN is answered at once, its
+	// stream opens with the request's bytes, and the far side dials the
+	// server, which a request on a held connection does not wait for.
+	RequestNewConn bool
+	Interval       time.Duration  // timeline resolution; default 1s
+	Progress       func(Progress) // called about every 250ms from another goroutine; may be nil
 }
 
 // Progress is a snapshot of a running download.
@@ -229,10 +236,13 @@ type Transfer struct {
 	Samples  []Sample // cumulative bytes every sampleEvery, from {0, 0} to the end of the window
 	Err      error    // what ended the download early, if anything
 
-	Latencies  []time.Duration // request/response times
-	Unanswered int             // a probe request unanswered at the end, after waiting longer than any answered one
-	ProbeBytes int64           // probe payload delivered, both ways
-	ProbeErr   error
+	Latencies []time.Duration // request/response times
+	// HeldLatencies: with RequestNewConn, the times of the requests on
+	// the held connection between the new connections' ones.
+	HeldLatencies []time.Duration
+	Unanswered    int   // a probe request unanswered at the end, after waiting longer than any answered one
+	ProbeBytes    int64 // probe payload delivered, both ways
+	ProbeErr      error
 }
 
 // Goodput is the download's payload rate in bytes per second.
@@ -321,6 +331,10 @@ func Measure(ctx context.Context, cfg TransferConfig) *Transfer {
 			select {
 			case <-firstByte:
 			case <-wctx.Done():
+				return
+			}
+			if cfg.RequestNewConn {
+				runNewConnProbe(wctx, cfg, end, res)
 				return
 			}
 			runProbe(wctx, cfg, end, res)
@@ -424,6 +438,77 @@ func runProbe(ctx context.Context, cfg TransferConfig, end time.Time, res *Trans
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// runNewConnProbe times a request on a new connection every
+// cfg.RequestEvery until end (res.Latencies), and one on a held
+// connection half an interval after each (res.HeldLatencies), so the two
+// compare in one run: what a new connection adds is the far side's dial
+// and the stream's opening.
+func runNewConnProbe(ctx context.Context, cfg TransferConfig, end time.Time, res *Transfer) {
+	size := cfg.RequestSize
+	if size <= 0 {
+		size = 100
+	}
+	held, err := cfg.Dial(ctx)
+	if err != nil {
+		res.ProbeErr = fmt.Errorf("dialing the held probe: %w", err)
+		return
+	}
+	defer held.Close()
+	stop := context.AfterFunc(ctx, func() { held.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	held.SetDeadline(end)
+	if _, err := io.WriteString(held, request{mode: modeEcho, size: size}.String()); err != nil {
+		res.ProbeErr = windowEnd(fmt.Errorf("held probe request: %w", err), end)
+		return
+	}
+	msg := make([]byte, size)
+	reply := make([]byte, size)
+	wait := func(until time.Time) bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(time.Until(until)):
+			return true
+		}
+	}
+	for {
+		sent := time.Now()
+		conn, err := echoOnce(ctx, cfg.Dial, size)
+		if err != nil {
+			// The window closed while it waited: a tail the
+			// percentiles miss if it waited longer than every
+			// answered one.
+			if waited := time.Since(sent); ctx.Err() != nil && (len(res.Latencies) == 0 || waited > slices.Max(res.Latencies)) {
+				res.Unanswered++
+			}
+			if ctx.Err() == nil {
+				res.ProbeErr = fmt.Errorf("new-connection probe: %w", err)
+			}
+			return
+		}
+		res.Latencies = append(res.Latencies, time.Since(sent))
+		res.ProbeBytes += int64(2 * size)
+		abort(conn)
+		if !wait(sent.Add(cfg.RequestEvery / 2)) {
+			return
+		}
+		heldSent := time.Now()
+		if _, err := held.Write(msg); err != nil {
+			res.ProbeErr = windowEnd(fmt.Errorf("held probe write: %w", err), end)
+			return
+		}
+		if _, err := io.ReadFull(held, reply); err != nil {
+			res.ProbeErr = windowEnd(fmt.Errorf("held probe read: %w", err), end)
+			return
+		}
+		res.HeldLatencies = append(res.HeldLatencies, time.Since(heldSent))
+		res.ProbeBytes += int64(2 * size)
+		if !wait(sent.Add(cfg.RequestEvery)) {
 			return
 		}
 	}
