@@ -77,6 +77,7 @@ func (a *Association) Receive(now time.Time, pn uint64, pkt []byte) error {
 	a.streams.UnsentLimit = max(a.streams.Limits.InitialSendBuffer, uint64(unsentBDPs*a.pacingRate()*a.windowRTT().Seconds()))
 	defer a.maybeResume()
 
+	a.sent.OnPacketReceived()
 	var f wire.Frame
 	for p := 0; p < len(pkt); {
 		n, _ := wire.ParseFrame(pkt[p:], &f) // validated above

@@ -185,3 +185,25 @@ func TestUntoldStartupThinReturnJitter(t *testing.T) {
 	c.dur = 8 * time.Second
 	checkStartup(t, c, measure(t, c, "hybrid", LossAuto, 1), 0.95)
 }
+
+// TestUntoldStartupReturnPathJitter: GEO 50/0.5 and 20M/64k told nothing,
+// each ACK packet delayed by up to 5 ms on its way back (rev.Jitter: the
+// receiver's window updates queued ahead of it on the thin return link,
+// a loaded host). The flight's ACK at once for its first packet goes
+// alone and early, its later ACKs later by varying amounts: timed across
+// ACK packets the flight read as a fraction of the link (through the
+// binary 0.41 of it on both links, in two quiet runs), and slow start
+// climbed from there at a quarter, then a half per round trip (1.88 and
+// 2.13 RTTs to 90% here). The points one ACK packet carries left the
+// peer together (cc.AckEvent.Packet): timed within the packet, 1.0 RTT.
+func TestUntoldStartupReturnPathJitter(t *testing.T) {
+	for _, c := range []condition{condGEO50(), condAsym()} {
+		c = wrongRate(c, 0)
+		c.rev.Jitter = 5 * time.Millisecond
+		c.name += ", 5ms return jitter"
+		c.dur = 6 * time.Second
+		t.Run(c.name, func(t *testing.T) {
+			checkStartupWithin(t, c, measure(t, c, "hybrid", LossAuto, 1), 0.95, 1.5)
+		})
+	}
+}

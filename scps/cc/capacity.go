@@ -52,6 +52,19 @@ type capacity struct {
 	rising bool
 	// estBytes is how many bytes the train of the estimate spanned.
 	estBytes int64
+	// pkt is the received packet (AckEvent.Packet) the last ACK frame
+	// came in, and pktFirst the first point of that packet's frames.
+	// Spans within one packet are timed by one send of the peer's;
+	// across packets each ACK's own return delay adds in. pktTimed:
+	// the current train was timed within one packet, and a span across
+	// packets no longer moves the estimate. On a thin return link the
+	// receiver's window updates (10 ms each at 64 kbit/s) queued ahead
+	// of the flight's ACK with its points, and the train from the ACK
+	// at once of its first packet, sent alone on an idle link, timed
+	// 20 Mbit/s at 8 and 50 at 20 (the binary, GEO-50/0.5 and 20M/64k).
+	pkt      uint64
+	pktFirst trainPoint
+	pktTimed bool
 }
 
 // flightBurst is the longest a first flight may take to leave and still
@@ -67,39 +80,56 @@ func (c *capacity) onAck(now time.Time, ev AckEvent, delivered int64, mss int) {
 		return
 	}
 	p := trainPoint{sent: ev.LargestSentAt, arrived: now.Add(-ev.AckDelay), delivered: delivered}
+	inPkt := c.have && ev.Packet != 0 && ev.Packet == c.pkt
+	if !inPkt {
+		c.pkt, c.pktFirst = ev.Packet, p
+	}
 	if !c.have {
 		c.first, c.have = p, true
 		return
 	}
-	sent := p.sent.Sub(c.first.sent)
-	arrived := p.arrived.Sub(c.first.arrived)
-	b := p.delivered - c.first.delivered
+	if !c.span(c.first, p, mss, false) {
+		c.first, c.pktTimed = p, false // the sender's own pacing spaced these: a new train
+	}
+	if inPkt {
+		c.span(c.pktFirst, p, mss, true)
+	}
+}
+
+// span times the bytes acknowledged between the points from and to (to in
+// the same ACK packet as from when inPkt); false when the sender's own
+// spacing, not the path, spread them: to begins a new train.
+func (c *capacity) span(from, to trainPoint, mss int, inPkt bool) bool {
+	sent := to.sent.Sub(from.sent)
+	arrived := to.arrived.Sub(from.arrived)
+	b := to.delivered - from.delivered
 	if arrived <= 0 || sent < 0 {
 		if arrived == 0 && sent == 0 {
-			c.take(b, 0, mss) // a burst that arrived at once: too fast to time
+			c.take(b, 0, mss, inPkt) // a burst that arrived at once: too fast to time
 		}
-		return // reordered, or timing noise: wait for a later ACK
+		return true // reordered, or timing noise: wait for a later ACK
 	}
 	if arrived < 2*sent {
-		if !p.sent.After(c.flightEnd) && c.flightEnd.Sub(c.flightAt) <= flightBurst {
+		if !to.sent.After(c.flightEnd) && c.flightEnd.Sub(c.flightAt) <= flightBurst {
 			// The first flight, spread by the sending host (at 250
 			// Mbit/s a busy one takes as long to send 32 packets as
 			// the link to carry them): the link carried it at least
 			// this fast. Taken as no estimate, slow start paced at
 			// twice the initial window per round trip.
-			c.take(b, arrived, mss)
-			return
+			c.take(b, arrived, mss, inPkt)
+			return true
 		}
-		c.first = p // the sender's own pacing spaced these: a new train
-		return
+		return inPkt
 	}
-	c.take(b, arrived, mss)
+	c.take(b, arrived, mss, inPkt)
+	return true
 }
 
 // take makes b bytes that arrived over arrived the estimate, if they are
-// enough to time; too short a span only says the train was fast.
-func (c *capacity) take(b int64, arrived time.Duration, mss int) {
-	if b < int64(capacityMinPackets*mss) {
+// enough to time; too short a span only says the train was fast. Once the
+// train was timed within one ACK packet (inPkt), only such spans move it.
+func (c *capacity) take(b int64, arrived time.Duration, mss int, inPkt bool) {
+	if b < int64(capacityMinPackets*mss) || c.pktTimed && !inPkt {
 		return
 	}
 	if arrived < capacityMinSpan {
@@ -108,6 +138,7 @@ func (c *capacity) take(b int64, arrived time.Duration, mss int) {
 	}
 	if rate := float64(b) / arrived.Seconds(); !c.rising || rate > c.est || b >= c.estBytes {
 		c.est, c.estBytes = rate, b
+		c.pktTimed = c.pktTimed || inPkt
 	}
 }
 

@@ -172,3 +172,41 @@ func TestCapacityFromAFlightTheHostSpread(t *testing.T) {
 		t.Errorf("paced packets after the flight moved the estimate from %.0f to %.0f B/s", before, got)
 	}
 }
+
+// TestCapacityTimedWithinOneAckPacket: a flight of 30 packets through 2.5
+// MB/s (20 Mbit/s). The ACK at once of its first packet comes back alone
+// over an idle return link; the rest come in one later ACK packet, its
+// points ahead of the ACK, held 20 ms longer on the way back than the
+// first (the receiver's window updates queued ahead of it at 64 kbit/s).
+// Timed from the first ACK, the flight read as 30 packets over 32 ms:
+// 1.4 MB/s. The points of one packet left the peer together: their
+// spread is the link's.
+func TestCapacityTimedWithinOneAckPacket(t *testing.T) {
+	const rate = 2.5e6
+	start := t0.Add(300 * time.Millisecond)
+	at := func(i int) time.Time { return start.Add(time.Duration(float64(i*mss) / rate * float64(time.Second))) }
+	for _, known := range []bool{false, true} {
+		var c capacity
+		pkt := func(n uint64) uint64 {
+			if known {
+				return n
+			}
+			return 0
+		}
+		c.onAck(at(1), AckEvent{AckedBytes: mss, LargestSentAt: t0, RTTUpdated: true, RTT: time.Millisecond, Packet: pkt(1)}, mss, mss)
+		// One packet: points at the 10th and 20th packets, then its ACK of
+		// the 30th, each delay counted from that packet's arrival.
+		sentAt := at(30).Add(5 * time.Millisecond) // the receiver's ack delay
+		now := sentAt.Add(20 * time.Millisecond)   // queued behind window updates
+		for _, i := range []int{10, 20, 30} {
+			c.onAck(now, AckEvent{AckedBytes: 10 * mss, LargestSentAt: t0, RTTUpdated: true, RTT: time.Millisecond, AckDelay: sentAt.Sub(at(i)), Packet: pkt(2)}, int64(i*mss), mss)
+		}
+		got := c.estimate()
+		if known && math.Abs(got-rate)/rate > 0.01 {
+			t.Errorf("timed within the ACK packet: estimate %.0f B/s, want %.0f", got, rate)
+		}
+		if !known && got > 0.7*rate {
+			t.Errorf("packets unknown: estimate %.0f B/s, want the span across packets (below %.0f)", got, 0.7*rate)
+		}
+	}
+}

@@ -55,6 +55,12 @@ type AckEvent struct {
 	// LargestSentAt): now - AckDelay is when it arrived, up to the return
 	// path's delay.
 	AckDelay time.Duration
+	// Packet numbers the received packet this ACK frame came in (from 1;
+	// 0: not known). Frames of one packet (a late ACK's points, ahead of
+	// its ACK) left the peer together, so the spread of the arrivals they
+	// report is free of the return path's delays, which differ from one
+	// ACK packet to the next (capacity).
+	Packet uint64
 }
 
 // LossEvent reports packets declared lost together.

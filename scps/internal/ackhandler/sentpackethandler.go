@@ -74,6 +74,10 @@ type SentPacketHandler struct {
 	ptoCount          int
 	probes            int    // ack-eliciting probes the probe timeout asked for
 	ackFloor          uint64 // the smallest packet the latest ACK's ranges reach
+	// rxPacket counts the packets received (OnPacketReceived): the ACK
+	// frames of one carry its count to congestion control
+	// (cc.AckEvent.Packet).
+	rxPacket uint64
 
 	copies tailCopies // redundant copies of a burst's last packets (tailcopy.go)
 
@@ -249,6 +253,10 @@ type pathAck struct {
 	anyAcked       bool
 }
 
+// OnPacketReceived notes that the ACK frames that follow, up to the next
+// call, came in one packet (cc.AckEvent.Packet).
+func (h *SentPacketHandler) OnPacketReceived() { h.rxPacket++ }
+
 // OnAck processes an ACK frame received at now on path 0 (OnAckOn).
 func (h *SentPacketHandler) OnAck(now time.Duration, f *wire.Ack) (newly bool) {
 	return h.OnAckOn(now, f, 0)
@@ -368,6 +376,7 @@ func (h *SentPacketHandler) OnAckOn(now time.Duration, f *wire.Ack, on int) (new
 				RTTUpdated:    sample > 0,
 				RTT:           sample,
 				AckDelay:      pd,
+				Packet:        h.rxPacket,
 			})
 		}
 	}
