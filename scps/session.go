@@ -254,9 +254,8 @@ func (s *Session) dispatchLocked() {
 			}
 		case EventStreamClosed:
 			if st, ok := s.streams[ev.StreamID]; ok {
-				st.gone, st.goneErr = true, ev.Err
+				st.goneLocked(ev.Err)
 				delete(s.streams, ev.StreamID)
-				st.signal()
 			}
 		case EventClosed:
 			s.log.Debug("scps association closed", "err", ev.Err)

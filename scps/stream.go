@@ -19,6 +19,7 @@ type Stream struct {
 	meta    []byte
 	readCh  chan struct{}
 	writeCh chan struct{}
+	goneCh  chan struct{} // closed when gone is set
 	rdl     deadline
 	wdl     deadline
 
@@ -35,6 +36,7 @@ func newSessionStream(s *Session, id uint64, meta []byte) *Stream {
 		meta:    meta,
 		readCh:  make(chan struct{}, 1),
 		writeCh: make(chan struct{}, 1),
+		goneCh:  make(chan struct{}),
 		rdl:     newDeadline(),
 		wdl:     newDeadline(),
 	}
@@ -53,12 +55,28 @@ func (st *Stream) settle() {
 	defer s.mu.Unlock()
 	s.dispatchLocked()
 	if !st.gone {
-		st.gone, st.goneErr = true, s.a.Err()
-		if st.goneErr == nil {
-			st.goneErr = ErrClosed
+		err := s.a.Err()
+		if err == nil {
+			err = ErrClosed
 		}
+		st.goneLocked(err)
 	}
 }
+
+// goneLocked marks the stream gone (left the association's table) for
+// err (nil: it finished normally) and wakes whoever waits on it.
+func (st *Stream) goneLocked(err error) {
+	st.gone, st.goneErr = true, err
+	close(st.goneCh)
+	st.signal()
+}
+
+// Gone is closed when the stream has left the association: finished,
+// reset by either end, or its association ended. A goroutine that waits
+// on something else for the stream's sake (a local connection's next
+// bytes, tunnel's copyToStream) waits on it too, so that it learns of
+// the end rather than waiting for bytes that have nowhere to go.
+func (st *Stream) Gone() <-chan struct{} { return st.goneCh }
 
 // ID is the stream id.
 func (st *Stream) ID() uint64 { return st.id }

@@ -86,14 +86,19 @@ func (c *Conn) ReadSome(w io.Writer, max int) (int, error) {
 }
 
 // WaitReadable waits until ReadSome has something to return: data, the
-// peer's FIN, or an error (a reset, an abort, the stack closing).
-func (c *Conn) WaitReadable() {
+// peer's FIN, or an error (a reset, an abort, the stack closing); or
+// until stop is closed (nil: never), when what the bytes were for is
+// gone.
+func (c *Conn) WaitReadable(stop <-chan struct{}) {
 	const events = waiter.ReadableEvents | waiter.EventHUp | waiter.EventErr
 	e, ch := waiter.NewChannelEntry(events)
 	c.wq.EventRegister(&e)
 	defer c.wq.EventUnregister(&e)
 	if c.ep.Readiness(events) == 0 {
-		<-ch
+		select {
+		case <-ch:
+		case <-stop:
+		}
 	}
 }
 

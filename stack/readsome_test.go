@@ -40,7 +40,7 @@ func TestReadSome(t *testing.T) {
 			break
 		}
 		if errors.Is(err, ErrWouldBlock) {
-			sc.WaitReadable()
+			sc.WaitReadable(nil)
 			continue
 		}
 		if err != nil {
@@ -56,7 +56,7 @@ func TestReadSome(t *testing.T) {
 	sc2 := recvAccepted(t, acc).conn
 	woke := make(chan error, 1)
 	go func() {
-		sc2.WaitReadable()
+		sc2.WaitReadable(nil)
 		_, err := sc2.ReadSome(io.Discard, 100)
 		woke <- err
 	}()

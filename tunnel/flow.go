@@ -257,14 +257,23 @@ func copyData(bufs bufPool, dst io.Writer, src io.Reader) error {
 
 // copyToStream copies a local connection's data into its stream from the
 // stack's buffers straight into the stream's: one copy of every byte, not
-// two through a copy buffer, and no buffer of its own, idle or not.
+// two through a copy buffer, and no buffer of its own, idle or not. It
+// waits for the connection's bytes or the stream's end, whichever comes
+// first: a stream that ends (its association closed or reset) while the
+// local end sends nothing ends the flow here, and the abort that follows
+// frees the other direction even if it is blocked writing to a local
+// end that no longer acknowledges. A hub's reload takes a removed
+// spoke's routes away before its flows end, so the server's ACKs stop
+// reaching the stack; waiting on the connection alone, a flow whose
+// write to the server was blocked then stayed open until the server's
+// own timeout (TestFlowEndsWhileLocalWriteBlocked).
 func copyToStream(dst *scps.Stream, src *stack.Conn) error {
 	fill := func(w io.Writer, max int) (int, error) { return src.ReadSome(w, max) }
 	for {
 		_, err := dst.WriteWith(fill)
 		switch {
 		case errors.Is(err, stack.ErrWouldBlock):
-			src.WaitReadable()
+			src.WaitReadable(dst.Gone())
 		case errors.Is(err, io.EOF):
 			return nil
 		case err != nil:

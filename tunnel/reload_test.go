@@ -2,6 +2,7 @@ package tunnel
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"scpsvpn/peers"
+	"scpsvpn/stack"
 )
 
 // threeSites starts a with peers b and c, each with a as its peer, and an
@@ -257,4 +259,66 @@ func TestReloadKeyFileChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.waitLog("reload: cannot read the private key file; the endpoint keeps the key it started with", nil)
+}
+
+// TestFlowEndsWhileLocalWriteBlocked: a flow whose local server has
+// stopped taking data (its window full, the endpoint's write to it
+// blocked) while sending none itself ends when its peer is removed: the
+// endpoint resets the local connection at once rather than when the
+// server next reads. Through the binary a hub's reload took a removed
+// spoke's routes away before its flows ended, so the server's ACKs no
+// longer reached the hub's stack and the write to the server blocked; the
+// flow stayed open until the server's own timeout, in 1 run of 5-8 at
+// load 20 (TestReloadRemovesSpoke).
+func TestFlowEndsWhileLocalWriteBlocked(t *testing.T) {
+	_, a, b, c := threeSites(t)
+	accepted := a.listen(9) // a server on a's LAN that never reads
+	conn, err := c.dial("10.3.0.7:0", "10.1.0.5:9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var srv *stack.Conn
+	select {
+	case srv = <-accepted:
+	case <-time.After(waitTime):
+		t.Fatal("no connection at a's server")
+	}
+	defer srv.Close()
+	// c writes until the flow stalls: a's server's window, a's stream
+	// buffer and c's fill up.
+	written := make(chan int64, 1)
+	go func() {
+		var n int64
+		buf := make([]byte, 64<<10)
+		for {
+			conn.SetWriteDeadline(time.Now().Add(500 * time.Millisecond))
+			k, err := conn.Write(buf)
+			n += int64(k)
+			if err != nil {
+				written <- n
+				return
+			}
+		}
+	}()
+	select {
+	case n := <-written:
+		t.Logf("c wrote %d bytes before the flow stalled", n)
+	case <-time.After(waitTime):
+		t.Fatal("c's writes never stalled")
+	}
+	if got := a.ep.Stats().FlowsActive.Load(); got != 1 {
+		t.Fatalf("a carries %d flows, want the one", got)
+	}
+	if err := a.ep.Reload(a.config(a.peer(b))); err != nil {
+		t.Fatalf("reload without c: %v", err)
+	}
+	if !waitFor(waitTime, func() bool { return a.ep.Stats().FlowsActive.Load() == 0 }) {
+		t.Fatalf("a still carries %d flows after c was removed, its server not reading", a.ep.Stats().FlowsActive.Load())
+	}
+	// The server sees the reset once it reads what it was sent.
+	srv.SetReadDeadline(time.Now().Add(waitTime))
+	if _, err := io.Copy(io.Discard, srv); !isReset(err) {
+		t.Errorf("a's server after c was removed: %v, want a reset", err)
+	}
 }
