@@ -115,6 +115,12 @@ type sample struct {
 	at    time.Duration
 	bytes uint64
 	drops uint64 // forward packets the bottleneck queue dropped so far
+	// idle is how long the forward bottleneck had nothing to send so far,
+	// wire the forward link's bytes with their overhead, and sent the
+	// sender's counters then (shareSpent).
+	idle time.Duration
+	wire uint64
+	sent Stats
 }
 
 func (r result) pct() float64 { return 100 * r.goodput / r.limit }
@@ -220,7 +226,9 @@ func measure(t testing.TB, c condition, mode, loss string, seed uint64) result {
 		// Stream bytes that arrived (first copies; in-order delivery lags
 		// this by the repair time of a hole, one RTT at most).
 		got := s.a[1].streams.Flow.Recvd
-		res.series = append(res.series, sample{at: s.now, bytes: got, drops: s.dir[0].queueDrop})
+		d := s.dir[0]
+		res.series = append(res.series, sample{at: s.now, bytes: got, drops: d.queueDrop,
+			idle: d.idleAt(s.now), wire: d.bytes + d.sent*uint64(tunnelOverhead), sent: s.a[0].Stats()})
 		if tr := os.Getenv("SCPS_TRACE"); tr != "" && strings.Contains(c.name+" "+mode, tr) && (len(res.series)%8 == 0 || s.now < 4*rtt) {
 			n := len(res.series)
 			prev := res.series[max(n-9, 0)]

@@ -62,6 +62,15 @@ type simDir struct {
 	queueDrop uint64
 	bytes     uint64
 	lastAt    time.Duration // arrival of the latest packet (Jitter keeps order)
+	// idle sums the time the bottleneck had nothing to send (the rated
+	// link's queue empty) up to busyUntil; idleAt adds the idle time
+	// since.
+	idle time.Duration
+}
+
+// idleAt is how long the rated link of d had nothing to send before now.
+func (d *simDir) idleAt(now time.Duration) time.Duration {
+	return d.idle + max(now-d.busyUntil, 0)
 }
 
 type delivery struct {
@@ -207,6 +216,7 @@ func (d *simDir) carry(now time.Duration, rng *rand.Rand, size int) (at time.Dur
 			}
 		}
 		tx := time.Duration(float64(size+d.p.Overhead) * 8 / d.p.Rate * float64(time.Second))
+		d.idle += max(now-d.busyUntil, 0)
 		d.busyUntil = start + tx
 		at = d.busyUntil
 	}

@@ -55,6 +55,7 @@ type rounds struct {
 	lastMinRTT time.Duration
 	lastMaxIn  int
 	lastRate   float64 // bytes/s delivered in it
+	lastBytes  int     // bytes acknowledged in it
 	lastBurst  float64 // bytes acknowledged per ACK in it
 	count      uint64  // completed rounds
 }
@@ -85,6 +86,7 @@ func (r *rounds) onAck(now time.Time, ev AckEvent) bool {
 		r.lastRate = float64(r.bytes) / d.Seconds()
 	}
 	r.lastBurst = float64(r.bytes) / float64(r.acks)
+	r.lastBytes = r.bytes
 	if r.samples > 0 {
 		r.lastMinRTT = r.minRTT
 	}
