@@ -351,24 +351,29 @@ func handshakeFlood(t *testing.T, onLink bool) {
 	t.Logf("transfer: %d MiB, longest pause during the flood %v (at +%v), before it %v; restarted spoke 2 carried again after %v (%v without the flood)",
 		r.n>>20, gap.Round(time.Millisecond), at.Sub(floodStart).Round(time.Millisecond), gap0.Round(time.Millisecond),
 		in.Round(time.Millisecond), in0.Round(time.Millisecond))
-	// The flooder shares the machine, and reached 19,970 a second of its
-	// 20,000 at load 20 with two CPU burners. What matters is that the
-	// flood overloads the hub: five times its Diffie-Hellman budget
-	// (peers.Options.HandshakeRateGlobal, 400/s) at least. Below that the
-	// run cannot tell, and says so rather than blame the hub.
-	if budget := 400.0; sent < 5*budget {
-		t.Fatalf("the flooder managed only %.0f initiations a second, under five times the hub's budget of %.0f: no overload to test on this machine now", sent, budget)
+	// The flooder shares the machine: it reached 19,970 a second of its
+	// 20,000 at load 20 with two CPU burners, but a busier machine gives
+	// it less, so the hub is judged by what the flooder sent. Its
+	// Diffie-Hellman budget (peers.Options.HandshakeRateGlobal, 400/s,
+	// and a second of it as burst) pays for at most paid initiations
+	// over the flood, whatever the flood's rate; each initiation beyond
+	// that costs a cookie reply or, past the replies' share of the uplink
+	// (2%: a few hundred a second here), nothing. A flood of five times
+	// the budget or more (the usual case) loads the hub from its first
+	// second on: then hardly any costs a Diffie-Hellman at all.
+	const budget = 400.0
+	paid := uint64(budget * (floodEnd.Sub(floodStart).Seconds() + 1))
+	if dh > paid {
+		t.Errorf("the hub spent %d Diffie-Hellman operations on %d flood initiations, over its budget's %d", dh, f.sent, paid)
 	}
-	// Each flood initiation costs a cookie reply or, past the replies'
-	// share of the uplink (2%: a few hundred a second here), nothing.
-	if badMAC != 0 || cookies+limited < uint64(f.sent)/2 {
-		t.Errorf("the hub answered %d of %d flood initiations with a cookie and suppressed %d (%d had a bad mac1)", cookies, f.sent, limited, badMAC)
+	if sent >= 5*budget && dh > 1000 {
+		t.Errorf("the hub spent %d Diffie-Hellman operations on a flood of %.0f initiations a second", dh, sent)
+	}
+	if excess := uint64(f.sent) - min(uint64(f.sent), paid); badMAC != 0 || cookies+limited < excess/2 {
+		t.Errorf("the hub answered %d of the %d flood initiations beyond its budget with a cookie and suppressed %d (%d had a bad mac1)", cookies, excess, limited, badMAC)
 	}
 	if cookies > uint64(f.sent)/10 {
 		t.Errorf("the hub answered %d of %d flood initiations with a cookie: replies are not bounded", cookies, f.sent)
-	}
-	if dh > 1000 {
-		t.Errorf("the hub spent %d Diffie-Hellman operations on the flood", dh)
 	}
 	if bound := max(time.Second, 2*gap0); gap > bound {
 		t.Errorf("the transfer paused for %v during the flood (%v before it), want within %v", gap, gap0, bound)
