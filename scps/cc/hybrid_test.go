@@ -130,3 +130,42 @@ func TestFadeDrainPacedAtTheLinkRate(t *testing.T) {
 		}
 	}
 }
+
+// TestHybridSlowStartExitNotBeyondInFlight: told no rate, slow start's
+// window is no bound (the pacer is), and the queue that ends it comes
+// with a batch of ACKs a stalled host handed over at once: 40 ACKs 10 us
+// apart, and the rate of the last ones (the recent rate's ring) is seven
+// times the link's. The cut to that rate's pipe left a window of 65 MB
+// with 15 MB in flight (through the binary, 250/3 at load 16: 1 GiB,
+// avoidance paced at 1.25 times it per RTT, 16 Gbit/s, and 3.6% of the
+// transfer dropped at the modem queue). The window that built the queue
+// is at most what is in flight.
+func TestHybridSlowStartExitNotBeyondInFlight(t *testing.T) {
+	base := 650 * time.Millisecond
+	c := NewHybrid(Params{MaxDatagramSize: mss, RTT: NewRTTStats(base)})
+	c.p.RTT.Update(base, 0)
+	c.cwnd = maxWindow // slow start after the jump to the timed rate
+	const inFlight = 15 << 20
+	now := t0.Add(base)
+	sent := t0
+	// A round at 20 MB/s with no queue: slow start goes on.
+	step := time.Duration(float64(mss) / 20e6 * float64(time.Second))
+	for range 200 {
+		now, sent = now.Add(step), sent.Add(step)
+		c.OnAck(now, AckEvent{AckedBytes: mss, PriorInFlight: inFlight, LargestSentAt: sent, RTTUpdated: true, RTT: base})
+	}
+	if !c.InSlowStart() {
+		t.Fatalf("slow start ended without a queue (window %d)", c.Window())
+	}
+	// The batch: 20 ms of queue, handed over 10 us apart.
+	for range 40 {
+		now, sent = now.Add(10*time.Microsecond), sent.Add(step)
+		c.OnAck(now, AckEvent{AckedBytes: mss, PriorInFlight: inFlight, LargestSentAt: sent, RTTUpdated: true, RTT: base + 20*time.Millisecond})
+	}
+	if c.InSlowStart() {
+		t.Fatalf("slow start went on over 20 ms of queue")
+	}
+	if w := c.Window(); w > inFlight {
+		t.Errorf("window %d after slow start ended with %d bytes in flight, want at most that", w, inFlight)
+	}
+}
