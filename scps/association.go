@@ -271,7 +271,9 @@ func (a *Association) Deadline() time.Time {
 		a.ackBudget.Refill(a.now)
 		consider(max(t, a.ackBudget.ReadyAt(a.now, a.ackPacketCost())))
 	}
-	if a.sent.WindowOpen() {
+	if a.quietHold() {
+		consider(a.paths.quietUntil)
+	} else if a.sent.WindowOpen() {
 		if until, held := a.flightHold(); held {
 			consider(until)
 		} else if a.hasWork() {

@@ -90,10 +90,11 @@ func (a *Association) sendPath(rotate bool) int {
 		}
 		catchUp = ready
 	}
+	quiet := a.quietPath()
 	for s := set; s != 0; s &= s - 1 {
 		i := bits.TrailingZeros16(s)
 		a.sent.Use(i)
-		if !a.sent.WindowOpen() {
+		if !a.sent.WindowOpen() || i == quiet && !repair {
 			continue
 		}
 		at, share, rtt := a.sent.PacedAt(a.now), a.bondClock(i), a.sent.PathRTT(i).Smoothed()

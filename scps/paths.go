@@ -177,6 +177,11 @@ type pathSet struct {
 	// answerOwed: paths a probe came on, off the data path, not yet
 	// answered there (latency.go)
 	answerOwed uint16
+	// quiet, quietUntil, quietNext: the lowest-delay path holds its
+	// bulk until quietUntil, a peer's new stream just opened; the next
+	// quiet may begin at quietNext (latency.go).
+	quiet                 int
+	quietUntil, quietNext time.Duration
 	// ackRanges is onPathAck's scratch: the ranges of one ACK frame.
 	ackRanges []wire.AckRange
 }

@@ -152,6 +152,10 @@ func (a *Association) apply(f *wire.Frame, pn uint64) error {
 		if err := a.streams.OnStreamFrame(f, a.now, a.sent.RTT().Smoothed()); err != nil {
 			return a.protocolError("%v", err)
 		}
+		if f.HasMeta && !a.streams.IsLocal(f.StreamID) {
+			// A peer's stream opens (or its opening is repaired).
+			a.quietForAnswer()
+		}
 	case wire.FrameResetStream:
 		if err := a.streams.OnResetStream(f, a.now, a.sent.RTT().Smoothed()); err != nil {
 			return a.protocolError("%v", err)

@@ -48,7 +48,7 @@ func (a *Association) sendReady() bool {
 		}
 		a.sendPath(false)
 	}
-	if !a.sent.WindowOpen() || a.silenceHold() || !a.hasWork() && !a.copyReady() {
+	if !a.sent.WindowOpen() || a.silenceHold() || a.quietHold() || !a.hasWork() && !a.copyReady() {
 		return false
 	}
 	if _, held := a.flightHold(); held {
@@ -114,7 +114,7 @@ func (a *Association) plan() (p sendPlan, ok bool) {
 	a.expireDatagrams()
 	p.probe = a.sent.Probes() > 0 || a.pingPending
 	_, held := a.flightHold()
-	p.canSend = p.probe || (a.sent.WindowOpen() && a.sent.Paced() && !a.silenceHold() && !held)
+	p.canSend = p.probe || (a.sent.WindowOpen() && a.sent.Paced() && !a.silenceHold() && !held && !a.quietHold())
 	p.ackDue = a.ack.Due(a.now)
 	a.ackBudget.Refill(a.now)
 	if p.ackDue && !a.ackBudget.Ready(a.ackPacketCost()) {
