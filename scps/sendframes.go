@@ -18,9 +18,7 @@ import (
 func (a *Association) appendAck(b []byte, limit int) []byte {
 	rs := a.ack.Ranges()
 	delay := uint64((a.now - a.ack.LargestAt()) / time.Microsecond)
-	for len(rs) > 0 && len(b)+wire.AckFrameLen(delay, rs) > limit {
-		rs = rs[:len(rs)-1]
-	}
+	rs = rs[:wire.AckRangesFit(delay, rs, limit-len(b))]
 	if len(rs) == 0 {
 		return b
 	}

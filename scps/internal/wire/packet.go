@@ -107,6 +107,32 @@ func AckFrameLen(delay uint64, ranges []AckRange) int {
 	return n
 }
 
+// AckRangesFit returns how many of ranges, the highest first, an ACK
+// frame can carry in room bytes: the largest k with AckFrameLen(delay,
+// ranges[:k]) <= room (0 if not even the first fits). One pass: the
+// frame's length grows by each range's two varints and by its count's
+// varint, so the count of a few hundred ranges is not found by measuring
+// the frame anew for each one dropped, as it once was (quadratic).
+func AckRangesFit(delay uint64, ranges []AckRange, room int) int {
+	if len(ranges) == 0 {
+		return 0
+	}
+	// Without the count's varint; added for each k tried.
+	n := 1 + varint.Len(ranges[0].Largest) + varint.Len(delay) + varint.Len(ranges[0].Largest-ranges[0].Smallest)
+	if n+varint.Len(0) > room {
+		return 0
+	}
+	k := 1
+	for ; k < len(ranges); k++ {
+		m := n + varint.Len(ranges[k-1].Smallest-ranges[k].Largest-2) + varint.Len(ranges[k].Largest-ranges[k].Smallest)
+		if m+varint.Len(uint64(k)) > room {
+			break
+		}
+		n = m
+	}
+	return k
+}
+
 // AppendAck appends an ACK frame; ranges are highest first, disjoint and
 // non-adjacent (at least one missing packet between two ranges).
 func AppendAck(b []byte, delay uint64, ranges []AckRange) []byte {

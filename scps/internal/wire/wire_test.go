@@ -5,6 +5,7 @@ package wire
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -184,4 +185,56 @@ func FuzzParseFrame(f *testing.F) {
 			t.Fatalf("round trip changed the frame: %+v vs %+v", fr, fr2)
 		}
 	})
+}
+
+// randomAckRanges makes n disjoint, non-adjacent ranges, highest first,
+// with gaps and lengths of every varint size now and then.
+func randomAckRanges(rng *rand.Rand, n int) []AckRange {
+	rs := make([]AckRange, n)
+	pn := uint64(1) << 40
+	for i := range rs {
+		size := func() uint64 {
+			if rng.IntN(8) == 0 {
+				return rng.Uint64N(1 << 20)
+			}
+			return rng.Uint64N(40)
+		}
+		rs[i].Largest = pn
+		rs[i].Smallest = pn - size()
+		pn = rs[i].Smallest - 2 - size()
+	}
+	return rs
+}
+
+// TestAckRangesFit: AckRangesFit is the most ranges whose frame fits,
+// as measuring the frame for each count finds it.
+func TestAckRangesFit(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		rs := randomAckRanges(rng, rng.IntN(300))
+		delay := rng.Uint64N(1 << uint(rng.IntN(40)+1))
+		room := rng.IntN(1500) - 10
+		want := len(rs)
+		for want > 0 && AckFrameLen(delay, rs[:want]) > room {
+			want--
+		}
+		if got := AckRangesFit(delay, rs, room); got != want {
+			t.Fatalf("%d ranges, delay %d, room %d: %d fit, want %d", len(rs), delay, room, got, want)
+		}
+	}
+}
+
+// BenchmarkAckRangesFit: the ranges of an ACK after a batch with several
+// paths (maxUnsentRanges and more) cut to what a packet has room for.
+func BenchmarkAckRangesFit(b *testing.B) {
+	rs := randomAckRanges(rand.New(rand.NewPCG(3, 4)), 600)
+	for _, room := range []int{1200, 300} {
+		b.Run(fmt.Sprintf("room=%d", room), func(b *testing.B) {
+			for b.Loop() {
+				if AckRangesFit(7, rs, room) == 0 {
+					b.Fatal("nothing fits")
+				}
+			}
+		})
+	}
 }
