@@ -105,6 +105,9 @@ type association struct {
 	send     atomic.Uint64 // the session to seal on: the newest
 	dead     atomic.Bool   // ended here: it sends nothing more
 	learned  learnedPaths  // its paths' addresses, when it runs several (multipath.go)
+	// fecWide: the peer takes a repaired flow's wide blocks (capFecWide,
+	// quic.go); set as the association begins.
+	fecWide atomic.Bool
 }
 
 func (as *association) carries(id uint64) bool {
@@ -220,7 +223,7 @@ func untoldRates(cfg *scps.Config) {
 // payload is our handshake payload for the peer. It is called by peers
 // with the peer's lock held, so it reads only atomics.
 func (a *assoc) payload() []byte {
-	p := assocParams{version: wireVersion, caps: a.multipathCaps(), instance: a.e.instance}
+	p := assocParams{version: wireVersion, caps: a.multipathCaps() | capFecWide, instance: a.e.instance}
 	if as := a.cur.Load(); as != nil {
 		p.assoc = as.id
 	}
@@ -281,6 +284,7 @@ func (a *assoc) begin(id uint64, theirs assocParams, rtt time.Duration) {
 	as.addSession(id)
 	as.learned.on = len(a.cfg.Paths) > 0 || theirs.caps&capMultipath != 0
 	as.learned.first = len(a.cfg.Paths)
+	as.fecWide.Store(theirs.caps&capFecWide != 0)
 	ctx, cancel := context.WithCancel(a.e.ctx)
 	as.cancel = cancel
 	// The handshake came from the peer's endpoint, so its family is known

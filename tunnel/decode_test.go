@@ -182,6 +182,20 @@ func FuzzRepairFrame(f *testing.F) {
 		seed = append(seed, fr...)
 	}
 	f.Add(seed)
+	// Wide blocks: 64 datagrams and four parities, four of a block's
+	// frames lost.
+	frames, _ = fecFrames(7, 150, fecMaxBlock, fecMaxParities)
+	seed = nil
+	for i, fr := range frames {
+		if i%17 == 3 {
+			continue
+		}
+		seed = binary.BigEndian.AppendUint16(seed, uint16(len(fr)))
+		seed = append(seed, fr...)
+	}
+	f.Add(seed)
+	f.Add([]byte{0, 14, fecParity, 0, 0, 0, 7, 0, 0, 0, 0, 64, 0x43, 0, 9, 1})
+	f.Add([]byte{0, 11, fecData, 0, 0, 0, 7, 0xff, 0xff, 0xff, 0xff, 63, 0x45})
 	f.Add([]byte{0, 14, fecParity, 0, 0, 0, 7, 0, 0, 0, 0, 3, 0x21, 0, 9, 1})
 	f.Add([]byte{0, 11, fecData, 0, 0, 0, 7, 0xff, 0xff, 0xff, 0xff, 31, 0x45})
 	f.Add(append([]byte{0, fecResendLen}, appendFecResend(nil, 7, 3, 0x8000000000000005)...))
