@@ -228,24 +228,8 @@ func runMultipath(ctx context.Context, rc RunConfig, r *Result) (err error) {
 	r.PayloadBytes, r.DurationS = t.Bytes, t.Window.Seconds()
 	r.GoodputKBps = t.Goodput() / 1000
 	mp.Requests = len(t.Latencies)
-	for _, l := range t.Latencies {
-		mp.RequestMs = append(mp.RequestMs, ms(l))
-	}
-	if p, ok := Percentile(t.Latencies, 0.5); ok {
-		mp.P50Ms = ms(p)
-	}
-	if p, ok := Percentile(t.Latencies, 0.95); ok {
-		mp.P95Ms = ms(p)
-	}
-	for _, l := range t.HeldLatencies {
-		mp.HeldMs = append(mp.HeldMs, ms(l))
-	}
-	if p, ok := Percentile(t.HeldLatencies, 0.5); ok {
-		mp.HeldP50Ms = ms(p)
-	}
-	if p, ok := Percentile(t.HeldLatencies, 0.95); ok {
-		mp.HeldP95Ms = ms(p)
-	}
+	mp.RequestMs, mp.P50Ms, mp.P95Ms = latencyMs(t.Latencies)
+	mp.HeldMs, mp.HeldP50Ms, mp.HeldP95Ms = latencyMs(t.HeldLatencies)
 	if t.ProbeErr != nil {
 		mp.ProbeErr = oneLine(t.ProbeErr.Error())
 	}
@@ -760,4 +744,19 @@ func (rep *Report) renderMultipath(w io.Writer) {
 		p("| %s | %s | %d / %d | %d / %d | %.0f | %s | %d |\n", r.Condition, r.Contender, b.DataBytesA, b.DataBytesB, b.ProbesA, b.ProbesB, r.Multipath.MoveMs, back, b.DataAfterReturn)
 	}
 	p("\n")
+}
+
+// latencyMs gives requests' times in milliseconds and their p50 and p95
+// (zero when there were none).
+func latencyMs(ls []time.Duration) (each []float64, p50, p95 float64) {
+	for _, l := range ls {
+		each = append(each, ms(l))
+	}
+	if p, ok := Percentile(ls, 0.5); ok {
+		p50 = ms(p)
+	}
+	if p, ok := Percentile(ls, 0.95); ok {
+		p95 = ms(p)
+	}
+	return each, p50, p95
 }

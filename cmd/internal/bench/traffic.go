@@ -393,25 +393,36 @@ func windowEnd(err error, end time.Time) error {
 	return err
 }
 
+// dialEcho opens a connection asking the server to echo size-byte
+// messages until end (or until ctx ends); stop closes it. An error of the
+// request's write is the window's end's (windowEnd) when it came then.
+func dialEcho(ctx context.Context, cfg TransferConfig, end time.Time, size int) (net.Conn, func(), error) {
+	c, err := cfg.Dial(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dialing: %w", err)
+	}
+	unhook := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
+	stop := func() { unhook(); c.Close() }
+	c.SetDeadline(end)
+	if _, err := io.WriteString(c, request{mode: modeEcho, size: size}.String()); err != nil {
+		stop()
+		return nil, nil, windowEnd(fmt.Errorf("request: %w", err), end)
+	}
+	return c, stop, nil
+}
+
 // runProbe times small echoes on a second connection until end.
 func runProbe(ctx context.Context, cfg TransferConfig, end time.Time, res *Transfer) {
 	size := cfg.RequestSize
 	if size <= 0 {
 		size = 100
 	}
-	c, err := cfg.Dial(ctx)
+	c, stop, err := dialEcho(ctx, cfg, end, size)
 	if err != nil {
-		res.ProbeErr = fmt.Errorf("dialing the probe: %w", err)
+		res.ProbeErr = fmt.Errorf("probe: %w", err)
 		return
 	}
-	defer c.Close()
-	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
-	c.SetDeadline(end)
-	if _, err := io.WriteString(c, request{mode: modeEcho, size: size}.String()); err != nil {
-		res.ProbeErr = windowEnd(fmt.Errorf("probe request: %w", err), end)
-		return
-	}
 	msg := make([]byte, size)
 	reply := make([]byte, size)
 	tick := time.NewTicker(cfg.RequestEvery)
@@ -453,19 +464,12 @@ func runNewConnProbe(ctx context.Context, cfg TransferConfig, end time.Time, res
 	if size <= 0 {
 		size = 100
 	}
-	held, err := cfg.Dial(ctx)
+	held, stop, err := dialEcho(ctx, cfg, end, size)
 	if err != nil {
-		res.ProbeErr = fmt.Errorf("dialing the held probe: %w", err)
+		res.ProbeErr = fmt.Errorf("held probe: %w", err)
 		return
 	}
-	defer held.Close()
-	stop := context.AfterFunc(ctx, func() { held.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
-	held.SetDeadline(end)
-	if _, err := io.WriteString(held, request{mode: modeEcho, size: size}.String()); err != nil {
-		res.ProbeErr = windowEnd(fmt.Errorf("held probe request: %w", err), end)
-		return
-	}
 	msg := make([]byte, size)
 	reply := make([]byte, size)
 	wait := func(until time.Time) bool {
