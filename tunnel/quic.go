@@ -185,16 +185,74 @@ type quicFlows struct {
 // (its RcvbufErrors: 69 drops in one page load). Beyond quicBurst
 // datagrams they wait here, in order, and are written at three times
 // the peer's configured down rate; whatever follows waits behind them.
+// It does no I/O and reads no clock (admit, step): quicDeliver and
+// quicPace drive it, the tests in virtual time.
 type quicRelease struct {
 	mu      sync.Mutex
 	q       [][]byte
 	bytes   int
-	running bool // the pacer owns the queue (and writes outside mu)
+	running bool      // the pacer owns the queue (and writes outside mu)
+	start   time.Time // the pacer's schedule: sent bytes since start
+	sent    int
 }
 
 // quicBurst is how many datagrams are written to the TUN at once before
-// the rest is paced.
-const quicBurst = 32
+// the rest is paced; quicPaceBatch how many the pacer writes at a time.
+const (
+	quicBurst     = 32
+	quicPaceBatch = 8
+)
+
+// admit takes datagrams to deliver, in order (r.mu held). It returns
+// those to write now (none while the pacer runs: they queue behind
+// it), whether to start the pacer, and how many it dropped because the
+// pacer fell too far behind. paced: the peer's down rate is known. A
+// datagram that queues is copied: one delivered in order as it came
+// aliases the association's packet, valid only during its handler, and
+// read later it was another datagram (the release's reordering).
+func (r *quicRelease) admit(out [][]byte, paced bool) (now [][]byte, start bool, dropped int) {
+	if r.bytes > quicRxBytes {
+		// The pacer fell far behind (a stalled TUN): these are lost.
+		return nil, false, len(out)
+	}
+	if !paced || !r.running && len(out) <= quicBurst {
+		return out, false, 0
+	}
+	for _, p := range out {
+		r.q = append(r.q, slices.Clone(p))
+		r.bytes += len(p)
+	}
+	if r.running {
+		return nil, false, 0
+	}
+	r.running, r.start, r.sent = true, time.Time{}, 0
+	return nil, true, 0
+}
+
+// step takes the pacer's next batch at now (r.mu held) and returns when
+// the pacer may take the one after, at rate bytes/s; an empty batch:
+// the queue is empty, and the pacer stops.
+func (r *quicRelease) step(now time.Time, rate int64) (batch [][]byte, next time.Time) {
+	n := min(len(r.q), quicPaceBatch)
+	if n == 0 {
+		r.q, r.bytes, r.running = nil, 0, false
+		return nil, time.Time{}
+	}
+	due := func() time.Time {
+		return r.start.Add(time.Duration(float64(r.sent) / float64(rate) * float64(time.Second)))
+	}
+	if r.start.IsZero() || due().Before(now.Add(-10*time.Millisecond)) {
+		r.start, r.sent = now, 0 // no credit for a lull: no burst after it
+	}
+	batch = slices.Clone(r.q[:n])
+	clear(r.q[:n])
+	r.q = r.q[n:]
+	for _, p := range batch {
+		r.bytes -= len(p)
+		r.sent += len(p)
+	}
+	return batch, due()
+}
 
 // quicFlow is one repaired flow leaving: its datagrams wait in q for the
 // routine that numbers them, adds the parities and hands them to the
@@ -637,8 +695,11 @@ func (a *assoc) quicRxDone(f *quicRxFlow, out [][]byte, now time.Time) {
 	a.sendAsks(asks)
 }
 
-// quicDeliver writes a repaired flow's datagrams to the TUN, pacing a
-// burst (quicRelease) when the peer's down rate is configured.
+// quicDeliver writes a repaired flow's datagrams to the TUN, in order,
+// pacing a burst (quicRelease) when the peer's down rate is configured.
+// Called with rx.mu held, so that a direct write cannot overtake the
+// frame before it; the pacer writes outside both locks, but while it
+// runs nothing is written directly.
 func (a *assoc) quicDeliver(out [][]byte) {
 	if len(out) == 0 {
 		return
@@ -646,64 +707,43 @@ func (a *assoc) quicDeliver(out [][]byte) {
 	r := &a.quic.rel
 	rate := 3 * a.cfg.Link.Down / 8 // bytes/s
 	r.mu.Lock()
-	if r.bytes > quicRxBytes {
-		// The pacer fell far behind (a stalled TUN): these are lost.
-		r.mu.Unlock()
-		a.e.stats.QuicGivenUp.Add(uint64(len(out)))
-		return
-	}
-	if rate <= 0 || !r.running && len(out) <= quicBurst {
-		r.mu.Unlock()
-		for _, p := range out {
-			a.onIPDatagram(p)
-		}
-		return
-	}
-	for _, p := range out {
-		r.q = append(r.q, p)
-		r.bytes += len(p)
-	}
-	if r.running {
-		r.mu.Unlock()
-		return
-	}
-	r.running = true
+	now, start, dropped := r.admit(out, rate > 0)
 	r.mu.Unlock()
-	a.e.wg.Add(1)
-	go func() {
-		defer a.e.wg.Done()
-		a.quicPace(rate)
-	}()
+	if dropped > 0 {
+		a.e.stats.QuicGivenUp.Add(uint64(dropped))
+	}
+	for _, p := range now {
+		a.onIPDatagram(p)
+	}
+	if start {
+		a.e.wg.Add(1)
+		go func() {
+			defer a.e.wg.Done()
+			a.quicPace(rate)
+		}()
+	}
 }
 
 // quicPace writes the release queue's datagrams at rate bytes/s, a few
 // at a time, until it is empty.
 func (a *assoc) quicPace(rate int64) {
 	r := &a.quic.rel
-	start, sent := time.Now(), 0
 	for {
 		r.mu.Lock()
-		n := min(len(r.q), 8)
-		if n == 0 || a.e.ctx.Err() != nil {
-			r.q, r.bytes, r.running = nil, 0, false
-			r.mu.Unlock()
+		if a.e.ctx.Err() != nil {
+			r.q = nil
+			r.bytes = 0
+		}
+		batch, next := r.step(time.Now(), rate)
+		r.mu.Unlock()
+		if batch == nil {
 			return
 		}
-		batch := slices.Clone(r.q[:n])
-		r.q = r.q[n:]
-		for _, p := range batch {
-			r.bytes -= len(p)
-		}
-		r.mu.Unlock()
 		for _, p := range batch {
 			a.onIPDatagram(p)
-			sent += len(p)
 		}
-		d := time.Duration(float64(sent)/float64(rate)*float64(time.Second)) - time.Since(start)
-		if d > 0 {
+		if d := time.Until(next); d > 0 {
 			time.Sleep(d)
-		} else if d < -10*time.Millisecond {
-			start, sent = time.Now(), 0 // no credit for a lull: no burst after it
 		}
 	}
 }
