@@ -100,6 +100,13 @@ type Stats struct {
 	QuicResent   atomic.Uint64 // datagrams resent on the peer's request
 	QuicMarked   atomic.Uint64 // marked CE rather than dropped by the flow's queue
 	QuicParities atomic.Uint64 // parity datagrams sent (repair's overhead)
+	// QuicWaited counts datagrams the receiver held behind an earlier
+	// gap (a loss, or a frame swapped on the way) and delivered once it
+	// filled or was given up: the reordering repair turns into delay.
+	// QuicPaced counts those written by the paced release (a burst past
+	// quicBurst, and whatever came while it ran).
+	QuicWaited atomic.Uint64
+	QuicPaced  atomic.Uint64
 }
 
 // New prepares an endpoint; Run starts it. The zero Options opens the real

@@ -151,7 +151,7 @@ var (
 	descFlowsOverQuota = desc("flows_over_quota_total", "Streams a peer opened past its share of max_flows, refused.")
 	descControlBound   = desc("control_socket_bound", "1 while the endpoint holds its abstract control socket name, where scpsvpn status finds it; 0 when another process took the name first (the log says which).")
 	descDgramsOverQ    = desc("datagrams_over_quota_total", "Datagrams not relayed: over the sender's share of the next peer's uplink.")
-	descQuic           = desc("quic_datagrams_total", "QUIC datagrams (UDP on a peer's quic_ports) by what the quic policy did: refused with ICMP port unreachable (fallback), repaired (repair: rebuilt from parities by the receiver), held (repair: lost, resent while the receiver held the flow), given up (repair: the sender's queue full, or a gap not resent within the deadline), resent (repair: on the peer's request), marked (repair: CE rather than dropped by the sender's queue), parity (repair: parity datagrams sent, its overhead).", "outcome")
+	descQuic           = desc("quic_datagrams_total", "QUIC datagrams (UDP on a peer's quic_ports) by what the quic policy did: refused with ICMP port unreachable (fallback), repaired (repair: rebuilt from parities by the receiver), held (repair: lost, resent while the receiver held the flow), given up (repair: the sender's queue full, or a gap not resent within the deadline), resent (repair: on the peer's request), marked (repair: CE rather than dropped by the sender's queue), parity (repair: parity datagrams sent, its overhead), waited (repair: held behind an earlier gap, then delivered in order), paced (repair: written by the receiver's paced release).", "outcome")
 )
 
 // Describe sends every metric's description.
@@ -248,5 +248,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descQuic, k.QuicResent, "resent")
 	counter(descQuic, k.QuicMarked, "marked")
 	counter(descQuic, k.QuicParities, "parity")
+	counter(descQuic, k.QuicWaited, "waited")
+	counter(descQuic, k.QuicPaced, "paced")
 	gauge(descControlBound, b2f(st.Control.Bound))
 }

@@ -739,6 +739,7 @@ func (a *assoc) quicPace(rate int64) {
 		if batch == nil {
 			return
 		}
+		a.e.stats.QuicPaced.Add(uint64(len(batch)))
 		for _, p := range batch {
 			a.onIPDatagram(p)
 		}
@@ -990,7 +991,7 @@ func (rx *quicRx) put(st *Stats, f *quicRxFlow, seq uint32, pkt []byte, copyIt b
 	}
 	if seq == f.next {
 		f.next++
-		return rx.drain(f, append(out, pkt))
+		return rx.drain(st, f, append(out, pkt))
 	}
 	if _, ok := f.held[seq]; ok {
 		return out
@@ -999,7 +1000,7 @@ func (rx *quicRx) put(st *Stats, f *quicRxFlow, seq uint32, pkt []byte, copyIt b
 		// No room to wait for the gap: give it up.
 		out = rx.giveUpBefore(st, f, seq, out)
 		f.next++
-		return rx.drain(f, append(out, pkt))
+		return rx.drain(st, f, append(out, pkt))
 	}
 	if copyIt {
 		pkt = slices.Clone(pkt)
@@ -1013,7 +1014,7 @@ func (rx *quicRx) put(st *Stats, f *quicRxFlow, seq uint32, pkt []byte, copyIt b
 }
 
 // drain delivers the held datagrams that follow on.
-func (rx *quicRx) drain(f *quicRxFlow, out [][]byte) [][]byte {
+func (rx *quicRx) drain(st *Stats, f *quicRxFlow, out [][]byte) [][]byte {
 	for len(f.held) > 0 {
 		p, ok := f.held[f.next]
 		if !ok {
@@ -1023,6 +1024,7 @@ func (rx *quicRx) drain(f *quicRxFlow, out [][]byte) [][]byte {
 		rx.bytes -= len(p)
 		out = append(out, p)
 		f.next++
+		st.QuicWaited.Add(1)
 	}
 	if len(f.held) > 0 {
 		f.since = time.Now()
@@ -1044,6 +1046,7 @@ func (rx *quicRx) giveUpBefore(st *Stats, f *quicRxFlow, seq uint32, out [][]byt
 		}
 	}
 	slices.SortFunc(seqs, func(x, y uint32) int { return int(int32(x - y)) })
+	st.QuicWaited.Add(uint64(len(seqs)))
 	for _, s := range seqs {
 		out = append(out, f.held[s])
 		rx.bytes -= len(f.held[s])
@@ -1056,7 +1059,7 @@ func (rx *quicRx) giveUpBefore(st *Stats, f *quicRxFlow, seq uint32, out [][]byt
 	}
 	st.QuicGivenUp.Add(uint64(seq-f.next) - uint64(len(seqs)))
 	f.next = seq
-	return rx.drain(f, out)
+	return rx.drain(st, f, out)
 }
 
 // ask asks the sender again for the gaps before seq that are neither
@@ -1115,7 +1118,7 @@ func (rx *quicRx) expire(st *Stats, f *quicRxFlow, now time.Time, out [][]byte) 
 		delete(f.asked, f.next)
 		st.QuicGivenUp.Add(1)
 		f.next++
-		out = rx.drain(f, out)
+		out = rx.drain(st, f, out)
 	}
 	return out
 }

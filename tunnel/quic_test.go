@@ -775,8 +775,8 @@ func TestQuicReleaseInOrder(t *testing.T) {
 		}
 		last = seq
 	}
-	t.Logf("delivered %d of %d, %d through the pacer; rebuilt %d, resent while held %d, given up %d",
-		len(got), len(pkts), len(paced), st.QuicRepaired.Load(), st.QuicHeld.Load(), st.QuicGivenUp.Load())
+	t.Logf("delivered %d of %d, %d through the pacer, %d waited behind a gap; rebuilt %d, resent while held %d, given up %d",
+		len(got), len(pkts), len(paced), st.QuicWaited.Load(), st.QuicRepaired.Load(), st.QuicHeld.Load(), st.QuicGivenUp.Load())
 	if len(got) != len(pkts) || st.QuicGivenUp.Load() != 0 {
 		t.Errorf("delivered %d of %d, given up %d: want all", len(got), len(pkts), st.QuicGivenUp.Load())
 	}

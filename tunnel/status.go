@@ -67,7 +67,8 @@ type Counters struct {
 	// while the flow was held (the loss became delay), given up (past
 	// the resend's deadline, or the sender's queue full), resent on the
 	// peer's request, marked CE rather than dropped by the sender's
-	// queue, and the parity datagrams sent (repair's overhead).
+	// queue, the parity datagrams sent (repair's overhead), those held
+	// behind an earlier gap, and those the paced release wrote.
 	QuicRefused  uint64 `json:"quic_refused"`
 	QuicRepaired uint64 `json:"quic_repaired"`
 	QuicHeld     uint64 `json:"quic_held"`
@@ -75,6 +76,8 @@ type Counters struct {
 	QuicResent   uint64 `json:"quic_resent"`
 	QuicMarked   uint64 `json:"quic_marked"`
 	QuicParities uint64 `json:"quic_parities"`
+	QuicWaited   uint64 `json:"quic_waited"`
+	QuicPaced    uint64 `json:"quic_paced"`
 }
 
 // PeerStatus is one peer and its association.
@@ -127,7 +130,7 @@ func (e *Endpoint) Status() Status {
 			FlowsOverQuota: s.FlowsOverQuota.Load(), DatagramsOverQuota: s.DatagramsOverQuota.Load(),
 			QuicRefused: s.QuicRefused.Load(), QuicRepaired: s.QuicRepaired.Load(), QuicGivenUp: s.QuicGivenUp.Load(),
 			QuicHeld: s.QuicHeld.Load(), QuicResent: s.QuicResent.Load(), QuicMarked: s.QuicMarked.Load(),
-			QuicParities: s.QuicParities.Load(),
+			QuicParities: s.QuicParities.Load(), QuicWaited: s.QuicWaited.Load(), QuicPaced: s.QuicPaced.Load(),
 		},
 		Security: e.dev.Stats(),
 	}

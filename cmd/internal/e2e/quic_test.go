@@ -500,7 +500,7 @@ func logQuicCounters(t *testing.T, tb *testbed.Testbed, side testbed.Side) {
 	t.Helper()
 	st := statusOf(t, tb, side)
 	k := st.Counters
-	t.Logf("%s: quic repaired %d, held for a resend %d, given up %d, resent %d, marked CE %d, parities sent %d", side, k.QuicRepaired, k.QuicHeld, k.QuicGivenUp, k.QuicResent, k.QuicMarked, k.QuicParities)
+	t.Logf("%s: quic repaired %d, held for a resend %d, given up %d, resent %d, marked CE %d, parities sent %d, waited behind a gap %d, paced %d", side, k.QuicRepaired, k.QuicHeld, k.QuicGivenUp, k.QuicResent, k.QuicMarked, k.QuicParities, k.QuicWaited, k.QuicPaced)
 	for _, p := range st.Peers {
 		as := p.Association
 		t.Logf("%s: association packets sent %d, lost %d; datagrams sent %d, dropped before sending %d",
@@ -626,6 +626,15 @@ func traceSender(t *testing.T, tb *testbed.Testbed, start time.Time) (stop func(
 				time.Since(start).Seconds(), float64(as.BytesSent)/1e3, float64(as.BytesSent-last)/1e3, as.Cwnd, as.BytesInFlight, as.PacingRate*8/1e6, as.SRTT.Round(time.Millisecond),
 				as.PacketsLost, as.LossEventsCongestion, as.InSlowStart, as.Resume, as.ResumeRetreat, as.MinRTT.Round(time.Millisecond), as.LatestRTT.Round(time.Millisecond), as.DatagramsSent, as.DatagramsDropped, k.QuicRepaired, k.QuicHeld, k.QuicMarked, k.QuicGivenUp)
 			last = as.BytesSent
+			// The receiver's side of the download: what it rebuilt, held
+			// behind a gap (repair's delay), and paced to the client.
+			if out, err := statusIn(t, tb, testbed.A); err == nil {
+				var sa tunnel.Status
+				if json.Unmarshal(out, &sa) == nil {
+					ka := sa.Counters
+					t.Logf("trace %5.2fs A repaired %d held %d given up %d waited %d paced %d", time.Since(start).Seconds(), ka.QuicRepaired, ka.QuicHeld, ka.QuicGivenUp, ka.QuicWaited, ka.QuicPaced)
+				}
+			}
 		}
 	}()
 	return func() {
