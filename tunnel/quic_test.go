@@ -798,3 +798,51 @@ func TestQuicReleaseInOrder(t *testing.T) {
 		t.Errorf("release still pacing %v, %d bytes, %d queued at the end", pacing, rel.bytes, len(rel.q))
 	}
 }
+
+// TestQuicMarkerOncePerQueue: a flow's queue marks once a datagram has
+// waited half a round trip, and again only for a datagram that entered
+// the queue two round trips after the mark, when the cut shows: one
+// mark for one queue, and a flow that does not slow down marked every
+// two round trips and its queue's wait. Virtual time, a 600 ms path.
+func TestQuicMarkerOncePerQueue(t *testing.T) {
+	rtt := 600 * time.Millisecond
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	marks := func(wait func(ms int) int) (exits []int) {
+		m := quicMarker{rtt: rtt}
+		for e := 0; e < 4900; e += 10 { // entries, one every 10 ms
+			x := e + wait(e)
+			if m.due(at(e), at(x)) {
+				exits = append(exits, x)
+			}
+		}
+		return exits
+	}
+	// A queue that grows to 450 ms; the datagrams that enter from
+	// 1700 ms (a round trip after the mark, and some queue) see the cut
+	// and the queue drains to 200 ms, then (another flow joining) grows
+	// again.
+	responsive := func(e int) int {
+		switch {
+		case e < 1000:
+			return e * 45 / 100
+		case e < 1700:
+			return 450
+		case e < 2200:
+			return 450 - (e-1700)/2
+		case e < 3000:
+			return 200
+		default:
+			return 200 + (e-3000)/4
+		}
+	}
+	// Marked on entry 670 (waited 301 ms), then not before the queue's
+	// second rise passes 300 ms: entry 3410.
+	if got, want := marks(responsive), []int{971, 3712}; !slices.Equal(got, want) {
+		t.Errorf("marked at %v ms, want %v", got, want)
+	}
+	// A flow that ignores the marks: 400 ms of queue throughout.
+	if got, want := marks(func(int) int { return 400 }), []int{400, 2000, 3600, 5200}; !slices.Equal(got, want) {
+		t.Errorf("a flow that does not slow down marked at %v ms, want %v", got, want)
+	}
+}
