@@ -105,7 +105,7 @@ func (c *capacity) span(from, to trainPoint, mss int, inPkt bool) bool {
 	b := to.delivered - from.delivered
 	if arrived <= 0 || sent < 0 {
 		if arrived == 0 && sent == 0 {
-			c.take(b, 0, mss, inPkt) // a burst that arrived at once: too fast to time
+			c.take(b, 0, 0, mss, inPkt) // a burst that arrived at once: too fast to time
 		}
 		return true // reordered, or timing noise: wait for a later ACK
 	}
@@ -116,19 +116,32 @@ func (c *capacity) span(from, to trainPoint, mss int, inPkt bool) bool {
 			// the link to carry them): the link carried it at least
 			// this fast. Taken as no estimate, slow start paced at
 			// twice the initial window per round trip.
-			c.take(b, arrived, mss, inPkt)
+			c.take(b, arrived, sent, mss, inPkt)
 			return true
 		}
 		return inPkt
 	}
-	c.take(b, arrived, mss, inPkt)
+	c.take(b, arrived, sent, mss, inPkt)
 	return true
 }
 
-// take makes b bytes that arrived over arrived the estimate, if they are
-// enough to time; too short a span only says the train was fast. Once the
-// train was timed within one ACK packet (inPkt), only such spans move it.
-func (c *capacity) take(b int64, arrived time.Duration, mss int, inPkt bool) {
+// take makes b bytes that arrived over arrived, sent over sent, the
+// estimate, if they are enough to time; too short a span only says the
+// train was fast. Once the train was timed within one ACK packet
+// (inPkt), only such spans move it.
+//
+// A path delivers a span no faster than it was sent: arrivals closer
+// than that were batched on the way (an emulator's writer, a host's
+// socket read), and the estimate is at most b over sent. And a span
+// lowers an estimate only when it was sent at least at that rate: one
+// the sender sent slower (a page's next objects trickling in from the
+// server, a pacer below the estimate) can show only that the path
+// delayed it, not that the link is slower (as BBR keeps
+// application-limited samples from lowering its bandwidth). Through the
+// binary on a loaded host (LEO, 97 Mbit/s) spans of 10-40 kB sent at 6
+// Mbit/s arrived over twice their sending and took the estimate from
+// 39 to 1-3 Mbit/s, which paced the page's objects.
+func (c *capacity) take(b int64, arrived, sent time.Duration, mss int, inPkt bool) {
 	if b < int64(capacityMinPackets*mss) || c.pktTimed && !inPkt {
 		return
 	}
@@ -136,10 +149,23 @@ func (c *capacity) take(b int64, arrived time.Duration, mss int, inPkt bool) {
 		c.fast = true
 		return
 	}
-	if rate := float64(b) / arrived.Seconds(); !c.rising || rate > c.est || b >= c.estBytes {
-		c.est, c.estBytes = rate, b
-		c.pktTimed = c.pktTimed || inPkt
+	rate := float64(b) / max(arrived, sent).Seconds()
+	if rate < c.est && !c.mayLower(b, sent) {
+		return
 	}
+	c.est, c.estBytes = rate, b
+	c.pktTimed = c.pktTimed || inPkt
+}
+
+// mayLower reports whether a span of b bytes sent over sent may lower the
+// estimate: it was sent at least at the estimate's rate, and, while
+// rising, it spans at least the bytes of the estimate's train (a longer
+// train times the link better).
+func (c *capacity) mayLower(b int64, sent time.Duration) bool {
+	if sent > 0 && float64(b)/sent.Seconds() < c.est {
+		return false
+	}
+	return !c.rising || b >= c.estBytes
 }
 
 // estimate is the latest estimate in bytes/s (0: none).

@@ -210,3 +210,70 @@ func TestCapacityTimedWithinOneAckPacket(t *testing.T) {
 		}
 	}
 }
+
+// TestCapacityNotLoweredBySlowSpans: a flight timed at 12 MB/s (LEO's
+// 100 Mbit/s), then spans of the page's next packets the sender sent at
+// 0.75 MB/s (6 Mbit/s: the objects trickling in from a loaded server)
+// that arrived over twice their sending (a loaded receiving host). They
+// show that the path delayed them, not that the link is slower: through
+// the binary such spans took the estimate to 1-3 Mbit/s, and slow start
+// paced the page's objects at that. A span sent at the estimate's rate
+// or faster that arrives slower still lowers it.
+func TestCapacityNotLoweredBySlowSpans(t *testing.T) {
+	var c capacity
+	end := train(&c, t0.Add(40*time.Millisecond), 24, 8, 12e6, 0)
+	if got := c.estimate(); math.Abs(got-12e6)/12e6 > 0.01 {
+		t.Fatalf("the flight timed at %.0f B/s, want 12e6", got)
+	}
+	delivered := int64(24 * mss)
+	ack := func(sent, arrived time.Time, n int) {
+		delivered += int64(n * mss)
+		c.onAck(arrived, AckEvent{AckedBytes: n * mss, LargestSentAt: sent, RTTUpdated: true, RTT: arrived.Sub(sent)}, delivered, mss)
+	}
+	at := func(bytes int, rate float64) time.Duration { return time.Duration(float64(bytes) / rate * 1e9) }
+	slow := at(8*mss, 0.75e6) // 8 packets at 0.75 MB/s
+	sent := end.Add(5 * time.Millisecond)
+	for i := 0; i < 4; i++ {
+		ack(sent.Add(time.Duration(i)*slow), sent.Add(40*time.Millisecond+time.Duration(2*i)*slow), 8)
+	}
+	if got := c.estimate(); got < 12e6*0.99 {
+		t.Errorf("spans sent at 0.75 MB/s and arriving at half that lowered the estimate to %.0f B/s", got)
+	}
+	// Sent at 24 MB/s (a burst of 32 packets), arriving at 6 MB/s: the
+	// link is slower now.
+	sent = sent.Add(time.Second)
+	gap, arrive := at(mss, 24e6), at(mss, 6e6)
+	for i := 8; i <= 32; i += 8 {
+		ack(sent.Add(time.Duration(i)*gap), sent.Add(40*time.Millisecond+time.Duration(i)*arrive), 8)
+	}
+	if got := c.estimate(); math.Abs(got-6e6)/6e6 > 0.05 {
+		t.Errorf("a span sent at 24 MB/s that arrived at 6 MB/s left the estimate at %.0f B/s, want 6e6", got)
+	}
+}
+
+// TestCapacityNoFasterThanSent: the first flight left over 2 ms (a busy
+// sending host) and its arrivals were batched on the way into 1.2 ms (an
+// emulator's writer that woke late): a path delivers no faster than it
+// was sent into, so the estimate is at most the flight's bytes over its
+// sending (it read the flight over the 1.2 ms: 160 Mbit/s of a link that
+// carried it at 100).
+func TestCapacityNoFasterThanSent(t *testing.T) {
+	var c capacity
+	const n = 24
+	spread := 2 * time.Millisecond
+	c.flightAt, c.flightEnd = t0, t0.Add(spread)
+	var delivered int64
+	start := t0.Add(40 * time.Millisecond)
+	for i := 0; i < n; i++ {
+		sent := t0.Add(spread * time.Duration(i) / (n - 1))
+		arrived := start.Add(1200 * time.Microsecond * time.Duration(i) / (n - 1))
+		delivered += mss
+		if i%8 == 0 || i == n-1 {
+			c.onAck(arrived.Add(40*time.Millisecond), AckEvent{LargestSentAt: sent, RTTUpdated: true, RTT: 80 * time.Millisecond}, delivered, mss)
+		}
+	}
+	want := float64((n-1)*mss) / spread.Seconds()
+	if got := c.estimate(); got == 0 || got > want*1.01 {
+		t.Errorf("estimate %.0f B/s from a flight sent over %v, want at most %.0f", got, spread, want)
+	}
+}
