@@ -97,7 +97,7 @@ func (a *Association) sendPath(rotate bool) int {
 		if !a.sent.WindowOpen() || i == quiet && !repair {
 			continue
 		}
-		at, share, rtt := a.sent.PacedAt(a.now), a.bondClock(i), a.sent.PathRTT(i).Smoothed()
+		at, share, rtt := a.sent.PacedAt(a.now), a.bondClock(i), a.delayRank(i)
 		if at > 0 && catchUp && i != fastest && share+2*(at-a.now) <= a.now {
 			// Bulk data goes now, and this slower path's data clock
 			// lags by more than twice its pacer's wait: it carried
@@ -209,17 +209,48 @@ func (a *Association) ackStarved(set uint16) (int, bool) {
 	return best, best >= 0
 }
 
-// fastestPath is the path of set with the lowest smoothed RTT.
+// fastestPath is the path of set with the lowest delay (delayRank).
 func (a *Association) fastestPath(set uint16) int {
 	best, bestRTT := a.paths.data, time.Duration(0)
 	for s := set; s != 0; s &= s - 1 {
 		i := bits.TrailingZeros16(s)
-		if rtt := a.sent.PathRTT(i).Smoothed(); bestRTT == 0 || rtt < bestRTT {
+		if rtt := a.delayRank(i); bestRTT == 0 || rtt < bestRTT {
 			best, bestRTT = i, rtt
 		}
 	}
 	return best
 }
+
+// delayRank orders paths by delay: path i's smoothed RTT as its data
+// measured it, or while no data of it was acknowledged yet, as its
+// probes did; while neither did and the RTT was not told for it (a
+// learned path, or one told none), after every path whose delay is
+// known. Before a path carries data its controller's RTT is the initial
+// one, on a side that learned its paths another link's (the first's):
+// a learned GEO beside a LEO passed for the faster path in the bulk's
+// first round trips (its initial 40 ms below the LEO's measured RTT
+// with a slow start's queue), and the answer to a request on a new
+// connection went the GEO's way, 431 ms where the LEO's took 45 ms
+// through the binary; in the simulator the learned side's ACKs went
+// there too, and the far side took its LEO down for want of them
+// (TestPathLatencyBulkStart).
+func (a *Association) delayRank(i int) time.Duration {
+	if r := a.sent.PathRTT(i); r.Samples() > 0 {
+		return r.Smoothed()
+	}
+	p := &a.paths.p[i]
+	if p.rtt.Samples() > 0 {
+		return p.rtt.Smoothed()
+	}
+	if p.opts.Learned || p.opts.UntoldRTT {
+		return unknownDelay + a.sent.PathRTT(i).Smoothed()
+	}
+	return a.sent.PathRTT(i).Smoothed()
+}
+
+// unknownDelay places a path of unknown delay after the others in
+// delayRank.
+const unknownDelay = time.Hour
 
 // windowRTT is the RTT the automatic windows are sized by: the longest
 // smoothed RTT of the paths that may carry data, since the receiver must

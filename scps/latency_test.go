@@ -94,6 +94,25 @@ func TestProbeAnswered(t *testing.T) {
 // without a queue (its delays and the hosts' mean).
 func latencyBesideBulk(t *testing.T, links [2]bondLink, jitter, answerAfter, warm time.Duration, requests int) ([]time.Duration, float64, time.Duration) {
 	t.Helper()
+	return latencyBesideBulkAt(t, links, jitter, answerAfter, warm, requests, latencyPlan{})
+}
+
+// latencyPlan changes when latencyBesideBulkAt opens the bulk and the
+// requests.
+type latencyPlan struct {
+	// startAt, if set, is when request k opens (at once if that has
+	// passed), rather than 500 ms after the one before.
+	startAt func(k int) time.Duration
+	// bulkAt: the bulk download opens this late, the sites idle until
+	// then but for their probes (the bench's sites wait for both paths
+	// first).
+	bulkAt time.Duration
+}
+
+// latencyBesideBulkAt is latencyBesideBulk as plan says.
+func latencyBesideBulkAt(t *testing.T, links [2]bondLink, jitter, answerAfter, warm time.Duration, requests int, plan latencyPlan) ([]time.Duration, float64, time.Duration) {
+	startAt := plan.startAt
+	t.Helper()
 	fast := 0
 	if links[1].fwd.Delay < links[0].fwd.Delay {
 		fast = 1
@@ -107,7 +126,6 @@ func latencyBesideBulk(t *testing.T, links [2]bondLink, jitter, answerAfter, war
 		answer = &appStream{expect: 1000, replyAfterEOF: 1000, resetAfter: -1, held: answerAfter > 0}
 		return answer
 	}
-	dl := s.apps[0].open("stream-0", 0, -1)
 	// step runs the sites for a millisecond (or until the answer is
 	// due), cutting the links as they say.
 	step := func(until func() bool) {
@@ -128,6 +146,10 @@ func latencyBesideBulk(t *testing.T, links [2]bondLink, jitter, answerAfter, war
 		}
 	}
 	never := func() bool { return false }
+	for s.now < plan.bulkAt {
+		step(never)
+	}
+	dl := s.apps[0].open("stream-0", 0, -1)
 	for s.now < warm {
 		step(never)
 	}
@@ -138,6 +160,11 @@ func latencyBesideBulk(t *testing.T, links [2]bondLink, jitter, answerAfter, war
 	}
 	var waits, qd []time.Duration
 	for k := range requests {
+		if startAt != nil {
+			for s.now < startAt(k) {
+				step(never)
+			}
+		}
 		start := s.now
 		req := s.apps[0].open(fmt.Sprintf("stream-%d", 2*(k+1)), 1000, 1000)
 		for !req.eof {
@@ -147,7 +174,10 @@ func latencyBesideBulk(t *testing.T, links [2]bondLink, jitter, answerAfter, war
 			step(func() bool { return req.eof })
 		}
 		waits = append(waits, req.eofAt-start)
-		for next := s.now; s.now < start+500*time.Millisecond; {
+		if startAt != nil {
+			t.Logf("request %d at %v: answered in %v", k, start, req.eofAt-start)
+		}
+		for next := s.now; startAt == nil && s.now < start+500*time.Millisecond; {
 			step(never)
 			if s.now >= next {
 				qd = append(qd, max(0, fastDir.busyUntil-s.now))
@@ -160,7 +190,9 @@ func latencyBesideBulk(t *testing.T, links [2]bondLink, jitter, answerAfter, war
 	}
 	slices.Sort(waits)
 	slices.Sort(qd)
-	t.Logf("%s queue: p5 %v p50 %v p95 %v", links[fast].name, qd[len(qd)/20], qd[len(qd)/2], qd[len(qd)*19/20])
+	if len(qd) > 0 {
+		t.Logf("%s queue: p5 %v p50 %v p95 %v", links[fast].name, qd[len(qd)/20], qd[len(qd)/2], qd[len(qd)*19/20])
+	}
 	share := float64(dl.received-atWarm) * 8 / (s.now - warm).Seconds() / (links[0].limit() + links[1].limit())
 	for i := range 2 {
 		ps := pathOf(s.a[1], i)
@@ -222,5 +254,20 @@ func TestPathLatencyAnswered(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestPathLatencyBulkStart: the request beside bulk on LEO+GEO as the
+// bench runs it (latencyBesideBulk), the sites idle but for their probes
+// for 3 s, then the bulk download, a request every 100 ms from its
+// start: while the GEO has carried no data yet, its RTT at the side that
+// learned it is the told one (the LEO's 40 ms), and a light stream's
+// data must not go there for it; none of the requests crosses the GEO.
+func TestPathLatencyBulkStart(t *testing.T) {
+	const bulkAt, every, n = 800 * time.Millisecond, 100 * time.Millisecond, 30
+	startAt := func(k int) time.Duration { return bulkAt + time.Duration(k)*every }
+	waits, _, rtt := latencyBesideBulkAt(t, [2]bondLink{bondLEO, bondGEO}, 0, 3*time.Millisecond, bulkAt, n, latencyPlan{startAt: startAt, bulkAt: bulkAt})
+	if slowest := waits[len(waits)-1]; slowest > 3*rtt {
+		t.Errorf("slowest request in the bulk's first %v: %v, want at most %v (three LEO round trips; the GEO's way alone is 300 ms)", n*every, slowest, 3*rtt)
 	}
 }
