@@ -14,6 +14,9 @@ type bondLink struct {
 	name             string
 	fwd, rev         linkParams // fwd carries the download
 	cutEvery, cutFor time.Duration
+	// emuCut: the cuts take what is queued and on the way too, as
+	// linkemu's do (linkParams' CutEvery), not only what enters.
+	emuCut bool
 }
 
 // Links of issue-style sites (docs/multipath.md, "Figures").
@@ -183,6 +186,10 @@ func newBondSim(t *testing.T, links [2]bondLink, o bondOpts) *sim {
 		links[i].fwd.Overhead, links[i].rev.Overhead = tunnelOverhead, tunnelOverhead
 		links[i].fwd.StallEvery, links[i].fwd.StallFor = o.stallEvery, o.stallFor
 		links[i].fwd.Jitter, links[i].rev.Jitter = o.jitter, o.jitter
+		if links[i].emuCut {
+			links[i].fwd.CutEvery, links[i].fwd.CutFor = links[i].cutEvery, links[i].cutFor
+			links[i].rev.CutEvery, links[i].rev.CutFor = links[i].cutEvery, links[i].cutFor
+		}
 	}
 	cfgs := [2]Config{cfg, cfg}
 	var up [2]int64

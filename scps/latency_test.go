@@ -257,6 +257,27 @@ func TestPathLatencyAnswered(t *testing.T) {
 	}
 }
 
+// TestPathLatencyAcrossCut: the request beside bulk on LEO+GEO
+// (latencyBesideBulk) when the LEO's brief cut falls on it, the cut as
+// linkemu makes it (it takes what is queued and on the way too), one
+// request a cut, opened from 40 ms before the cut to 40 ms after it
+// begins: a request or answer caught in the cut waits for the LEO's
+// return (135-220 ms: the cut, then a repair found by the probe
+// timeout) rather than cross the GEO (its way alone 300 ms, and the
+// LEO's round trip).
+func TestPathLatencyAcrossCut(t *testing.T) {
+	leo := bondLEO
+	leo.cutEvery, leo.emuCut = 2*time.Second, true
+	const warm, step, first, n = 10 * time.Second, 10 * time.Millisecond, -40 * time.Millisecond, 9
+	startAt := func(k int) time.Duration {
+		return warm + time.Duration(k)*leo.cutEvery + first + time.Duration(k)*step
+	}
+	waits, _, rtt := latencyBesideBulkAt(t, [2]bondLink{leo, bondGEO}, 0, 3*time.Millisecond, warm-leo.cutEvery/2, n, latencyPlan{startAt: startAt})
+	if slowest, geo := waits[len(waits)-1], bondGEO.fwd.Delay+rtt; slowest >= geo {
+		t.Errorf("slowest request across the LEO's cut %v: want less than the GEO's way and the LEO's round trip, %v", slowest, geo)
+	}
+}
+
 // TestPathLatencyBulkStart: the request beside bulk on LEO+GEO as the
 // bench runs it (latencyBesideBulk), the sites idle but for their probes
 // for 3 s, then the bulk download, a request every 100 ms from its

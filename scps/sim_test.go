@@ -34,6 +34,11 @@ type linkParams struct {
 	ReorderDelay           time.Duration // the extra delay
 	Overhead               int           // bytes counted per packet for the rate
 	Down                   bool          // drop everything
+	// CutEvery, CutFor: an outage of CutFor every CutEvery (the first
+	// at CutEvery) as linkemu runs one: a packet that enters the link,
+	// leaves its queue or arrives during it is lost, so a cut also
+	// takes what was queued and on the way when it began.
+	CutEvery, CutFor time.Duration
 	// Jitter adds a uniform random delay in [0, Jitter) to each packet
 	// after the bottleneck, keeping the order (a host's processing delay:
 	// TUN, socket queues, scheduling), so it reorders nothing.
@@ -201,7 +206,7 @@ func (s *sim) transmit(from, path int, pn uint64, pkt []byte) {
 // reordering and duplication. It returns when the packet arrives and how
 // many copies do (0: dropped).
 func (d *simDir) carry(now time.Duration, rng *rand.Rand, size int) (at time.Duration, copies int) {
-	if d.p.Down {
+	if d.p.Down || d.p.cut(now) {
 		d.dropped++
 		return 0, 0
 	}
@@ -238,6 +243,10 @@ func (d *simDir) carry(now time.Duration, rng *rand.Rand, size int) (at time.Dur
 		d.dropped++
 		return 0, 0
 	}
+	if d.p.cut(at) || d.p.cut(at+d.p.Delay) {
+		d.dropped++
+		return 0, 0
+	}
 	at += d.p.Delay
 	if d.p.Jitter > 0 {
 		at = max(at+time.Duration(rng.Int64N(int64(d.p.Jitter))), d.lastAt)
@@ -254,6 +263,11 @@ func (d *simDir) carry(now time.Duration, rng *rand.Rand, size int) (at time.Dur
 		copies = 2
 	}
 	return at, copies
+}
+
+// cut reports whether t falls in one of the link's periodic outages.
+func (p *linkParams) cut(t time.Duration) bool {
+	return p.CutEvery > 0 && t >= p.CutEvery && t%p.CutEvery < p.CutFor
 }
 
 // handover is when the receiving host hands a packet that arrived at
