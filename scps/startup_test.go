@@ -207,3 +207,48 @@ func TestUntoldStartupReturnPathJitter(t *testing.T) {
 		})
 	}
 }
+
+// TestUntoldSendBufferFollowsTheEstimate: told no rate, the ACK packet
+// that brings the first flight's estimate raises the pacer at once, and
+// the streams' send buffers must follow it from that packet, not from
+// the next one. Sized before the packet's frames, from the rate of the
+// last packet sent, they stayed at the 4 MiB floor until another packet
+// came; through the binary (250/3 told nothing, the flight's ACKs in one
+// packet) that was a round trip later, and the first paced round carried
+// 4 MB of the 30 it was paced for. Here a later ACK comes 25 ms after, so
+// the check is on the state right after the estimate's packet.
+func TestUntoldSendBufferFollowsTheEstimate(t *testing.T) {
+	c := wrongRate(condK250(), 0)
+	cfg := DefaultConfig()
+	cfg.MaxPacketSize, cfg.WireOverhead = tunnelPacketSize, tunnelOverhead
+	cfg.InitialRTT = c.rtt
+	cfg.Congestion = "hybrid"
+	fwd, rev := c.fwd, c.rev
+	fwd.Overhead, rev.Overhead = tunnelOverhead, tunnelOverhead
+	s := newSim(t, 1, cfg, cfg, fwd, rev)
+	s.attach()
+	s.apps[1].onAccept = func(id uint64, meta []byte) *appStream {
+		return &appStream{expect: -1, resetAfter: -1}
+	}
+	s.apps[0].open("stream-0", 1<<40, 0)
+	a := s.a[0]
+	const jumped = 1e6 // bytes/s: the initial window per RTT is 145 kB/s
+	for at := time.Millisecond; at < 2*c.rtt; at += 100 * time.Microsecond {
+		s.runUntil(at, func() bool { return false })
+		rate := a.sent.Controller().PacingRate()
+		if rate < jumped {
+			continue
+		}
+		want := uint64(0.9 * windowBDPs * rate * a.windowRTT().Seconds())
+		t.Logf("at %v: pacing %.1f Mbit/s, send window %d, unsent limit %d (want >= %d)",
+			at, 8*rate/1e6, a.streams.SendRateWindow, a.streams.UnsentLimit, want)
+		if a.streams.SendRateWindow < want {
+			t.Errorf("send rate window %d bytes right after the pacer rose to %.1f Mbit/s, want >= %d", a.streams.SendRateWindow, 8*rate/1e6, want)
+		}
+		if a.streams.UnsentLimit < want/2 {
+			t.Errorf("unsent limit %d bytes right after the pacer rose to %.1f Mbit/s, want >= %d", a.streams.UnsentLimit, 8*rate/1e6, want/2)
+		}
+		return
+	}
+	t.Fatalf("the pacer never rose above %.0f kB/s within two round trips", jumped/1e3)
+}
