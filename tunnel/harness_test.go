@@ -36,6 +36,17 @@ import (
 // loaded 2-core VM running the race detector.
 const waitTime = 30 * time.Second
 
+// datagramQueue is how many non-TCP packets a site's LAN keeps for the
+// test to read (site.datagrams). The endpoint's TUN writer must not wait
+// on the test (a blocked writer would stall the endpoint's TCP flows too,
+// and hang a test that ignores datagrams), so a full queue drops; but a
+// drop is the harness's loss, not the tunnel's, and would make a test that
+// counts arrivals flaky: it fails the test instead (harness cleanup). A
+// test reads what it sends as it goes; the most any sends at once is
+// 1024 (TestQuicWideBlocks), so four times that leaves room for a slow
+// reader and the stragglers of an earlier round.
+const datagramQueue = 4096
+
 // logStore keeps every log record of a test's endpoints, to wait for
 // events and to show on failure.
 type logStore struct {
@@ -137,6 +148,9 @@ func newHarness(t *testing.T) *harness {
 		close(h.done)
 		for _, s := range h.sites {
 			s.host.Close()
+			if n := s.overflow.Load(); n > 0 {
+				t.Errorf("%s: the harness dropped %d datagrams the endpoint wrote to the TUN (its queue of %d was full): the test must read them as it goes", s.name, n, datagramQueue)
+			}
 		}
 		h.wg.Wait()
 		if t.Failed() {
@@ -198,6 +212,11 @@ type site struct {
 	host      *stack.Stack
 	tun       atomic.Pointer[tunneltest.TUN] // the running endpoint's, nil between runs
 	datagrams chan []byte                    // non-TCP packets the endpoint wrote to the TUN
+	// overflow counts non-TCP packets the endpoint wrote to the TUN while
+	// datagrams was full: lost by the harness, not the endpoint, so a
+	// test that counted arrivals would blame the tunnel. The harness fails
+	// a test that overflowed (see datagramQueue).
+	overflow atomic.Uint64
 	// tamper, if set, may change each packet the LAN routes into the TUN
 	// (its own copy), as a faulty LAN link would.
 	tamper atomic.Pointer[func(pkt []byte)]
@@ -229,7 +248,7 @@ func (h *harness) addSite(name, wire string, lan ...string) *site {
 		keyFile:   filepath.Join(t.TempDir(), name+".key"),
 		stateDir:  t.TempDir(),
 		wireAddr:  netip.MustParseAddrPort(wire),
-		datagrams: make(chan []byte, 1024),
+		datagrams: make(chan []byte, datagramQueue),
 	}
 	if err := os.WriteFile(s.keyFile, []byte(priv.String()+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -289,6 +308,7 @@ func (s *site) toHost(pkt []byte) {
 	select {
 	case s.datagrams <- pkt:
 	default:
+		s.overflow.Add(1)
 	}
 }
 
