@@ -362,6 +362,7 @@ type pacedFlow struct {
 	werr    error
 	done    chan struct{} // the client stopped writing
 	res     chan flowResult
+	end     time.Time // when the client stops writing
 }
 
 type flowResult struct {
@@ -432,13 +433,14 @@ func startPaced(t *testing.T, st *testbed.Star, name string, from, to int, dur t
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
+	f.end = time.Now().Add(dur)
 	go func() {
 		defer close(f.done)
 		defer c.Close()
 		chunk := make([]byte, 16<<10)
 		tick := time.NewTicker(5 * time.Millisecond)
 		defer tick.Stop()
-		end := time.Now().Add(dur)
+		end := f.end
 		for now := range tick.C {
 			if now.After(end) {
 				break
