@@ -23,7 +23,12 @@ import (
 )
 
 // multipathSites is a two-path testbed, both endpoints up, every path
-// known at both ends. B sends at most 20 Mbit/s, so a download lasts.
+// known at both ends. B's [peer.link] says up = 20 Mbit/s, but B learns
+// its paths from A's packets, and an association of learned paths drops
+// told rates (tunnel untoldRates): B would send at whatever the veths
+// take (24 MiB in about 3 s at load 15). So the download's server paces
+// itself at downloadRate (startDownload): a download lasts long enough
+// to be cut in the middle, and loads the machine lightly.
 func multipathSites(t *testing.T, backup bool) *testbed.Testbed {
 	t.Helper()
 	tb := twoSites(t, testbed.Config{
@@ -97,6 +102,9 @@ type pathDownload struct {
 	want  [32]byte
 }
 
+// downloadRate is the pace of startDownload's server, in bits/s.
+const downloadRate = 20_000_000
+
 func startDownload(t *testing.T, tb *testbed.Testbed, size int) *pathDownload {
 	t.Helper()
 	data, want := randomData(t, size)
@@ -105,7 +113,7 @@ func startDownload(t *testing.T, tb *testbed.Testbed, size int) *pathDownload {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	go serveEach(ln, func(c net.Conn) { c.Write(data); c.Close() })
+	go serveEach(ln, func(c net.Conn) { writePaced(c, data, downloadRate); c.Close() })
 	c, err := tb.Dial(testbed.A, "tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -141,6 +149,21 @@ func startDownload(t *testing.T, tb *testbed.Testbed, size int) *pathDownload {
 		}
 	}()
 	return d
+}
+
+// writePaced writes data to c at rate bits/s on average, in 64 KiB
+// writes, each no earlier than its share of the time (a late one is
+// caught up on).
+func writePaced(c net.Conn, data []byte, rate float64) error {
+	const chunk = 64 << 10
+	start := time.Now()
+	for off := 0; off < len(data); off += chunk {
+		time.Sleep(time.Until(start.Add(time.Duration(float64(off*8) / rate * float64(time.Second)))))
+		if _, err := c.Write(data[off:min(off+chunk, len(data))]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 var errSum = &sumError{}
@@ -206,7 +229,7 @@ const stallGuard = 5 * time.Second
 // and the other carrying the data.
 func TestMultipathFailover(t *testing.T) {
 	tb := multipathSites(t, false)
-	const size = 24 << 20 // about 10 s at 20 Mbit/s
+	const size = 24 << 20 // 10 s at downloadRate
 	d := startDownload(t, tb, size)
 	d.waitBytes(t, 4<<20, 20*time.Second)
 	// Both links are primaries, so the data is bonded across them: cut
@@ -215,6 +238,9 @@ func TestMultipathFailover(t *testing.T) {
 	used := 0
 	if onLink(t, tb, testbed.B, b, 1).DataBytesSent > onLink(t, tb, testbed.B, b, 0).DataBytesSent {
 		used = 1
+	}
+	if d.bytes() == size {
+		t.Fatal("the download ended before the cut")
 	}
 	cut := time.Now()
 	if err := tb.SetPathUp(used, false); err != nil {
@@ -264,7 +290,7 @@ func TestMultipathFailover(t *testing.T) {
 // when the primary returns.
 func TestMultipathBackup(t *testing.T) {
 	tb := multipathSites(t, true)
-	const size = 40 << 20 // about 16 s at 20 Mbit/s
+	const size = 40 << 20 // 17 s at downloadRate
 	d := startDownload(t, tb, size)
 	d.waitBytes(t, 4<<20, 20*time.Second)
 	a, b := pathsAt(t, tb, testbed.A), pathsAt(t, tb, testbed.B)
@@ -276,15 +302,17 @@ func TestMultipathBackup(t *testing.T) {
 			t.Errorf("%s: backup while the primary works: %+v: want probes only", side.side, p)
 		}
 	}
+	if d.bytes() == size {
+		t.Fatal("the download ended before the cut")
+	}
 	cut := time.Now()
 	if err := tb.SetPathUp(0, false); err != nil {
 		t.Fatal(err)
 	}
-	// The download goes on over the backup, unless it had (nearly)
-	// ended before the cut: the learned side drops [peer.link]'s rates,
-	// so B sends at the veth's pace, not 20 Mbit/s, and on a loaded
-	// machine the status commands above took long enough twice in ten
-	// runs. A download started after the cut goes on the backup anyway.
+	// The download goes on over the backup. (Before B's server paced
+	// itself, B sent at the veths' pace, not 20 Mbit/s, and the download
+	// had ended before the cut twice in ten loaded runs.) A download
+	// started after the cut goes on the backup too.
 	at := d.bytes()
 	d.waitBytes(t, min(at+4<<20, size), 30*time.Second)
 	d3 := startDownload(t, tb, 4<<20)
