@@ -151,6 +151,9 @@ func newHarness(t *testing.T) *harness {
 			if n := s.overflow.Load(); n > 0 {
 				t.Errorf("%s: the harness dropped %d datagrams the endpoint wrote to the TUN (its queue of %d was full): the test must read them as it goes", s.name, n, datagramQueue)
 			}
+			if n := s.backlogFull.Load(); n > 0 {
+				t.Errorf("%s: the harness aborted %d connections its LAN accepted (a listener's channel was full): the test must take them as they come", s.name, n)
+			}
 		}
 		h.wg.Wait()
 		if t.Failed() {
@@ -217,6 +220,10 @@ type site struct {
 	// test that counted arrivals would blame the tunnel. The harness fails
 	// a test that overflowed (see datagramQueue).
 	overflow atomic.Uint64
+	// backlogFull counts connections the LAN accepted for a listener
+	// whose channel was full, and aborted: a test that lost them would
+	// blame the tunnel, so the harness fails it too.
+	backlogFull atomic.Uint64
 	// tamper, if set, may change each packet the LAN routes into the TUN
 	// (its own copy), as a faulty LAN link would.
 	tamper atomic.Pointer[func(pkt []byte)]
@@ -329,6 +336,7 @@ func (s *site) serve(req *stack.TCPRequest) {
 		select {
 		case ch <- c:
 		default:
+			s.backlogFull.Add(1)
 			c.Abort()
 		}
 	}()
