@@ -70,6 +70,10 @@ type pathStore struct {
 	mu    sync.Mutex
 	m     map[pathKey]cc.PathState
 	dirty bool
+	// saving orders saves (the timers' and the one at shutdown may
+	// overlap): each takes its snapshot and writes it before the next
+	// takes its own, so an older snapshot never replaces a newer one.
+	saving sync.Mutex
 }
 
 // openPathStore loads the state file of interface name in dir. A missing
@@ -187,15 +191,18 @@ func (s *pathStore) evictOldestLocked() {
 
 // save writes the file if something changed since the last write.
 func (s *pathStore) save() {
+	s.saving.Lock()
+	defer s.saving.Unlock()
 	s.mu.Lock()
-	if s.file == "" || !s.dirty {
+	file := s.file
+	if file == "" || !s.dirty {
 		s.mu.Unlock()
 		return
 	}
 	b := marshalPathState(s.m)
 	s.dirty = false
 	s.mu.Unlock()
-	if err := writeAtomic(s.file, b); err != nil {
+	if err := writeAtomic(file, b); err != nil {
 		s.mu.Lock()
 		if s.file != "" {
 			s.log.Warn("path state not saved: no longer kept across restarts", "file", s.file, "err", err)

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -68,6 +69,44 @@ func TestPathStateNoDir(t *testing.T) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("state_dir created: %v", err)
 	}
+}
+
+// TestPathStateSavesInOrder: saves that overlap (the timers' and the one
+// at shutdown) write one after the other, so the file ends with the last
+// state put; one that fails ends the persistence for all, under the
+// race detector without a race.
+func TestPathStateSavesInOrder(t *testing.T) {
+	dir := t.TempDir()
+	s := openPathStore(dir, "scps0", slog.New(slog.DiscardHandler))
+	var k [32]byte
+	now := time.Now().Truncate(time.Second)
+	var wg sync.WaitGroup
+	for i := range 50 {
+		// Each put lowers the rate with Retreated set, which replaces
+		// the saved one: the last put is the file's entry.
+		s.put(k, cc.PathState{Rate: float64(1e6 - i), MinRTT: time.Second, At: now, Retreated: true})
+		wg.Add(1)
+		go func() { defer wg.Done(); s.save() }()
+	}
+	wg.Wait()
+	s.save()
+	loaded := openPathStore(dir, "scps0", slog.New(slog.DiscardHandler))
+	if p, ok := loaded.get(k, now); !ok || p.Rate != 1e6-49 {
+		t.Errorf("file after overlapping saves: %+v, %v; want the rate last put, %v", p, ok, 1e6-49)
+	}
+	// The directory gone, the saves fail, and the first to fail ends
+	// the persistence while others read the file's name.
+	os.RemoveAll(dir)
+	for i := range 20 {
+		s.put(k, cc.PathState{Rate: float64(1e5 - i), MinRTT: time.Second, At: now, Retreated: true})
+		wg.Add(1)
+		go func() { defer wg.Done(); s.save() }()
+	}
+	wg.Wait()
+	if s.mu.Lock(); s.file != "" {
+		t.Errorf("after failed saves the store still writes %s", s.file)
+	}
+	s.mu.Unlock()
 }
 
 // TestPathStateKeepsBetterRate: an association that carried little does
