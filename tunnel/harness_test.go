@@ -133,6 +133,7 @@ type harness struct {
 	sites []*site
 	done  chan struct{}
 	wg    sync.WaitGroup // the test servers' goroutines
+	dir   string         // the sites' key files and state_dirs (must be set)
 }
 
 // newHarness builds an empty network; at the end of the test every site is
@@ -140,7 +141,10 @@ type harness struct {
 func newHarness(t *testing.T) *harness {
 	t.Helper()
 	checkNoLeaks(t)
-	h := &harness{t: t, wire: tunneltest.NewWire(), logs: &logStore{}, done: make(chan struct{})}
+	// Made before the cleanup below is registered, so removed after it
+	// stopped the endpoints: a stopping endpoint saves its paths there.
+	dir := t.TempDir()
+	h := &harness{t: t, wire: tunneltest.NewWire(), logs: &logStore{}, done: make(chan struct{}), dir: dir}
 	t.Cleanup(func() {
 		for _, s := range h.sites {
 			s.stop()
@@ -252,12 +256,15 @@ func (h *harness) addSite(name, wire string, lan ...string) *site {
 		h:         h,
 		name:      name,
 		priv:      priv,
-		keyFile:   filepath.Join(t.TempDir(), name+".key"),
-		stateDir:  t.TempDir(),
+		keyFile:   filepath.Join(h.dir, name+".key"),
+		stateDir:  filepath.Join(h.dir, name+"-state"),
 		wireAddr:  netip.MustParseAddrPort(wire),
 		datagrams: make(chan []byte, datagramQueue),
 	}
 	if err := os.WriteFile(s.keyFile, []byte(priv.String()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(s.stateDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range lan {

@@ -120,7 +120,7 @@ func TestRealUDPSockets(t *testing.T) {
 // error naming the cause, and what the caller handed over is closed.
 func TestRunFailsCleanly(t *testing.T) {
 	checkNoLeaks(t)
-	h := &harness{t: t, wire: tunneltest.NewWire(), logs: &logStore{}, done: make(chan struct{})}
+	h := &harness{t: t, wire: tunneltest.NewWire(), logs: &logStore{}, done: make(chan struct{}), dir: t.TempDir()}
 	a := h.addSite("a", "192.0.2.1:4700", "10.1.0.0/24")
 	b := h.addSite("b", "192.0.2.2:4700", "10.2.0.0/24")
 	defer a.host.Close()
