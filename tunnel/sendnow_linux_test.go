@@ -30,13 +30,30 @@ func TestSendNowOnLinkARP(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		// Never unlocked: the thread ends with this goroutine, and the
-		// namespace with the thread and the sockets.
+		// The thread goes back to the process's namespace before it is
+		// unlocked. Left locked in the new one, it would end with this
+		// goroutine, unless it is the process's main thread, which Go
+		// never ends but parks: /proc/self/net (the main thread's) would
+		// then show the new namespace to every later test in the
+		// process (TestControlAbstractSocket listed no endpoint, once).
 		runtime.LockOSThread()
+		orig, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Errorf("the process's namespace: %v", err)
+			return
+		}
+		defer unix.Close(orig)
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 			t.Errorf("unshare: %v", err)
 			return
 		}
+		defer func() {
+			if err := unix.Setns(orig, unix.CLONE_NEWNET); err != nil {
+				t.Errorf("back to the process's namespace: %v", err)
+				return // stays locked: the thread ends with the goroutine
+			}
+			runtime.UnlockOSThread()
+		}()
 		sendNowOnLink(t)
 	}()
 	<-done
