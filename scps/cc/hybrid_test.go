@@ -169,3 +169,41 @@ func TestHybridSlowStartExitNotBeyondInFlight(t *testing.T) {
 		t.Errorf("window %d after slow start ended with %d bytes in flight, want at most that", w, inFlight)
 	}
 }
+
+// TestHybridFlightQueueDoesNotEndSlowStart: told no rate, RTT samples of
+// the first flight's own packets that carry a queue (the burst's, or its
+// ACKs' on a 64 kbit/s return link: 70-210 ms through the binary) do not
+// end slow start, which had cut the window to the flight's 45-65 kB on a
+// 1.5 MB pipe; samples of packets sent after the flight still do.
+func TestHybridFlightQueueDoesNotEndSlowStart(t *testing.T) {
+	base := 600 * time.Millisecond
+	c := NewHybrid(Params{MaxDatagramSize: mss, RTT: NewRTTStats(base)})
+	sent := t0
+	flight := c.FirstFlight() / mss
+	for range flight {
+		c.OnPacketSent(sent, mss, mss)
+		sent = sent.Add(10 * time.Microsecond)
+	}
+	now := t0.Add(base)
+	for i := range flight {
+		at := t0.Add(time.Duration(i) * 10 * time.Microsecond)
+		rtt := base + time.Duration(i)*7*time.Millisecond // each ACK 7 ms behind the last
+		now = at.Add(rtt)
+		c.p.RTT.Update(rtt, 0)
+		c.OnAck(now, AckEvent{AckedBytes: mss, PriorInFlight: flight * mss, LargestSentAt: at, RTTUpdated: true, RTT: rtt})
+	}
+	if !c.InSlowStart() {
+		t.Fatalf("slow start ended on the first flight's own samples (window %d)", c.Window())
+	}
+	// Packets sent after the flight that queue end it.
+	in := 2 * flight * mss
+	for i := range 40 {
+		at := now.Add(time.Duration(i) * time.Millisecond)
+		c.OnPacketSent(at, mss, in)
+		rtt := base + 50*time.Millisecond
+		c.OnAck(at.Add(rtt), AckEvent{AckedBytes: mss, PriorInFlight: in, LargestSentAt: at, RTTUpdated: true, RTT: rtt})
+	}
+	if c.InSlowStart() {
+		t.Fatalf("slow start went on over 50 ms of queue after the flight")
+	}
+}
