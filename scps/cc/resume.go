@@ -10,8 +10,9 @@ package cc
 //     the caller to keep, per peer, in memory and on disk;
 //   - reconnaissance: the new association confirms the path with an RTT
 //     sample (the handshake's, or the first ACK's): saved state older
-//     than ResumeLifetime, or a saved minimum RTT outside
-//     [current/resumeRTTRange, current*resumeRTTRange], is not used;
+//     than ResumeLifetime is not used, nor is a saved minimum RTT outside
+//     [current/resumeRTTRange, current*resumeRTTRange] in resumeDecline
+//     samples (one sample in range jumps at once);
 //   - unvalidated: the window jumps to a third of the saved
 //     bandwidth-delay product, paced over one RTT (a third of the saved
 //     rate);
@@ -48,6 +49,15 @@ const (
 	// saved rate says nothing of (the draft allows a factor of 10 up; a
 	// satellite path's RTT is its geometry, so two is plenty).
 	resumeRTTRange = 2
+	// resumeDecline is how many RTT samples outside resumeRTTRange decline
+	// the resume. One is not evidence enough: a host stalled for 100 ms
+	// over the handshake or the first ACK (a loaded machine's scheduling)
+	// gave one sample over twice a LEO path's and switched the resume off
+	// for the association, while the next sample was the path's. The
+	// second sample is the next ACK's, within the same round trip on a
+	// path that really changed; reconnaissance sends no more than slow
+	// start while it waits, so the wait costs nothing.
+	resumeDecline = 2
 	// resumeJumpShare is the share of the saved rate the unvalidated
 	// phase sends at. The draft allows up to half (jump_cwnd =
 	// saved_cwnd/2); nothing can come back before the first ACK, so the
@@ -159,6 +169,7 @@ type careful struct {
 	rate   float64       // bytes/s paced while unvalidated
 	jump   time.Time     // when the jump began
 	window float64       // the jump's window, bytes
+	misses int           // RTT samples outside resumeRTTRange in reconnaissance
 	// lastAck is when the latest ACK of the jump judged arrived (zero:
 	// none yet); firstRecv and firstSent are when the packet the first
 	// of them acknowledged arrived at the peer and was sent, and acked
@@ -187,11 +198,15 @@ func newCareful(p Params) careful {
 }
 
 // confirm runs reconnaissance at now with a current RTT sample and
-// returns the window to jump to (0: no jump).
+// returns the window to jump to (0: no jump). A sample out of range
+// declines the resume only when it is the resumeDecline-th (saved state
+// past its lifetime declines at once).
 func (r *careful) confirm(now time.Time, rtt time.Duration) float64 {
 	s := r.saved
 	if !r.inRange(now, rtt) {
-		r.phase = ResumeOff
+		if r.misses++; r.misses >= resumeDecline || !s.Usable(now) {
+			r.phase = ResumeOff
+		}
 		return 0
 	}
 	r.phase, r.jump = ResumeUnvalidated, now

@@ -21,6 +21,12 @@ type resumePath struct {
 	base time.Duration
 	// appRate, if set, is the rate the application offers (bytes/s).
 	appRate float64
+	// stallFirst stalls the receiver for this long from the first
+	// packet's arrival: the packets that arrive meanwhile are
+	// acknowledged at its end by one ACK, whose RTT sample (its largest
+	// packet's) holds the stall; the ACKs after it are the path's.
+	stallFirst time.Duration
+	stallEnd   time.Time // when the receiver's stall ends (zero: none)
 
 	now      time.Time
 	nextSend time.Time
@@ -36,6 +42,7 @@ type resumePath struct {
 type pendingAck struct {
 	at, sent time.Time
 	rtt      time.Duration
+	noSample bool // a later packet's ACK took the sample (stallFirst)
 }
 
 func newResumePath(saved PathState, rate float64, base time.Duration) *resumePath {
@@ -53,11 +60,13 @@ func (p *resumePath) run(end time.Time) {
 			p.acks = p.acks[1:]
 			prior := p.inFlight
 			p.inFlight -= mss
-			p.c.p.RTT.Update(a.rtt, 0)
+			if !a.noSample {
+				p.c.p.RTT.Update(a.rtt, 0)
+			}
 			if p.firstAck.IsZero() {
 				p.firstAck = p.now
 			}
-			p.c.OnAck(p.now, AckEvent{AckedBytes: mss, PriorInFlight: prior, LargestSentAt: a.sent, RTTUpdated: true, RTT: a.rtt})
+			p.c.OnAck(p.now, AckEvent{AckedBytes: mss, PriorInFlight: prior, LargestSentAt: a.sent, RTTUpdated: !a.noSample, RTT: a.rtt})
 			if p.retreatAt.IsZero() && p.c.ResumePhase() == ResumeRetreated {
 				p.retreatAt = p.now
 			}
@@ -73,7 +82,18 @@ func (p *resumePath) run(end time.Time) {
 			p.linkFree = depart
 			p.maxQueue = max(p.maxQueue, depart.Sub(p.now)-perPacket)
 			rtt := depart.Sub(p.now) + p.base
-			p.acks = append(p.acks, pendingAck{at: p.now.Add(rtt), sent: p.now, rtt: rtt})
+			if recv := p.now.Add(rtt - p.base/2); p.stallFirst > 0 {
+				if p.stallEnd.IsZero() {
+					p.stallEnd = recv.Add(p.stallFirst)
+				}
+				if recv.Before(p.stallEnd) {
+					for i := range p.acks {
+						p.acks[i].noSample = true
+					}
+					rtt = p.stallEnd.Add(p.base / 2).Sub(p.now)
+				}
+			}
+			p.addAck(pendingAck{at: p.now.Add(rtt), sent: p.now, rtt: rtt})
 			pace := p.c.PacingRate()
 			if p.appRate > 0 && (pace <= 0 || p.appRate < pace) {
 				pace = p.appRate
@@ -87,6 +107,17 @@ func (p *resumePath) run(end time.Time) {
 			}
 		}
 	}
+}
+
+// addAck queues a in the order of arrival.
+func (p *resumePath) addAck(a pendingAck) {
+	i := len(p.acks)
+	for i > 0 && p.acks[i-1].at.After(a.at) {
+		i--
+	}
+	p.acks = append(p.acks, pendingAck{})
+	copy(p.acks[i+1:], p.acks[i:])
+	p.acks[i] = a
 }
 
 // savedGEO is a path saved at 1.2 MB/s (about 10 Mbit/s), 600 ms.
@@ -216,11 +247,66 @@ func TestCarefulResumeWaitsOutALateHandshakeRTT(t *testing.T) {
 	if ph, jump := c.ResumePhase(), resumeJumpShare*saved.Rate*saved.MinRTT.Seconds(); ph != ResumeUnvalidated || float64(c.Window()) < 0.99*jump {
 		t.Errorf("after the first ACK's sample: phase %v, window %d, want unvalidated and the jump's %.0f", ph, c.Window(), jump)
 	}
-	// A first ACK's sample far off the saved RTT still refuses it.
+	// The first two ACKs' samples far off the saved RTT still refuse it
+	// (one alone may be a stalled host's: resumeDecline).
 	c = NewHybrid(Params{MaxDatagramSize: mss, RTT: NewRTTStats(saved.MinRTT), Resume: &Resume{Saved: saved, RTT: 5 * saved.MinRTT}})
 	c.OnPacketSent(t0, mss, 0)
+	c.OnPacketSent(t0, mss, mss)
+	c.OnAck(t0.Add(5*saved.MinRTT), AckEvent{AckedBytes: mss, PriorInFlight: 2 * mss, LargestSentAt: t0, RTTUpdated: true, RTT: 5 * saved.MinRTT})
+	if ph := c.ResumePhase(); ph != ResumeRecon {
+		t.Errorf("phase %v after one ACK's sample 5x the saved RTT, want reconnaissance", ph)
+	}
 	c.OnAck(t0.Add(5*saved.MinRTT), AckEvent{AckedBytes: mss, PriorInFlight: mss, LargestSentAt: t0, RTTUpdated: true, RTT: 5 * saved.MinRTT})
 	if ph := c.ResumePhase(); ph != ResumeOff {
-		t.Errorf("phase %v after an ACK's sample 5x the saved RTT, want off", ph)
+		t.Errorf("phase %v after two ACKs' samples 5x the saved RTT, want off", ph)
+	}
+}
+
+func TestCarefulResumeOutlastsOneStalledSample(t *testing.T) {
+	// A LEO path as saved, but the host stalled 100 ms over the
+	// handshake and the first ACK: both samples are over twice the
+	// saved RTT, the next ACK's is the path's. One delayed sample is not
+	// a changed path: the resume jumps on the next one and validates.
+	saved := PathState{Rate: 2.5e6, MinRTT: 40 * time.Millisecond, At: t0}
+	p := newResumePath(saved, saved.Rate, saved.MinRTT)
+	p.c.cr.rtt = saved.MinRTT + 100*time.Millisecond
+	p.stallFirst = 100 * time.Millisecond
+	p.run(t0.Add(saved.MinRTT + 150*time.Millisecond))
+	if ph := p.c.ResumePhase(); ph == ResumeOff || ph == ResumeRecon {
+		t.Fatalf("phase %v after one stalled sample and the path's, want a jump", ph)
+	}
+	p.run(t0.Add(time.Second))
+	if ph := p.c.ResumePhase(); ph != resumeNormalAfter {
+		t.Errorf("phase %v after a second, want validated", ph)
+	}
+	if w, bdp := p.c.Window(), saved.Rate*saved.MinRTT.Seconds(); float64(w) < 0.9*bdp {
+		t.Errorf("window %d after validating, the path's BDP is %.0f", w, bdp)
+	}
+}
+
+func TestCarefulResumeDeclinesAPathWhoseRTTDoubled(t *testing.T) {
+	// The saved LEO path's RTT went from 40 ms to 100 ms (another
+	// route): every sample says so, and the resume is declined by the
+	// second ACK, without a jump.
+	saved := PathState{Rate: 2.5e6, MinRTT: 40 * time.Millisecond, At: t0}
+	base := 100 * time.Millisecond
+	p := newResumePath(saved, saved.Rate, base)
+	p.c.cr.rtt = base
+	iw := p.c.Window()
+	var off time.Time
+	for end := t0.Add(3 * base); p.now.Before(end); {
+		p.run(p.now.Add(time.Millisecond))
+		if w := p.c.Window(); p.c.ResumePhase() == ResumeRecon && w > 2*iw {
+			t.Fatalf("window %d in reconnaissance, the initial window is %d: it jumped", w, iw)
+		}
+		if off.IsZero() && p.c.ResumePhase() == ResumeOff {
+			off = p.now
+		}
+	}
+	if off.IsZero() {
+		t.Fatalf("phase %v after three round trips of a path at 2.5x the saved RTT, want off", p.c.ResumePhase())
+	}
+	if d := off.Sub(p.firstAck); d > 5*time.Millisecond {
+		t.Errorf("declined %v after the first ACK, want by the second ACK (a few ms)", d)
 	}
 }
