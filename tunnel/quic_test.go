@@ -611,6 +611,28 @@ func fecFrames(flow uint32, n, k, m int) (frames [][]byte, pkts [][]byte) {
 // third asked loses both): only a gap whose two resends were both lost
 // is given up, once its wait passed.
 // Its budget is whole again at the end.
+// dueFrame is a frame the virtual-time receiver tests deliver at a
+// later moment (a resend crossing the hop).
+type dueFrame struct {
+	at time.Time
+	fr []byte
+}
+
+// rxAdvance brings the receiver to now: it takes the resends due by
+// then, and delivers what flow's hold lets go; it returns the resends
+// still on their way.
+func rxAdvance(rx *quicRx, st *Stats, flow uint32, now time.Time, resends []dueFrame, take func([]byte), deliver func([][]byte)) []dueFrame {
+	for len(resends) > 0 && !now.Before(resends[0].at) {
+		take(resends[0].fr)
+		resends = resends[1:]
+	}
+	if f := rx.flows[flow]; f != nil {
+		rx.now = now
+		deliver(rx.holdOver(st, f, now))
+	}
+	return resends
+}
+
 func TestQuicRxInOrder(t *testing.T) {
 	frames, pkts := fecFrames(9, 2000, 16, 2)
 	data := map[uint32][]byte{}
@@ -625,11 +647,7 @@ func TestQuicRxInOrder(t *testing.T) {
 	var got [][]byte
 	now := time.Unix(1000, 0)
 	// Resends arrive 100 frames (ms) after the request.
-	type resend struct {
-		at time.Time
-		fr []byte
-	}
-	var resends []resend
+	var resends []dueFrame
 	asked, bothLost := 0, 0
 	deliver := func(out [][]byte) {
 		for _, p := range out {
@@ -654,7 +672,7 @@ func TestQuicRxInOrder(t *testing.T) {
 					copies = 1
 				}
 				for range copies {
-					resends = append(resends, resend{now.Add(100 * time.Millisecond), data[h.seq+uint32(i)]})
+					resends = append(resends, dueFrame{now.Add(100 * time.Millisecond), data[h.seq+uint32(i)]})
 				}
 			}
 		}
@@ -665,14 +683,7 @@ func TestQuicRxInOrder(t *testing.T) {
 	}
 	tick := func() {
 		now = now.Add(time.Millisecond)
-		for len(resends) > 0 && !now.Before(resends[0].at) {
-			take(resends[0].fr)
-			resends = resends[1:]
-		}
-		if f := rx.flows[9]; f != nil {
-			rx.now = now
-			deliver(rx.holdOver(&st, f, now))
-		}
+		resends = rxAdvance(&rx, &st, 9, now, resends, take, deliver)
 	}
 	for i := 0; i < len(frames); i++ {
 		tick()
@@ -737,11 +748,7 @@ func TestQuicReleaseInOrder(t *testing.T) {
 	}
 	var paced []write
 	pacing, pacerAt := false, time.Time{}
-	type resend struct {
-		at time.Time
-		fr []byte
-	}
-	var resends []resend
+	var resends []dueFrame
 	wire := make([]byte, 2048)
 	deliver := func(out [][]byte) {
 		direct, start, dropped := rel.admit(out, true)
@@ -765,7 +772,7 @@ func TestQuicReleaseInOrder(t *testing.T) {
 			for i := range 64 {
 				if h.mask&(1<<i) != 0 {
 					fr := appendFecData(nil, 9, h.seq+uint32(i), 0, pkts[h.seq+uint32(i)])
-					resends = append(resends, resend{now.Add(100 * time.Millisecond), fr})
+					resends = append(resends, dueFrame{now.Add(100 * time.Millisecond), fr})
 				}
 			}
 		}
@@ -781,14 +788,7 @@ func TestQuicReleaseInOrder(t *testing.T) {
 	}
 	tick := func() {
 		now = now.Add(100 * time.Microsecond)
-		for len(resends) > 0 && !now.Before(resends[0].at) {
-			take(resends[0].fr)
-			resends = resends[1:]
-		}
-		if f := rx.flows[9]; f != nil {
-			rx.now = now
-			deliver(rx.holdOver(&st, f, now))
-		}
+		resends = rxAdvance(&rx, &st, 9, now, resends, take, deliver)
 		for pacing && !now.Before(pacerAt) {
 			batch, next := rel.step(now, rate)
 			if batch == nil {
