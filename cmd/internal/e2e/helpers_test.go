@@ -8,12 +8,16 @@ import (
 	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,7 +43,8 @@ func run(m *testing.M) int {
 		return runSquatter(name) // a child of TestControlSocketTakenByAnotherUser
 	}
 	if os.Geteuid() == 0 {
-		dir, err := os.MkdirTemp("", "scpsvpn-e2e-")
+		sweepWorkDirs()
+		dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", workDirPrefix, os.Getpid()))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
@@ -56,7 +61,68 @@ func run(m *testing.M) int {
 			return 1
 		}
 	}
-	return m.Run()
+	code := m.Run()
+	if left := leftovers(); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "e2e: the tests left behind (a test's cleanup missed them; failed or not, each test removes what it made):\n  %s\n",
+			strings.Join(left, "\n  "))
+		return 1
+	}
+	return code
+}
+
+// workDirPrefix starts the name of each run's work directory, followed by
+// the run's process ID: a run killed before its deferred removal (a
+// timeout, a kill) leaves its directory, with the binary in it, for the
+// next run to remove.
+const workDirPrefix = "scpsvpn-e2e-"
+
+// sweepWorkDirs removes the work directories of runs whose process is
+// gone (a testbed's own namespaces and directories are swept by the
+// next testbed).
+func sweepWorkDirs() {
+	entries, _ := os.ReadDir(os.TempDir())
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), workDirPrefix)
+		pidText, _, dash := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || !dash || !e.IsDir() || err != nil || pid <= 0 || pid > 1<<22 { // PID_MAX_LIMIT
+			continue
+		}
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			os.RemoveAll(filepath.Join(os.TempDir(), e.Name()))
+		}
+	}
+}
+
+// leftovers lists what this test process made and did not remove once
+// every test ended: testbed namespaces and directories, and child
+// processes (an endpoint, a server, a flooder), running or unreaped.
+// A test that fails still removes what it made; only a killed process
+// leaves its namespaces, for the next testbed's sweep.
+func leftovers() []string {
+	left := testbed.LeftBy(os.Getpid())
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) < 2 || f[1] != fmt.Sprint(os.Getpid()) {
+			continue
+		}
+		cmdline, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		left = append(left, fmt.Sprintf("process %s (state %s): %s", e.Name(), f[0], strings.ReplaceAll(strings.TrimRight(string(cmdline), "\x00"), "\x00", " ")))
+	}
+	return left
 }
 
 // twoSites builds a testbed, starts both endpoints and waits until the
