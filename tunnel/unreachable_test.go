@@ -81,9 +81,12 @@ func TestUnreachableRateLimit(t *testing.T) {
 	}
 }
 
+// FuzzUnreachable: whatever a LAN host sends, the refusals built from it
+// parse, and the QUIC path's reads of it (ports, CE mark) keep it a packet.
 func FuzzUnreachable(f *testing.F) {
 	f.Add(ipv4Packet(1, [4]byte{10, 1, 0, 1}, [4]byte{10, 3, 0, 9}, 8))
 	f.Add(ipv6Packet(58, netip.MustParseAddr("fd00:1::1"), netip.MustParseAddr("fd00:3::9"), 8))
+	f.Add(udpPacket(netip.MustParseAddrPort("10.1.0.7:40000"), netip.MustParseAddrPort("10.2.0.5:443"), []byte("quic initial")))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		info, ok := parseIP(b)
 		if !ok {
@@ -92,6 +95,20 @@ func FuzzUnreachable(f *testing.F) {
 		if out := unreachable(b, info); out != nil {
 			if _, ok := parseIP(out); !ok {
 				t.Fatal("reply does not parse")
+			}
+		}
+		// The QUIC path's reads of a LAN packet: its ports, the refusal
+		// (quic = "fallback"), and the marker's in-place CE mark.
+		if _, _, ok := udpPorts(b, info); ok {
+			if out := portUnreachable(b, info); out != nil {
+				if _, ok := parseIP(out); !ok {
+					t.Fatal("port unreachable does not parse")
+				}
+			}
+		}
+		if markCE(b) {
+			if again, ok := parseIP(b); !ok || again != info {
+				t.Fatalf("marked CE, the packet reads %+v %v, was %+v", again, ok, info)
 			}
 		}
 	})
