@@ -204,7 +204,7 @@ func h3Fetch(t *testing.T, tb *testbed.Testbed, f quicFiles, addr netip.Addr, wa
 		srvArgs = append(srvArgs, "--qlog-dir="+dir)
 		cliArgs = append(cliArgs, "--qlog-dir="+dir)
 	}
-	srvOut, stop := serveAtB(t, tb, "gtlsserver", append(srvArgs, addr.String(), "443", f.key, f.cert)...)
+	srvOut, stop := serveAtB(t, tb, "udp", 443, "gtlsserver", append(srvArgs, addr.String(), "443", f.key, f.cert)...)
 	defer stop()
 	cliArgs = append(cliArgs, addr.String(), "443")
 	paths := slices.Sorted(maps.Keys(want))
@@ -217,6 +217,7 @@ func h3Fetch(t *testing.T, tb *testbed.Testbed, f quicFiles, addr netip.Addr, wa
 	took := time.Since(start)
 	stopTrace()
 	if err != nil {
+		stop() // its output is whole, and no longer written, once it ended
 		t.Fatalf("gtlsclient %v: %v\n%s\nserver: %s", paths, err, out, srvOut.String())
 	}
 	if snmp, err := tb.Exec(testbed.A, "grep", "^Udp:", "/proc/net/snmp"); err == nil {
@@ -401,21 +402,69 @@ func TestQuicRepairOverGEO(t *testing.T) {
 	}
 }
 
-// serveAtB starts a server program at site B and gives it time to bind;
-// stop kills it. Its output collects in the buffer.
-func serveAtB(t *testing.T, tb *testbed.Testbed, name string, args ...string) (out *bytes.Buffer, stop func()) {
+// serveAtB starts a server program at site B and waits until it has
+// bound port (proto "tcp": listening, or "udp"); stop kills it. Its
+// output collects in the buffer, to be read once stop returned. A fixed
+// 300 ms for the bind was a loaded machine's flake in waiting: a client
+// that came first was refused.
+func serveAtB(t *testing.T, tb *testbed.Testbed, proto string, port uint16, name string, args ...string) (out *bytes.Buffer, stop func()) {
 	t.Helper()
 	srv := tb.Command(testbed.B, name, args...)
 	out = &bytes.Buffer{}
 	srv.Stdout, srv.Stderr = out, out
-	if err := srv.Start(); err != nil {
+	if err := tb.Start(srv); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // the server binds
-	return out, func() {
+	done := make(chan struct{})
+	go func() { srv.Wait(); close(done) }()
+	stop = func() {
 		srv.Process.Kill()
-		srv.Wait()
+		<-done
 	}
+	for deadline := time.Now().Add(30 * time.Second); !boundAt(t, tb, testbed.B, proto, port); time.Sleep(20 * time.Millisecond) {
+		select {
+		case <-done:
+			t.Fatalf("%s exited before it bound %s port %d: %s", name, proto, port, out)
+		default:
+		}
+		if time.Now().After(deadline) {
+			stop()
+			t.Fatalf("%s did not bind %s port %d within 30 s: %s", name, proto, port, out)
+		}
+	}
+	return out, stop
+}
+
+// boundAt reports whether a socket in side's namespace is bound to port
+// (proto "tcp": listening on it), from the namespace's /proc/net tables.
+func boundAt(t *testing.T, tb *testbed.Testbed, side testbed.Side, proto string, port uint16) bool {
+	t.Helper()
+	found := false
+	err := tb.Do(side, func() error {
+		for _, table := range []string{proto, proto + "6"} {
+			b, err := os.ReadFile("/proc/thread-self/net/" + table)
+			if err != nil {
+				return err
+			}
+			for _, l := range strings.Split(string(b), "\n")[1:] {
+				// sl local_address rem_address st ...; local "0100000A:01BB"
+				f := strings.Fields(l)
+				if len(f) < 4 {
+					continue
+				}
+				_, hexPort, _ := strings.Cut(f[1], ":")
+				p, err := strconv.ParseUint(hexPort, 16, 16)
+				if err == nil && uint16(p) == port && (proto != "tcp" || f[3] == "0A") {
+					found = true
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("reading the sockets of %s: %v", side, err)
+	}
+	return found
 }
 
 // quicRefused sends a QUIC-port datagram from site A to srv and returns
@@ -477,7 +526,7 @@ http {
 	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	srvOut, stop := serveAtB(t, tb, "nginx", "-e", filepath.Join(dir, "error.log"), "-c", cf)
+	srvOut, stop := serveAtB(t, tb, "tcp", 8443, "nginx", "-e", filepath.Join(dir, "error.log"), "-c", cf)
 	defer stop()
 	args := []string{"-n", strconv.Itoa(pageObjects), "-c", "1", "-m", strconv.Itoa(pageObjects)}
 	for _, p := range pagePaths() {
@@ -489,6 +538,7 @@ http {
 	want := fmt.Sprintf("%d succeeded", pageObjects)
 	if err != nil || !strings.Contains(string(out), want) {
 		b, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+		stop() // its output is whole, and no longer written, once it ended
 		t.Fatalf("h2load: %v (want %q)\n%s\nnginx: %s%s", err, want, out, srvOut.String(), b)
 	}
 	return took

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os/exec"
 	"strings"
+	"syscall"
 
 	"scpsvpn/cmd/internal/namespace"
 )
@@ -46,6 +47,19 @@ func (tb *Testbed) DialContext(ctx context.Context, side Side, network, addr str
 // (through `ip netns exec`, which also gives it the namespace's /sys).
 func (tb *Testbed) Command(side Side, name string, args ...string) *exec.Cmd {
 	return namespace.Command(tb.Site(side).NS, name, args...)
+}
+
+// Start starts cmd (from Command) so that it never outlives this
+// process: it gets SIGKILL when the process dies, as the endpoints do,
+// even when a test's cleanup never ran (a timeout, a kill). For servers
+// and other programs that do not end by themselves; the caller still
+// stops and waits for it.
+func (tb *Testbed) Start(cmd *exec.Cmd) error {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	return spawn(cmd)
 }
 
 // Exec runs name inside side's namespace and returns its combined output.
