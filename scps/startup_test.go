@@ -173,6 +173,19 @@ func TestUntoldStartupCompressedFlight(t *testing.T) {
 	}
 }
 
+// TestUntoldStartupFlightInOneBatch: 250/3 told nothing, the forward link
+// letting packets out every 5 ms only: the first flight (33 packets, 1.5
+// ms on the link) arrives in one batch, too fast to time, and so did the
+// flight timed again at twice its size (3 ms); only the third, a round
+// trip later, was timed: 90% of the limit 3 RTTs after the first byte,
+// 67.4% of it over 8 s (56.6% with 1% loss each way). The first flight
+// timed again is four times the first (retimeFirstGrowth): 2 RTTs, 76.1%.
+func TestUntoldStartupFlightInOneBatch(t *testing.T) {
+	c := releaseInBatches(wrongRate(condK250(), 0), 5*time.Millisecond)
+	c.dur = 8 * time.Second
+	checkStartupWithin(t, c, measure(t, c, "hybrid", LossAuto, 1), 0.95, 2.5)
+}
+
 // TestUntoldStartupThinReturnJitter: 20M/64k told nothing, the hosts
 // adding up to 1 ms each way (linkParams.Jitter). The first flight's
 // ACKs left one by one every AckEvery packets and queued behind each

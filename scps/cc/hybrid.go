@@ -186,10 +186,14 @@ type Hybrid struct {
 	// initial window: the first flight goes out as one burst (PacingRate)
 	// whether or not keep-alives already measured the RTT.
 	sentFull int
-	// flight is the size of the last timed flight when it began, and
-	// retimes counts the flights timed again, each twice the one before,
-	// after one that arrived too fast to time (retime).
+	// flight is the size of the last timed flight when it began (or as
+	// it ended, once ended: flightEnded), and retimes counts the
+	// flights timed again, each larger than the one before, after one
+	// that arrived too fast to time (retime).
 	flight, retimes int
+	// flightEnded: the timed flight ended short of its size, its data
+	// having run out (endFlight); flight is what it sent.
+	flightEnded bool
 	// flightAcked counts the bytes acknowledged of packets sent since
 	// the timed flight began: once it holds the flight (but for
 	// retimeSlack), its ACKs are in and a flight too fast to time is
@@ -321,6 +325,9 @@ func (c *Hybrid) Name() string { return "hybrid" }
 // (the handshake's), careful resume confirms the path and jumps before the
 // first packet leaves.
 func (c *Hybrid) OnPacketSent(now time.Time, bytes, _ int) {
+	if bytes >= c.mss/2 {
+		c.endFlight(now)
+	}
 	if bytes >= c.mss/2 && c.sentFull < c.flightSize() {
 		if c.sentFull == 0 {
 			c.flightAt, c.capa.flightAt = now, now
@@ -336,6 +343,38 @@ func (c *Hybrid) OnPacketSent(now time.Time, bytes, _ int) {
 	if c.cr.phase == ResumeRecon && c.cr.rtt > 0 {
 		c.jump(c.cr.confirmUpFront(now))
 	}
+}
+
+// endFlight ends the timed flight as sent so far when a full-size packet
+// leaves at now, more than flightGap after the flight began, while the
+// flight is short of its size but holds at least half of it: its data ran
+// out and what came later (tail copies of its end, a page's objects a
+// round trip after its HTML) is no part of the burst. Left open, the
+// flight's ACKs were not all in until those later packets' came back: on
+// LEO (40 ms) the 30 kB HTML's 20 packets left as one burst, four tail
+// copies 20 ms later completed the flight, and a flight the link
+// emulator handed over in one batch (too fast to time) was timed again
+// only on the copies' ACK, half a round trip after its own, with the
+// objects paced meanwhile at twice the initial window per round trip.
+// A flight that sent less than half its size waits for its data as
+// before: a short response's few packets time nothing, and the next
+// transfer's first packets complete its burst.
+func (c *Hybrid) endFlight(now time.Time) {
+	if c.flightEnded || c.sentFull == 0 || c.sentFull >= c.flight || 2*c.sentFull < c.flight ||
+		now.Sub(c.flightAt) <= c.flightGap() {
+		return
+	}
+	c.flight, c.flightEnded = c.sentFull, true
+}
+
+// flightGap is how long after its first packet a timed flight's data may
+// still come and join it: a sending host that takes its data from a TCP
+// connection in chunks (ten packets, then twice as many every few ms)
+// still sends one burst (flightBurst), and on a long path a quarter of
+// the round trip is far less than the round trip a next transfer would
+// come after.
+func (c *Hybrid) flightGap() time.Duration {
+	return max(flightBurst, c.p.RTT.Smoothed()/4)
 }
 
 // jump raises the window to w, careful resume's unvalidated jump.
@@ -946,7 +985,7 @@ func (c *Hybrid) firstFlight() bool {
 // flightSize is the size of the timed flight: the initial window, or
 // twice the last flight once it arrived too fast to time (retime).
 func (c *Hybrid) flightSize() int {
-	if c.retimes > 0 {
+	if c.retimes > 0 || c.flightEnded {
 		return c.flight
 	}
 	return c.initialWindow()
@@ -956,11 +995,24 @@ func (c *Hybrid) flightSize() int {
 // fourth is eight initial windows (380 kB on GEO, 12 ms at 250 Mbit/s).
 const maxRetimes = 3
 
+// retimeFirstGrowth is how much larger than the first flight the first
+// one timed again is. A flight that arrived too fast to time fit in one
+// of the batches the path hands packets over in, and one twice as long
+// still fits one where the batches come more than twice the flight's
+// time on the link apart: the LEO page's 20-packet HTML (2.4 ms at 100
+// Mbit/s) released every 5 ms arrived in one batch, so did the 41
+// packets timed again, and only the third flight, a round trip later,
+// was timed (docs/pageload.md). Four times spans at least two such
+// batches, and a link that took the first flight within one batch's
+// time carries four times it within four.
+const retimeFirstGrowth = 4
+
 // retimeSlack is how many of a flight's packets may still be unacknowledged
 // (lost on the way) when its ACKs count as in (retime).
 const retimeSlack = 2
 
-// retime times the link again, with a burst twice the last flight, once
+// retime times the link again, with a burst twice the last flight (four
+// times the first: retimeFirstGrowth), once
 // ev acknowledges a packet sent after a full timed flight that gave no
 // estimate because its packets arrived faster than a train can be timed
 // (capacity.fast). A link emulator whose writer woke a millisecond late
@@ -988,7 +1040,10 @@ func (c *Hybrid) retime(ev AckEvent) {
 	}
 	c.retimes++
 	c.flight *= 2
-	c.sentFull, c.flightAt = 0, time.Time{}
+	if c.retimes == 1 {
+		c.flight *= retimeFirstGrowth / 2
+	}
+	c.sentFull, c.flightAt, c.flightEnded = 0, time.Time{}, false
 	c.capa = capacity{}
 }
 
