@@ -38,7 +38,7 @@ func TestInjectBatchCoalesces(t *testing.T) {
 			defer s.Close()
 			s.InjectBatch([][]byte{buildTCP(src, dst, header.TCPFlagSyn, 1000, nil)})
 			var synAck []byte
-			if !waitFor(5*time.Second, func() bool {
+			if !waitFor(10*time.Second, func() bool {
 				for _, p := range out.all() {
 					if _, _, f, ok := parseTCP(p); ok && f == header.TCPFlagSyn|header.TCPFlagAck {
 						synAck = p

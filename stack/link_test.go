@@ -112,7 +112,7 @@ func TestLinkBytesOrderAndBatches(t *testing.T) {
 			t.Fatalf("WritePackets = %d, %v", k, err)
 		}
 	}
-	if !waitFor(5*time.Second, func() bool { return r.count() == n }) {
+	if !waitFor(10*time.Second, func() bool { return r.count() == n }) {
 		t.Fatalf("got %d packets, want %d", r.count(), n)
 	}
 	r.mu.Lock()
@@ -169,7 +169,7 @@ func TestLinkBackpressure(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("blocked write: %v", err)
 	}
-	if !waitFor(5*time.Second, func() bool { return r.count() == 5 }) {
+	if !waitFor(10*time.Second, func() bool { return r.count() == 5 }) {
 		t.Fatalf("got %d packets, want 5", r.count())
 	}
 	if c.queueDrops.Load() != 0 {
@@ -206,7 +206,7 @@ func TestLinkStuckOutputDrops(t *testing.T) {
 	// Progress clears the stuck state.
 	r.gate <- struct{}{} // first batch
 	r.open()
-	if !waitFor(5*time.Second, func() bool { return e.queued() == 0 }) {
+	if !waitFor(10*time.Second, func() bool { return e.queued() == 0 }) {
 		t.Fatal("queue did not drain")
 	}
 	pkt, _ = testPacket(4, 100)

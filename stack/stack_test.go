@@ -205,7 +205,7 @@ func TestRefuse(t *testing.T) {
 			}
 			// The server counts the refusal as it sends the RST; the
 			// client may see the RST first.
-			waitFor(time.Second, func() bool { st := n.a.Stats(); return st.Refused == 1 && st.FlowsActive == 0 })
+			waitFor(10*time.Second, func() bool { st := n.a.Stats(); return st.Refused == 1 && st.FlowsActive == 0 })
 			st := n.a.Stats()
 			if st.Refused != 1 || st.FlowsActive != 0 {
 				t.Errorf("server stats Refused=%d FlowsActive=%d, want 1, 0", st.Refused, st.FlowsActive)
@@ -266,7 +266,7 @@ func TestOptimisticOpenThenAbort(t *testing.T) {
 	}
 	sc.Abort()
 	var err error
-	waitFor(5*time.Second, func() bool {
+	waitFor(10*time.Second, func() bool {
 		_, err = cc.Write([]byte("more"))
 		return err != nil
 	})
@@ -596,7 +596,7 @@ func TestCloseNoLeaks(t *testing.T) {
 			dialErr <- err
 		}()
 	}
-	if !waitFor(5*time.Second, func() bool { heldMu.Lock(); defer heldMu.Unlock(); return len(held) == 2 }) {
+	if !waitFor(10*time.Second, func() bool { heldMu.Lock(); defer heldMu.Unlock(); return len(held) == 2 }) {
 		t.Fatal("pending requests not seen")
 	}
 	time.Sleep(50 * time.Millisecond)
@@ -654,7 +654,7 @@ func TestCloseDuringHandshake(t *testing.T) {
 		defer cancel()
 		n.b.DialTCP(ctx, client4, server4)
 	}()
-	if !waitFor(5*time.Second, func() bool { return n.a.Stats().FlowsActive == 1 }) {
+	if !waitFor(10*time.Second, func() bool { return n.a.Stats().FlowsActive == 1 }) {
 		t.Fatal("request not pending")
 	}
 	time.Sleep(20 * time.Millisecond)
@@ -690,7 +690,7 @@ func TestMaxInFlightDropsCounted(t *testing.T) {
 	for i := range 2 {
 		go n.b.DialTCP(t.Context(), netip.AddrPortFrom(client4.Addr(), uint16(8000+i)), server4)
 	}
-	if !waitFor(5*time.Second, func() bool { return n.a.Stats().InFlightDrops >= 1 }) {
+	if !waitFor(10*time.Second, func() bool { return n.a.Stats().InFlightDrops >= 1 }) {
 		t.Fatalf("InFlightDrops = %d, want >= 1", n.a.Stats().InFlightDrops)
 	}
 	if st := n.a.Stats(); st.FlowsActive != 1 {
@@ -798,7 +798,7 @@ func TestCloseDuringDial(t *testing.T) {
 		_, err := n.b.DialTCP(context.Background(), client4, server4)
 		errc <- err
 	}()
-	if !waitFor(5*time.Second, func() bool { return n.b.Stats().FlowsActive == 1 }) {
+	if !waitFor(10*time.Second, func() bool { return n.b.Stats().FlowsActive == 1 }) {
 		t.Fatal("dial not started")
 	}
 	time.Sleep(20 * time.Millisecond)
