@@ -353,6 +353,118 @@ func TestFecWideShapeCheaper(t *testing.T) {
 	}
 }
 
+// TestFecBlockShape: a block opened by a datagram that waited in a
+// standing queue, with the rest of a block queued behind it, takes the
+// shape a longer span allows (the link is full: a parity takes a QUIC
+// packet's place); over the GEO's 10 Mbit/s at 1 % loss 54 + 3 (5.6 %)
+// where the span's bound gives 34 + 3 (8.8 %). A burst of slow start
+// (a short wait, or too few behind it), an older peer and a fast link
+// (whose span fills a wide block already) keep their shapes.
+func TestFecBlockShape(t *testing.T) {
+	const geo = 10_000_000
+	for _, tc := range []struct {
+		name         string
+		wide         bool
+		up           int64
+		waited       time.Duration
+		queued       int
+		wantK, wantM int
+		wantSpan     time.Duration
+	}{
+		{"standing queue over the GEO", true, geo, 300 * time.Millisecond, 500, 54, 3, fecQueuedSpan},
+		{"just a span's wait", true, geo, fecQueuedSpan, 63, 54, 3, fecQueuedSpan},
+		{"a burst's short wait", true, geo, 30 * time.Millisecond, 500, 34, 3, fecSpan},
+		{"too few queued behind", true, geo, 300 * time.Millisecond, 40, 34, 3, fecSpan},
+		{"an older peer", false, geo, 300 * time.Millisecond, 500, 32, 3, fecSpan},
+		{"a fast link", true, 200_000_000, 300 * time.Millisecond, 500, 54, 3, fecSpan},
+	} {
+		k, m, span := fecBlockShape(0.01, tc.wide, tc.up, tc.waited, tc.queued)
+		if k != tc.wantK || m != tc.wantM || span != tc.wantSpan {
+			t.Errorf("%s: %d + %d over %v, want %d + %d over %v", tc.name, k, m, span, tc.wantK, tc.wantM, tc.wantSpan)
+		}
+	}
+	// The longer span stays within the receiver's hold for a parity,
+	// and carries the deep block at the GEO's rate.
+	if fecQueuedSpan >= quicHold {
+		t.Errorf("a queued block's span %v is not under the receiver's hold %v", fecQueuedSpan, quicHold)
+	}
+	if k := fecBlockIn(geo, fecQueuedSpan); k < 54 {
+		t.Errorf("%d datagrams in %v at 10 Mbit/s, fewer than 54", k, fecQueuedSpan)
+	}
+}
+
+// TestQuicQueuedBlocksWide: a repaired flow offered faster than the
+// link's told 10 Mbit/s waits in its queue, and the blocks cut from
+// that queue are wider than the span's bound at that rate
+// (fecWideBlock, 34), with fewer parities per datagram than 34 + 3 at
+// the wire's 1 % loss; all arrive in order.
+func TestQuicQueuedBlocksWide(t *testing.T) {
+	h, a, b := quicSites(t, "quic = \"repair\"\n", `rtt = "2s"`, `up = "10Mbit"`)
+	var mu sync.Mutex
+	rng := rand.New(rand.NewPCG(7, 8))
+	h.wire.SetLoss(func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return rng.IntN(100) == 0
+	})
+	defer h.wire.SetLoss(nil)
+	src := netip.MustParseAddrPort("10.1.0.7:43000")
+	dst := netip.MustParseAddrPort("10.2.0.5:443")
+	// 1200 datagrams at once (1.6 MB, under the peer's 2 MiB of queued
+	// datagrams): 1.3 s of the told link, a standing queue.
+	const n = 1200
+	before := a.ep.Stats().QuicParities.Load()
+	for i := range n {
+		p := udpPacket(src, dst, make([]byte, 1300))
+		binary.BigEndian.PutUint32(p[20+8:], uint32(i))
+		p[1] = 2 // ECT(0): the queue marks one that waited rather than dropping it
+		a.inject(p)
+	}
+	widest, got, last := 0, 0, -1
+	deadline := time.After(waitTime)
+recv:
+	for last < n-1 {
+		select {
+		case p := <-b.datagrams:
+			info, _ := parseIP(p)
+			seq := int(binary.BigEndian.Uint32(p[info.hlen+8:]))
+			if seq <= last {
+				t.Fatalf("datagram %d after %d", seq, last)
+			}
+			last = seq
+			got++
+			rx := &b.assoc(a).quic.rx
+			rx.mu.Lock()
+			for _, f := range rx.flows {
+				for _, blk := range f.blocks {
+					if blk != nil {
+						widest = max(widest, blk.count)
+					}
+				}
+			}
+			rx.mu.Unlock()
+		case <-deadline:
+			break recv
+		}
+	}
+	time.Sleep(3 * fecSpan)
+	parities := a.ep.Stats().QuicParities.Load() - before
+	givenUp := a.ep.Stats().QuicGivenUp.Load() + b.ep.Stats().QuicGivenUp.Load()
+	as := a.assoc(b).stats()
+	t.Logf("%d of %d arrived; widest block %d; %d parities (%.1f %%); given up %d; the association lost %d of %d packets", got, n, widest, parities, 100*float64(parities)/n, givenUp, as.PacketsLost, as.PacketsSent)
+	if got < n-int(givenUp) {
+		t.Errorf("%d of %d datagrams arrived (%d given up)", got, n, givenUp)
+	}
+	if narrow := fecWideBlock(10_000_000); widest <= narrow {
+		t.Errorf("the widest block held %d datagrams, no more than the span's %d: the queue did not widen the blocks", widest, narrow)
+	}
+	// 34 + 3 is 8.8 %; blocks cut by the flow's start and end, and the
+	// loss the association measures, leave some above 5.6 %.
+	if share := float64(parities) / n; share >= 3.0/34 {
+		t.Errorf("parities %.1f %% of the datagrams, no fewer than 34 + 3's 8.8 %%", 100*share)
+	}
+}
+
 type quicTestFlow struct {
 	from, to *site
 	src, dst string
