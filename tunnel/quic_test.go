@@ -485,6 +485,7 @@ func quicFlowsArrive(t *testing.T, a, b *site, size int, dropped *atomic.Uint64,
 		}
 		expired := f.from.assoc(peer).stats().DatagramsDropped
 		givenUp := f.from.ep.Stats().QuicGivenUp.Load()
+		rxGivenUp := f.to.ep.Stats().QuicGivenUp.Load()
 		// In rounds of 16, each awaited: the test checks what the hop
 		// loses, not what a loaded machine's queues would.
 		const round = 16
@@ -527,7 +528,8 @@ func quicFlowsArrive(t *testing.T, a, b *site, size int, dropped *atomic.Uint64,
 		// trip there): a loaded machine's, as TestQuicWideBlocks found.
 		expired = f.from.assoc(peer).stats().DatagramsDropped - expired
 		givenUp = f.from.ep.Stats().QuicGivenUp.Load() - givenUp
-		t.Logf("%s: %d of %d datagrams arrived; the wire lost %d packets, the sender dropped %d unsent and gave up %d", f.dst, got, n, lost, expired, givenUp)
+		rxGivenUp = f.to.ep.Stats().QuicGivenUp.Load() - rxGivenUp
+		t.Logf("%s: %d of %d datagrams arrived; the wire lost %d packets, the sender dropped %d unsent and gave up %d, the receiver gave up %d", f.dst, got, n, lost, expired, givenUp, rxGivenUp)
 		// In rounds of 16 a datagram waits in the sender's queue for a
 		// round at most: a machine that made half of them wait half a
 		// round trip (1 s) is not loaded but stuck, or the sender is.
@@ -536,6 +538,13 @@ func quicFlowsArrive(t *testing.T, a, b *site, size int, dropped *atomic.Uint64,
 		}
 		if n-got > int(lost)/10+int(expired)+int(givenUp) {
 			t.Errorf("%s: %d of %d datagrams arrived: more than a tenth of the wire's %d losses were not hidden", f.dst, got, n, lost)
+		}
+		// What did not arrive was given up, and counted: by the sender
+		// (late; one it gave up after numbering it may still be rebuilt
+		// at the far end), or by the receiver (neither rebuilt nor
+		// resent in time), which delivers nothing it gave up.
+		if missing := n - got; missing > int(givenUp+rxGivenUp) || int(rxGivenUp) > missing {
+			t.Errorf("%s: %d datagrams did not arrive; given up %d by the sender, %d by the receiver", f.dst, missing, givenUp, rxGivenUp)
 		}
 	}
 }
