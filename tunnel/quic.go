@@ -29,6 +29,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"scpsvpn/scps"
 )
 
 const (
@@ -65,8 +67,11 @@ const (
 	fecSpan = 40 * time.Millisecond
 	// quicHold is the longest the receiver holds a flow's datagrams
 	// behind a gap for its block's parity (which follows the block within
-	// fecSpan and the association's queue of datagrams).
-	quicHold = 100 * time.Millisecond
+	// its span, fecSpan or fecQueuedSpan, and the association's queue of
+	// datagrams) before it asks for the gap again. At 100 ms a block of
+	// the longer span over the GEO, on a loaded machine, once had its
+	// gap asked for before its parities rebuilt it.
+	quicHold = fecQueuedSpan + 40*time.Millisecond
 	// quicHeldMax bounds the datagrams a flow holds behind a gap, and
 	// quicRxBytes those and the parity sums of all of a peer's flows:
 	// what arrives over a round trip and a half while a resend comes
@@ -150,6 +155,17 @@ func fecBlockShape(p float64, wide bool, up int64, waited time.Duration, queued 
 	}
 	k, m = fecShape(p, fecWideBlock(up), fecMaxParities)
 	return k, m, fecSpan
+}
+
+// fecMeasuredLoss is the forward loss the association has seen, from a
+// prior of 1 % (a satellite hop's) until it has sent a few hundred
+// packets: of the packets it could tell lost, those that carried more
+// than an acknowledgement (an ACK-only packet is never declared lost).
+// Counted over all packets, the receiving end of a download, many of
+// whose packets only acknowledge, took the hop's loss for less, and
+// gave its acknowledgements' blocks too few parities for it.
+func fecMeasuredLoss(st scps.Stats) float64 {
+	return float64(st.PacketsLost+1) / float64(st.PacketsSent-min(st.AckOnlyPacketsSent, st.PacketsSent)+100)
 }
 
 // quicDeadline is how late a repaired datagram may be before it is given
@@ -505,10 +521,7 @@ func (s *quicSender) add(d quicDatagram) bool {
 	e := s.a.e
 	if s.n == 0 {
 		s.tail = s.tail[:0] // this block's frames tell of the last one's losses
-		st := s.as.sess.Stats()
-		// The forward loss the association has seen, from a prior of 1%
-		// (a satellite hop's) until it has sent a few hundred packets.
-		s.loss = float64(st.PacketsLost+1) / float64(st.PacketsSent+100)
+		s.loss = fecMeasuredLoss(s.as.sess.Stats())
 		s.k, s.m, s.span = fecBlockShape(s.loss, s.as.fecWide.Load(), s.a.cfg.Link.Up, time.Since(d.at), len(s.f.q))
 		s.first = s.seq
 		s.sums.reset()

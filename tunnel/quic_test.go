@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"scpsvpn/scps"
 )
 
 // quicSites starts two sites whose peers carry the given [[peer]] lines
@@ -462,6 +464,25 @@ recv:
 	// loss the association measures, leave some above 5.6 %.
 	if share := float64(parities) / n; share >= 3.0/34 {
 		t.Errorf("parities %.1f %% of the datagrams, no fewer than 34 + 3's 8.8 %%", 100*share)
+	}
+}
+
+// TestFecMeasuredLoss: the loss a block's shape is chosen for counts
+// the packets the association could tell lost, not its acknowledgements
+// alone: the receiving end of a download, half of whose packets only
+// acknowledge, at 1 % loss of the others measures 1 %, not 0.5 %, and
+// its blocks get the parities of 1 %.
+func TestFecMeasuredLoss(t *testing.T) {
+	st := scps.Stats{PacketsSent: 20_000, AckOnlyPacketsSent: 10_000, PacketsLost: 100}
+	if p := fecMeasuredLoss(st); p < 0.0095 || p > 0.0105 {
+		t.Errorf("100 lost of 10,000 that could be: measured %.4f, want 0.01", p)
+	}
+	if p := fecMeasuredLoss(scps.Stats{}); p != 0.01 {
+		t.Errorf("nothing sent yet: %.4f, want the prior 0.01", p)
+	}
+	// Counters read apart may say more ACK-only packets than all.
+	if p := fecMeasuredLoss(scps.Stats{PacketsSent: 5, AckOnlyPacketsSent: 6}); p <= 0 || p > 0.0101 {
+		t.Errorf("inconsistent counters: %.4f", p)
 	}
 }
 
