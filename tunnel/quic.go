@@ -161,9 +161,10 @@ func fecBlockShape(p float64, wide bool, up int64, waited time.Duration, queued 
 // prior of 1 % (a satellite hop's) until it has sent a few hundred
 // packets: of the packets it could tell lost, those that carried more
 // than an acknowledgement (an ACK-only packet is never declared lost).
-// Counted over all packets, the receiving end of a download, many of
-// whose packets only acknowledge, took the hop's loss for less, and
-// gave its acknowledgements' blocks too few parities for it.
+// Counted over all packets, an end whose packets mostly acknowledge (a
+// TCP download's receiver) takes the hop's loss for less and gives its
+// blocks too few parities; over the GEO's QUIC download a tenth of
+// site A's packets only acknowledged (0.85 % measured against 0.93 %).
 func fecMeasuredLoss(st scps.Stats) float64 {
 	return float64(st.PacketsLost+1) / float64(st.PacketsSent-min(st.AckOnlyPacketsSent, st.PacketsSent)+100)
 }
@@ -1035,6 +1036,9 @@ func (rx *quicRx) rebuild(st *Stats, f *quicRxFlow, blk *fecRxBlock, out [][]byt
 		for j, i := range missing {
 			blk.got |= 1 << i
 			st.QuicRepaired.Add(1)
+			// Asked for already (its parities came after quicHold):
+			// rebuilt all the same, not held for a resend.
+			delete(f.asked, blk.first+uint32(i))
 			out = rx.put(st, f, blk.first+uint32(i), slices.Clone(pkts[j]), false, out)
 		}
 		return out

@@ -758,6 +758,52 @@ func fecFrames(flow uint32, n, k, m int) (frames [][]byte, pkts [][]byte) {
 	return frames, pkts
 }
 
+// TestQuicRxLateParity: a gap whose block's parities come after the
+// receiver's hold (it asked for the gap again meanwhile) is rebuilt from
+// them and counted repaired, not held for a resend: quic_held counts
+// what came again on request.
+func TestQuicRxLateParity(t *testing.T) {
+	frames, _ := fecFrames(3, 8, 8, 2)
+	frames = frames[:10] // one block: 8 datagrams, 2 parities
+	var st Stats
+	rx := quicRx{wait: time.Second}
+	now := time.Now()
+	got := 0
+	for _, fr := range frames {
+		h, _, err := parseFec(fr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.typ == fecData && h.index == 1 {
+			continue // lost
+		}
+		if h.typ == fecParity && h.which == 0 {
+			// The hold passes before the parities come.
+			later := now.Add(quicHold + time.Millisecond)
+			f := rx.flows[3]
+			if f == nil || len(f.held) == 0 {
+				t.Fatal("nothing held behind the gap")
+			}
+			rx.now = later
+			got += len(rx.holdOver(&st, f, later))
+			if asks := rx.takeAsks(); len(asks) != 1 {
+				t.Fatalf("%d resend requests after the hold, want 1", len(asks))
+			}
+		}
+		out, _ := rx.take(&st, fr, now)
+		got += len(out)
+	}
+	if got != 8 {
+		t.Errorf("%d of 8 datagrams delivered", got)
+	}
+	if st.QuicRepaired.Load() != 1 || st.QuicHeld.Load() != 0 || st.QuicGivenUp.Load() != 0 {
+		t.Errorf("repaired %d, held %d, given up %d; want 1, 0, 0", st.QuicRepaired.Load(), st.QuicHeld.Load(), st.QuicGivenUp.Load())
+	}
+	if f := rx.flows[3]; len(f.asked) != 0 {
+		t.Errorf("%d gaps still asked for", len(f.asked))
+	}
+}
+
 // TestQuicRxInOrder: the receiver delivers a flow in order whatever is
 // lost or swapped on the way: a gap its block's parity fills is rebuilt;
 // one beyond repair is asked for again as soon as the block's last parity
