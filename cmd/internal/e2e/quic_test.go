@@ -672,9 +672,9 @@ func traceSender(t *testing.T, tb *testbed.Testbed, start time.Time) (stop func(
 			}
 			as := st.Peers[0].Association
 			k := st.Counters
-			t.Logf("trace %5.2fs B sent %6.0f kB (+%5.0f) cwnd %7d inflight %7d pacing %5.2f Mbit/s srtt %v lost %d (congestion events %d) ss %v resume %s/%s minrtt %v latest %v dgram sent %d dropped %d | repaired %d held %d marked %d given up %d",
+			t.Logf("trace %5.2fs B sent %6.0f kB (+%5.0f) cwnd %7d inflight %7d pacing %5.2f Mbit/s srtt %v lost %d (congestion events %d) ss %v resume %s/%s minrtt %v latest %v dgram sent %d dropped %d | parities %d repaired %d held %d marked %d given up %d",
 				time.Since(start).Seconds(), float64(as.BytesSent)/1e3, float64(as.BytesSent-last)/1e3, as.Cwnd, as.BytesInFlight, as.PacingRate*8/1e6, as.SRTT.Round(time.Millisecond),
-				as.PacketsLost, as.LossEventsCongestion, as.InSlowStart, as.Resume, as.ResumeRetreat, as.MinRTT.Round(time.Millisecond), as.LatestRTT.Round(time.Millisecond), as.DatagramsSent, as.DatagramsDropped, k.QuicRepaired, k.QuicHeld, k.QuicMarked, k.QuicGivenUp)
+				as.PacketsLost, as.LossEventsCongestion, as.InSlowStart, as.Resume, as.ResumeRetreat, as.MinRTT.Round(time.Millisecond), as.LatestRTT.Round(time.Millisecond), as.DatagramsSent, as.DatagramsDropped, k.QuicParities, k.QuicRepaired, k.QuicHeld, k.QuicMarked, k.QuicGivenUp)
 			last = as.BytesSent
 			// The receiver's side of the download: what it rebuilt, held
 			// behind a gap (repair's delay), and paced to the client.
