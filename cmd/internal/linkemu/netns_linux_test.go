@@ -8,6 +8,7 @@ package linkemu
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -15,9 +16,11 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,10 +33,40 @@ import (
 
 var nsSeq atomic.Uint64
 
+// nsPrefix starts each test namespace's name, followed by the test
+// process's ID.
+const nsPrefix = "lemutest-"
+
+// sweepOnce removes, before the first namespace, those of test processes
+// that are gone: a run killed or timed out never ran its cleanups, and
+// its namespaces stayed mounted for good (the test bed's sweep takes
+// only its own).
+var sweepOnce sync.Once
+
+func sweepDeadNamespaces(t testing.TB) {
+	entries, _ := os.ReadDir(namespace.Dir)
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), nsPrefix)
+		pidText, _, dash := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || !dash || err != nil || pid <= 0 || pid > 1<<22 { // PID_MAX_LIMIT
+			continue
+		}
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			continue // alive (or not ours to judge)
+		}
+		namespace.KillAll(e.Name())
+		if err := namespace.Delete(e.Name()); err != nil {
+			t.Logf("a dead run's namespace %s: %v", e.Name(), err)
+		}
+	}
+}
+
 // newNamespace creates a named network namespace removed at cleanup.
 func newNamespace(t testing.TB) string {
 	t.Helper()
-	name := fmt.Sprintf("lemutest-%d-%d", os.Getpid(), nsSeq.Add(1))
+	sweepOnce.Do(func() { sweepDeadNamespaces(t) })
+	name := fmt.Sprintf("%s%d-%d", nsPrefix, os.Getpid(), nsSeq.Add(1))
 	if err := namespace.Create(name); err != nil {
 		t.Fatal(err)
 	}
