@@ -66,13 +66,28 @@ func newNSThread(tb testing.TB) *nsThread {
 	errc := make(chan error, 1)
 	go func() {
 		defer close(w.done)
-		// Never UnlockOSThread: when this goroutine returns, the runtime
-		// terminates the thread and the namespace goes with it.
+		// The thread goes back to the process's namespace before it is
+		// unlocked. Left locked in the new one, it would end with this
+		// goroutine, unless it is the process's main thread, which Go
+		// never ends but parks: the namespace and its TUN would live on,
+		// and /proc/self/net (the main thread's) would show them to every
+		// later test (as tunnel's TestSendNowOnLinkARP once did).
 		runtime.LockOSThread()
+		orig, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			errc <- fmt.Errorf("the process's namespace: %w", err)
+			return
+		}
+		defer unix.Close(orig)
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 			errc <- fmt.Errorf("unshare(CLONE_NEWNET): %w", err)
 			return
 		}
+		defer func() {
+			if unix.Setns(orig, unix.CLONE_NEWNET) == nil {
+				runtime.UnlockOSThread()
+			} // else it stays locked: the thread ends with the goroutine
+		}()
 		errc <- nil
 		for fn := range w.fns {
 			fn()
