@@ -47,7 +47,10 @@ type Association struct {
 	pingPending bool
 	// Tail copies (internal/ackhandler/tailcopy.go): the frames of the
 	// packet being copied, and a switch for tests that compare.
-	copyFrames   []ackhandler.SentFrame
+	copyFrames []ackhandler.SentFrame
+	// copyNow: the packet being built is a light packet's copy, its
+	// frames in copyFrames (latency.go, sendLightCopy).
+	copyNow      bool
 	noTailCopies bool
 	idleSince    time.Duration // when Send last found nothing to send after having had some; 0 = busy
 	// holdSince: when a timed first flight began to wait for the rest
@@ -259,6 +262,7 @@ func (a *Association) Deadline() time.Time {
 	}
 	consider(a.outage.deadline(a.sent.ElicitingInFlight()))
 	consider(a.pathDeadline())
+	consider(a.lightDeadline())
 	consider(a.outage.keepAliveDue(a.sent.ElicitingInFlight(), a.pingPending))
 	consider(a.sent.TimerDeadline())
 	if a.paths.multi() {
@@ -301,6 +305,7 @@ func (a *Association) Tick(now time.Time) {
 	}
 	if a.paths.multi() {
 		a.checkPaths()
+		a.resendLight()
 	}
 	a.checkOutage()
 	if a.outage.active {

@@ -74,6 +74,7 @@ func (a *Association) sendPath(rotate bool) int {
 	set := a.dataPaths()
 	a.setLowDelay(set)
 	if set&(set-1) == 0 {
+		a.paths.lightNext = a.streams.LightWaiting()
 		a.sent.Use(a.paths.data)
 		return a.paths.data
 	}
@@ -120,9 +121,11 @@ func (a *Association) sendPath(rotate bool) int {
 	if best < 0 {
 		best = a.paths.data
 	}
-	if i, ok := a.latencyPath(set); ok {
+	i, light := a.latencyPath(set)
+	if light {
 		best = i
 	}
+	a.paths.lightNext = light
 	if rotate && !a.hasWork() && !a.paths.learnedOnly() {
 		// No data waits: the packet is an ACK or a probe. It goes on
 		// the lowest-delay data path, every ackSpread-th on the next

@@ -13,6 +13,13 @@ package scps
 // lowest-delay path's bulk until its answer goes, for the queue there at
 // most (quietForAnswer): the answer then waits behind less of it.
 //
+// Each packet of a light stream's data goes with a copy right behind it
+// on its path (sendLightCopy), so a link's random loss rarely costs the
+// request a repair's round trip, and one that waited unacknowledged a
+// round trip and more goes again past the window (resendLight), so one
+// lost in a brief cut of its path crosses it when the cut ends, not at
+// the probe timeout.
+//
 // A path probe that came on another path than the data path is answered
 // at once on its own path, by an ACK: while the far side still sends its
 // data on a link that just died, the probes of the link left are then
@@ -135,4 +142,143 @@ func (a *Association) quietPath() int {
 // or repair waits.
 func (a *Association) quietHold() bool {
 	return a.sent.Current() == a.quietPath() && a.streams.RetxQ.Len() == 0 && !a.streams.LightWaiting()
+}
+
+// lightWatch follows the latest packet of a light stream's data sent on a
+// path (a request, an answer), so that one lost in a silence of the path
+// (a LEO's brief cut) goes again as soon as the path may carry it rather
+// than at the probe timeout (resendLight).
+type lightWatch struct {
+	pn    uint64
+	at    time.Duration // when it went, or went again
+	on    bool          // pn is watched
+	tries uint8         // resends since a light packet of the path was last acknowledged or found lost
+	sends uint64        // resends in all
+	copy  bool          // pn's copy is due (sendLightCopy)
+	// copies counts the copies sent.
+	copies uint64
+}
+
+// sent watches packet pn, just sent at now; owed says the packet watched
+// before still awaits its acknowledgement, so the path is still silent
+// (pn may be its resend) and the tries go on.
+func (w *lightWatch) sent(pn uint64, now time.Duration, owed bool) {
+	if !owed {
+		w.tries = 0
+	}
+	w.pn, w.at, w.on = pn, now, true
+}
+
+// lightMaxTries: a light packet goes again at most this many times in a
+// row; the probe timeout covers a longer silence.
+const lightMaxTries = 4
+
+// lightWait is how long path i's watched light packet may go
+// unacknowledged before it goes again: the time its loss would be
+// declared by (9/8 of the smoothed RTT) and the delay the peer may hold
+// its ACK back by (a quarter of the RTT at most, MaxAckDelay); half that
+// once it went again (the path is silent: a cut's end is found within
+// half a round trip, at the cost of a light packet each time).
+func (a *Association) lightWait(i int) time.Duration {
+	srtt := a.sent.PathRTT(i).Smoothed()
+	d := srtt + srtt/8 + min(srtt/4, MaxAckDelay)
+	if a.paths.p[i].light.tries > 0 {
+		d /= 2
+	}
+	return d
+}
+
+// resendLight sends again, past the window and the pacer, the light
+// stream's data of a packet that waited lightWait without its ACK. A
+// light packet goes on the lowest-delay path (latencyPath), and when that
+// path falls silent for a moment (linkemu's LEO cut takes what is queued
+// and on the way) it is lost with the bulk around it; the path's window
+// then stays full of the lost packets, no ACK comes to show the loss,
+// and the repair waited for the probe timeout, at least MinRTO (200 ms)
+// after the path's last packet: a request caught in a LEO's 50 ms cut
+// took 135-220 ms (TestPathLatencyAcrossCut). The resend goes on the
+// lowest-delay path that may carry data, as a light stream's repair does,
+// so it crosses the LEO as soon as the cut ends, or the other path once
+// the LEO is taken down.
+func (a *Association) resendLight() {
+	for i := range a.paths.p {
+		p := &a.paths.p[i]
+		w := &p.light
+		if !w.on || !p.inUse {
+			continue
+		}
+		if !a.sent.Outstanding(w.pn) {
+			// Acknowledged, or found lost and queued for repair.
+			w.on, w.tries = false, 0
+			continue
+		}
+		if a.now < w.at+a.lightWait(i) {
+			continue
+		}
+		if w.tries >= lightMaxTries || !a.sent.Resend(w.pn) {
+			w.on, w.tries = false, 0
+			continue
+		}
+		// The resend's packet, once sent, is watched in its place.
+		w.tries++
+		w.sends++
+		w.at = a.now
+	}
+}
+
+// lightDeadline is when resendLight next has something to do; 0: never.
+func (a *Association) lightDeadline() time.Duration {
+	if !a.paths.multi() {
+		return 0
+	}
+	var d time.Duration
+	for i := range a.paths.p {
+		if w := &a.paths.p[i].light; w.on && a.paths.p[i].inUse {
+			if t := w.at + a.lightWait(i); d == 0 || t < d {
+				d = t
+			}
+		}
+	}
+	return d
+}
+
+// sendLightCopy sends a copy of the stream data of the light packet just
+// sent on a path, right behind it on the same path, past the window and
+// the pacer, if one is due. A link's random loss (a cellular link's 1%)
+// then costs a request or its answer nothing unless both copies are lost,
+// where the loss of the one cost the repair's round trip and more (130-140
+// ms against 66 on GEO+CELL, TestPathLatencyTold). A light stream's
+// packets are few (a request, an answer, a small write), so the copies
+// cost the bulk beside them nothing to speak of; the packet a copy rides
+// in carries new data too where the window and the pacer let it.
+func (a *Association) sendLightCopy(now time.Time, buf []byte) (n int, pn uint64, path int, ok bool) {
+	if a.outage.active {
+		return 0, 0, 0, false
+	}
+	for i := range a.paths.p {
+		w := &a.paths.p[i].light
+		if !w.copy {
+			continue
+		}
+		w.copy = false
+		if !a.paths.p[i].inUse {
+			continue
+		}
+		a.copyFrames = a.sent.TakeCopyOf(w.pn, a.copyFrames[:0])
+		if len(a.copyFrames) == 0 {
+			continue
+		}
+		a.sent.Use(i)
+		a.copyNow = true
+		n, pn = a.Send(now, buf)
+		a.copyNow = false
+		if n == 0 {
+			continue
+		}
+		w.copies++
+		a.paths.onSent(a, i, pn, n, a.lastSent)
+		a.paths.p[i].lastOut = a.now
+		return n, pn, i, true
+	}
+	return 0, 0, 0, false
 }

@@ -164,6 +164,9 @@ type path struct {
 	lastOut    time.Duration // when we last sent on it a packet other than a probe or its answer
 	share      time.Duration // its data's virtual clock (bond.go, bondCharge)
 	stats      PathStats
+	// light is the latest packet of a light stream's data sent on it,
+	// watched for a silence (latency.go, resendLight).
+	light lightWatch
 }
 
 // pathSet is the association's paths.
@@ -182,6 +185,9 @@ type pathSet struct {
 	// quiet may begin at quietNext (latency.go).
 	quiet                 int
 	quietUntil, quietNext time.Duration
+	// lightNext: the packet being built goes where the latency
+	// scheduler put it, a light stream's data first (latency.go).
+	lightNext bool
 	// ackRanges is onPathAck's scratch: the ranges of one ACK frame.
 	ackRanges []wire.AckRange
 }
@@ -372,6 +378,9 @@ func (a *Association) SendOn(now time.Time, buf []byte) (n int, pn uint64, path 
 		return n, pn, a.paths.data
 	}
 	a.checkPaths()
+	if n, pn, path, ok := a.sendLightCopy(now, buf); ok {
+		return n, pn, path
+	}
 	if a.outage.active {
 		// Outage probes go round the paths.
 		if !a.outage.probeDue(a.now) {
@@ -407,6 +416,11 @@ func (a *Association) SendOn(now time.Time, buf []byte) (n int, pn uint64, path 
 		a.paths.p[path].lastOut = a.now
 		if a.lastSent.carried {
 			a.bondCharge(path, n)
+			if a.paths.lightNext && a.sent.AnyStream(pn, a.streams.Light) {
+				w := &a.paths.p[path].light
+				w.sent(pn, a.now, w.on && a.sent.Outstanding(w.pn))
+				w.copy = true
+			}
 		}
 	}
 	return n, pn, path

@@ -130,7 +130,12 @@ func (a *Association) plan() (p sendPlan, ok bool) {
 	case a.idleSince == 0:
 		a.idleSince = a.now
 	}
-	if p.canSend && !p.work && !p.probe && a.copyReady() {
+	switch {
+	case a.copyNow:
+		// A light packet's copy (latency.go, SendOn): its frames are in
+		// a.copyFrames already.
+		p.copy = true
+	case p.canSend && !p.work && !p.probe && a.copyReady():
 		p.copy = true
 		a.copyFrames = a.sent.TakeCopy(a.sent.NextCopy(a.now), a.copyFrames[:0])
 	}
@@ -290,7 +295,7 @@ func (a *Association) onSent(p builtPacket) {
 		Copy:         p.copy,
 	})
 	a.stats.PacketsSent++
-	if p.copy {
+	if p.copy && !a.copyNow {
 		a.stats.TailCopies++
 	}
 	a.stats.BytesSent += uint64(p.size)

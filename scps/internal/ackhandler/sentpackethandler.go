@@ -641,6 +641,29 @@ func (h *SentPacketHandler) onPTO(dataQueued bool) {
 	}
 }
 
+// Resend queues the frames of packet pn again if it still awaits its
+// acknowledgement, and lets the next packet go past the window and the
+// pacer as a probe's would, so the repair does not wait behind the packets
+// in flight with it (a path that went silent holds its window full until
+// the probe timeout). The packet stays in flight: its own ACK, if it
+// comes, counts as ever. It reports whether it queued anything.
+func (h *SentPacketHandler) Resend(pn uint64) bool {
+	p := h.hist.get(pn)
+	if p == nil || p.state != pktOutstanding || !p.AckEliciting {
+		return false
+	}
+	h.framesLost(p)
+	h.probes = max(h.probes, 1)
+	return true
+}
+
+// Outstanding reports whether packet pn still awaits its acknowledgement
+// (neither acknowledged nor declared lost).
+func (h *SentPacketHandler) Outstanding(pn uint64) bool {
+	p := h.hist.get(pn)
+	return p != nil && p.state == pktOutstanding
+}
+
 // Stats returns the counters.
 func (h *SentPacketHandler) Stats() Stats { return h.stats }
 

@@ -114,3 +114,29 @@ func (h *SentPacketHandler) hasStreamData(p *SentPacket) bool {
 	}
 	return false
 }
+
+// TakeCopyOf is TakeCopy for packet pn, if it still awaits its
+// acknowledgement, is no copy itself and was not copied: dst unchanged
+// otherwise.
+func (h *SentPacketHandler) TakeCopyOf(pn uint64, dst []SentFrame) []SentFrame {
+	p := h.hist.get(pn)
+	if p == nil || p.state != pktOutstanding || p.Copy || p.copied {
+		return dst
+	}
+	return h.TakeCopy(p, dst)
+}
+
+// AnyStream reports whether packet pn carried data of a stream for which
+// f is true.
+func (h *SentPacketHandler) AnyStream(pn uint64, f func(id uint64) bool) bool {
+	p := h.hist.get(pn)
+	if p == nil {
+		return false
+	}
+	for i := uint64(0); i < uint64(p.NFrames); i++ {
+		if fr := h.hist.frame(p.FirstFrame + i); fr.Kind == KindStream && fr.N > 0 && f(fr.ID) {
+			return true
+		}
+	}
+	return false
+}

@@ -164,6 +164,12 @@ func (m *Map) LightWaiting() bool {
 	return false
 }
 
+// Light reports whether stream id is a light one (see LightWaiting).
+func (m *Map) Light(id uint64) bool {
+	s := m.ByID[id]
+	return s != nil && !s.gone && s.light()
+}
+
 // lightRetxScan is how many repairs from the head LightWaiting looks at:
 // a few bulk streams' repairs ahead of a light one's go in a packet or
 // two; a light repair further back waits longer anyway.
