@@ -277,3 +277,87 @@ func TestUntoldSendBufferFollowsTheEstimate(t *testing.T) {
 	}
 	t.Fatalf("the pacer never rose above %.0f kB/s within two round trips", jumped/1e3)
 }
+
+// fullStreamHeader is the STREAM frame header of a full bulk packet: the
+// type, a stream id below 64 and an offset from 16 KiB to 1 GiB (4 bytes).
+const fullStreamHeader = 6
+
+// coldStartBound is the most of the payload limit a download told
+// nothing can carry over dur from the request, on a path of round trip
+// rtt: its first byte arrives a round trip after the request, the first
+// flight's ACKs tell the link's rate a round trip after that, and from
+// then on each full packet carries its payload where TCP's would carry
+// 1460 bytes (the limit's geometry). The first flight itself (an initial
+// window, 2-6% of a GEO round trip) is left out.
+func coldStartBound(dur, rtt time.Duration) float64 {
+	best := float64(tunnelPacketSize-fullStreamHeader) / 1460
+	return best * (dur - 2*rtt).Seconds() / dur.Seconds()
+}
+
+// perRTT is the share of r's payload limit delivered in each of the first
+// n round trips after from.
+func perRTT(r result, from time.Duration, n int) []float64 {
+	var s []float64
+	for k := range n {
+		at := from + time.Duration(k)*r.rtt
+		s = append(s, r.rateBetween(at, at+r.rtt)/r.limit)
+	}
+	return s
+}
+
+// firstByteAt is when r's first stream byte arrived, to the sample.
+func firstByteAt(r result) time.Duration {
+	for _, s := range r.series {
+		if s.bytes > 0 {
+			return s.at
+		}
+	}
+	return -1
+}
+
+// TestUntoldDownloadNearItsBound: told nothing, a 30 s download on a
+// fresh association, timed from the request as the bench times it from
+// connect(), comes near the cold start's bound (coldStartBound) on GEO
+// 10/2 1%, GEO 50/0.5 and 20M/64k: the round trip after the first flight
+// carries >= 93% of the limit, and the rest of the run holds it, within
+// 0.6 points of the bound on the lossless links (the bottleneck idle at
+// most 0.5% of the time after start-up) and a point on GEO 10/2 1%. The
+// bound is 95.0%, 94.7% and 95.0% on these links: the issue's 95% over
+// 30 s asks the first flight's round trip, or fewer header bytes, of a
+// start told nothing (docs/startup.md, "Where the 30 s figure's last
+// points go"). Before the ACK burst joined the cut's target
+// (Hybrid.ackBurstAllowance), 20M/64k left its bottleneck idle 0.88% of
+// the time after start-up, 0.96 points below the bound.
+func TestUntoldDownloadNearItsBound(t *testing.T) {
+	for _, c := range []condition{condGEO(), condGEO50(), condAsym()} {
+		c = wrongRate(c, 0)
+		c.dur, c.download = 30*time.Second, true
+		t.Run(c.name, func(t *testing.T) {
+			r := measure(t, c, "hybrid", LossAuto, 1)
+			f := firstByteAt(r)
+			rtts := perRTT(r, f-r.rtt/8, 4)
+			bound := coldStartBound(c.dur, r.rtt)
+			share := r.overall / r.limit
+			sp := spentAfterStart(r, c.fwd.Rate, c.fwd.Loss)
+			t.Logf("first byte %v; per RTT %.3f; over %v from the request %.2f%%, bound %.2f%%; after start-up %v",
+				f, rtts, c.dur, 100*share, 100*bound, sp)
+			if rtts[1] < 0.93 {
+				t.Errorf("%.1f%% of the limit in the second round trip after the first byte, want >= 93%%", 100*rtts[1])
+			}
+			within, idle := 0.006, 0.005
+			if c.fwd.Loss > 0 {
+				within, idle = 0.01, 0.01
+			}
+			if share < bound-within {
+				t.Errorf("%.2f%% of the limit over %v from the request, want within %.1f points of the cold start's bound %.2f%%",
+					100*share, c.dur, 100*within, 100*bound)
+			}
+			if sp.idle > idle {
+				t.Errorf("the bottleneck idle %.2f%% of the time after start-up, want <= %.1f%%", 100*sp.idle, 100*idle)
+			}
+			if r.queueLoss >= 0.01 {
+				t.Errorf("queue drops %.2f%%, want < 1%%", 100*r.queueLoss)
+			}
+		})
+	}
+}
