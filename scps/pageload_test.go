@@ -330,14 +330,16 @@ func TestPageLoadGEOLossPatterns(t *testing.T) {
 // TestPageLoadLEO loads the bench's page over LEO (100/20 Mbit/s, 40 ms,
 // 0.5% loss each way, no rates configured) on one stream (HTTP/2) and on
 // six, on four loss patterns: the HTML within its first round trip, the
-// page within 1.12x of the floor (0.50 s) on each and 1.1x on average.
+// page within 1.12x of the floor (0.50 s) on each and 1.055x on average.
 // Three things held it above: the server's first flight (ten packets in
 // 1.2 ms) came back as one ACK, which timed nothing, so slow start
 // doubled from ten packets per round trip (1.53x); once it was timed,
 // the window still doubled from the first flight's while the pacer ran
 // at the timed rate; and the 30 kB HTML (21 packets) did not fit the
 // ten-packet initial window and took a second round trip (1.135x on
-// average, 1.161x at worst; the HTML at 82 ms).
+// average, 1.161x at worst; the HTML at 82 ms). Then the tail copies
+// waited 20 ms of idle, half the round trip: 1.067x on average; they wait
+// 10 ms now (minCopyIdle): 1.044x.
 func TestPageLoadLEO(t *testing.T) {
 	var sum float64
 	n := 0
@@ -371,8 +373,8 @@ func TestPageLoadLEO(t *testing.T) {
 		}
 	}
 	t.Logf("mean: %.3fx the floor", sum/float64(n))
-	if sum/float64(n) > 1.1 {
-		t.Errorf("the page at %.3fx its floor on average, want at most 1.1x", sum/float64(n))
+	if sum/float64(n) > 1.055 {
+		t.Errorf("the page at %.3fx its floor on average, want at most 1.055x", sum/float64(n))
 	}
 }
 

@@ -349,7 +349,7 @@ func (c *Hybrid) OnPacketSent(now time.Time, bytes, _ int) {
 }
 
 // endFlight ends the timed flight as sent so far when a full-size packet
-// leaves at now, more than flightGap after the flight began, while the
+// leaves at now, more than flightBurst after the flight began, while the
 // flight is short of its size but holds at least half of it: its data ran
 // out and what came later (tail copies of its end, a page's objects a
 // round trip after its HTML) is no part of the burst. Left open, the
@@ -361,23 +361,16 @@ func (c *Hybrid) OnPacketSent(now time.Time, bytes, _ int) {
 // objects paced meanwhile at twice the initial window per round trip.
 // A flight that sent less than half its size waits for its data as
 // before: a short response's few packets time nothing, and the next
-// transfer's first packets complete its burst.
+// transfer's first packets complete its burst. So does one whose data
+// comes within flightBurst: a sending host that takes its data from a
+// TCP connection in chunks (ten packets, then twice as many every few
+// ms) still sends one burst.
 func (c *Hybrid) endFlight(now time.Time) {
 	if c.flightEnded || c.sentFull == 0 || c.sentFull >= c.flight || 2*c.sentFull < c.flight ||
-		now.Sub(c.flightAt) <= c.flightGap() {
+		now.Sub(c.flightAt) <= flightBurst {
 		return
 	}
 	c.flight, c.flightEnded = c.sentFull, true
-}
-
-// flightGap is how long after its first packet a timed flight's data may
-// still come and join it: a sending host that takes its data from a TCP
-// connection in chunks (ten packets, then twice as many every few ms)
-// still sends one burst (flightBurst), and on a long path a quarter of
-// the round trip is far less than the round trip a next transfer would
-// come after.
-func (c *Hybrid) flightGap() time.Duration {
-	return max(flightBurst, c.p.RTT.Smoothed()/4)
 }
 
 // jump raises the window to w, careful resume's unvalidated jump.
