@@ -108,6 +108,9 @@ type association struct {
 	// fecWide: the peer takes a repaired flow's wide blocks (capFecWide,
 	// quic.go); set as the association begins.
 	fecWide atomic.Bool
+	// fecCompact: the peer takes compact datagram frames (capFecCompact,
+	// fec_compact.go); set as the association begins.
+	fecCompact atomic.Bool
 }
 
 func (as *association) carries(id uint64) bool {
@@ -223,7 +226,7 @@ func untoldRates(cfg *scps.Config) {
 // payload is our handshake payload for the peer. It is called by peers
 // with the peer's lock held, so it reads only atomics.
 func (a *assoc) payload() []byte {
-	p := assocParams{version: wireVersion, caps: a.multipathCaps() | capFecWide, instance: a.e.instance}
+	p := assocParams{version: wireVersion, caps: a.multipathCaps() | capFecWide | capFecCompact, instance: a.e.instance}
 	if as := a.cur.Load(); as != nil {
 		p.assoc = as.id
 	}
@@ -285,6 +288,7 @@ func (a *assoc) begin(id uint64, theirs assocParams, rtt time.Duration) {
 	as.learned.on = len(a.cfg.Paths) > 0 || theirs.caps&capMultipath != 0
 	as.learned.first = len(a.cfg.Paths)
 	as.fecWide.Store(theirs.caps&capFecWide != 0)
+	as.fecCompact.Store(theirs.caps&capFecCompact != 0)
 	ctx, cancel := context.WithCancel(a.e.ctx)
 	as.cancel = cancel
 	// The handshake came from the peer's endpoint, so its family is known
@@ -642,7 +646,7 @@ func (a *assoc) onDatagram(p []byte) {
 	if len(p) == 0 {
 		return
 	}
-	if p[0] == fecData || p[0] == fecParity || p[0] == fecResend {
+	if p[0] == fecData || p[0] == fecParity || p[0] == fecResend || p[0] == fecCompact {
 		a.onRepairFrame(p) // a repaired QUIC flow's (quic.go)
 		return
 	}

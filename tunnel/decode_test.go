@@ -194,6 +194,18 @@ func FuzzRepairFrame(f *testing.F) {
 		seed = append(seed, fr...)
 	}
 	f.Add(seed)
+	// Compact frames: each block's first a datagram frame (the flow's
+	// addresses), the others compact, one of a block's frames lost.
+	seed = nil
+	for i, fr := range fecCompactFrames(7, 40, 8, 2) {
+		if i%10 == 6 {
+			continue
+		}
+		seed = binary.BigEndian.AppendUint16(seed, uint16(len(fr)))
+		seed = append(seed, fr...)
+	}
+	f.Add(seed)
+	f.Add([]byte{0, 17, fecCompact, 0, 0, 0, 7, 0, 0, 0, 1, 1, compactDF, 0, 64, 0, 0, 0, 0})
 	f.Add([]byte{0, 14, fecParity, 0, 0, 0, 7, 0, 0, 0, 0, 64, 0x43, 0, 9, 1})
 	f.Add([]byte{0, 11, fecData, 0, 0, 0, 7, 0xff, 0xff, 0xff, 0xff, 63, 0x45})
 	f.Add([]byte{0, 14, fecParity, 0, 0, 0, 7, 0, 0, 0, 0, 3, 0x21, 0, 9, 1})
@@ -209,8 +221,8 @@ func FuzzRepairFrame(f *testing.F) {
 			if h, body, err := parseFec(fr); err == nil {
 				var re []byte
 				switch h.typ {
-				case fecData:
-					re = appendFecData(nil, h.flow, h.seq, int(h.index), body)
+				case fecData, fecCompact:
+					re = appendFecFrame(nil, h.typ, h.flow, h.seq, int(h.index), body)
 				case fecResend:
 					re = appendFecResend(nil, h.flow, h.seq, h.mask)
 				default:

@@ -250,11 +250,17 @@ type fecHeader struct {
 var errFecFrame = errors.New("malformed repaired-flow frame")
 
 func appendFecData(b []byte, flow, seq uint32, index int, pkt []byte) []byte {
-	b = append(b, fecData)
+	return appendFecFrame(b, fecData, flow, seq, index, pkt)
+}
+
+// appendFecFrame appends a datagram frame of type typ (fecData, or
+// fecCompact with a compact body) with body.
+func appendFecFrame(b []byte, typ byte, flow, seq uint32, index int, body []byte) []byte {
+	b = append(b, typ)
 	b = binary.BigEndian.AppendUint32(b, flow)
 	b = binary.BigEndian.AppendUint32(b, seq)
 	b = append(b, byte(index))
-	return append(b, pkt...)
+	return append(b, body...)
 }
 
 func appendFecParity(b []byte, flow, first uint32, count, parities int, which byte, sum []byte) []byte {
@@ -292,6 +298,15 @@ func parseFec(b []byte) (fecHeader, []byte, error) {
 			return h, nil, errFecFrame
 		}
 		body = b[fecDataHeader:]
+	case fecCompact:
+		if len(b) < fecCompactHeader4 {
+			return h, nil, errFecFrame
+		}
+		h.index = b[9]
+		if int(h.index) >= fecMaxBlock {
+			return h, nil, errFecFrame
+		}
+		body = b[fecDataHeader:] // expandCompact reads it
 	case fecParity:
 		if len(b) < fecParityHeader+3 {
 			return h, nil, errFecFrame

@@ -527,7 +527,15 @@ func (s *quicSender) add(d quicDatagram) bool {
 		s.first = s.seq
 		s.sums.reset()
 	}
-	s.buf = appendFecData(s.buf[:0], s.id, s.seq, s.n, d.pkt)
+	compact := false
+	if s.as.fecCompact.Load() && s.n > 0 && s.seq >= fecCompactAfter {
+		// A block's first goes whole, so that a receiver that lost the
+		// flow's state learns its addresses again within a block.
+		s.buf, compact = appendFecCompact(s.buf[:0], s.id, s.seq, s.n, d.pkt)
+	}
+	if !compact {
+		s.buf = appendFecData(s.buf[:0], s.id, s.seq, s.n, d.pkt)
+	}
 	if len(s.buf) > s.as.sess.MaxDatagramSize() {
 		// Too large with the header: it goes as it is, outside the
 		// flow's numbering.
@@ -714,6 +722,10 @@ type quicRxFlow struct {
 	timer  *time.Timer
 	blocks [fecRxBlocks]*fecRxBlock
 	last   time.Time // the flow's last frame
+	// key is the flow's addresses and ports, from its datagram frames
+	// (keyed once known), which its compact frames leave out.
+	key   quicFlowKey
+	keyed bool
 }
 
 // fecRxBlock is what the receiver knows of one block.
@@ -870,11 +882,35 @@ func (rx *quicRx) take(st *Stats, b []byte, now time.Time) ([][]byte, *quicRxFlo
 		if h.typ == fecData {
 			return [][]byte{body}, nil // no room to keep its order: as it is
 		}
+		// A compact frame with no room for its flow: the flow's
+		// addresses are not known here, so it is lost.
 		return nil, nil
 	}
 	f.last = now
-	if h.typ == fecData {
+	switch h.typ {
+	case fecData:
+		// From every datagram frame, not the first alone: a peer that
+		// restarted numbers its flows anew, and a flow's first 64
+		// datagrams go as datagram frames.
+		if info, ok := parseIP(body); ok && info.proto == protoUDP {
+			if key, ok := compactKey(body, info); ok {
+				f.key, f.keyed = key, true
+			}
+		}
 		return rx.data(st, f, h, body, nil), f
+	case fecCompact:
+		if !f.keyed {
+			// Its flow's addresses not known yet (the datagram frames
+			// before it lost): as if lost, for the parities or a
+			// resend (a datagram frame) to fill.
+			return nil, f
+		}
+		pkt, ok := expandCompact(f.key, body)
+		if !ok {
+			st.TunMalformed.Add(1)
+			return nil, f
+		}
+		return rx.data(st, f, h, pkt, nil), f
 	}
 	return rx.parity(st, f, h, body, nil), f
 }
@@ -884,7 +920,7 @@ func (rx *quicRx) take(st *Stats, b []byte, now time.Time) ([][]byte, *quicRxFlo
 // numbering); nil when there is no room for another.
 func (rx *quicRx) flow(h fecHeader, now time.Time) *quicRxFlow {
 	start := h.seq
-	if h.typ == fecData {
+	if h.typ == fecData || h.typ == fecCompact {
 		start -= uint32(h.index)
 	}
 	f := rx.flows[h.flow]
