@@ -553,8 +553,8 @@ func logQuicCounters(t *testing.T, tb *testbed.Testbed, side testbed.Side) {
 	t.Logf("%s: quic repaired %d, held for a resend %d, given up %d, resent %d, marked CE %d, parities sent %d, waited behind a gap %d, paced %d", side, k.QuicRepaired, k.QuicHeld, k.QuicGivenUp, k.QuicResent, k.QuicMarked, k.QuicParities, k.QuicWaited, k.QuicPaced)
 	for _, p := range st.Peers {
 		as := p.Association
-		t.Logf("%s: association packets sent %d (acknowledgements alone %d), lost %d; datagrams sent %d, dropped before sending %d",
-			side, as.PacketsSent, as.AckOnlyPacketsSent, as.PacketsLost, as.DatagramsSent, as.DatagramsDropped)
+		t.Logf("%s: association packets sent %d (acknowledgements alone %d, %d bytes), lost %d; datagrams sent %d, dropped before sending %d",
+			side, as.PacketsSent, as.AckOnlyPacketsSent, as.BytesSent, as.PacketsLost, as.DatagramsSent, as.DatagramsDropped)
 	}
 }
 
