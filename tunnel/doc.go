@@ -60,6 +60,8 @@ package tunnel
 //	                      blocks, the receiver's in-order delivery)
 //	fec.go                repair's erasure coding (P and Q parities) and
 //	                      its frames
+//	fec_compact.go        repair's compact datagram frames (a flow's
+//	                      inner IP and UDP headers left out)
 //	uplink.go             the uplink rate measured toward each peer, for
 //	                      peers' bound on cookie replies
 //
