@@ -67,6 +67,7 @@ func (a *Association) Receive(now time.Time, pn uint64, pkt []byte) error {
 		a.arrival.OnPacket(a.abs(a.rxAt), len(pkt))
 		a.streams.RateWindow = uint64(windowBDPs * a.arrival.Peak() * a.windowRTT().Seconds())
 	}
+	a.streams.RateWindowHeld = a.ack.Holding(a.rxAt)
 	defer a.maybeResume()
 
 	a.sent.OnPacketReceived()

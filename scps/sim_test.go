@@ -56,6 +56,13 @@ type linkParams struct {
 	// due meanwhile arrive together at the next release, and the
 	// receiving host stamps them so, as a kernel timestamp would.
 	ReleaseEvery time.Duration
+	// BurstLag delays a packet that queued behind another at the rated
+	// link by BurstLag more than one that found it idle, keeping the
+	// order: the far end's writer, idle before a burst, hands over its
+	// first packet at once and the rest a moment later (a timer set on
+	// the wake-up, a host's scheduling). The rate of a train timed from
+	// its first packet then creeps up with every arrival.
+	BurstLag time.Duration
 }
 
 type simDir struct {
@@ -211,8 +218,12 @@ func (d *simDir) carry(now time.Duration, rng *rand.Rand, size int) (at time.Dur
 		return 0, 0
 	}
 	at = now
+	lag := time.Duration(0)
 	if d.p.Rate > 0 {
 		start := max(now, d.busyUntil)
+		if start > now {
+			lag = d.p.BurstLag
+		}
 		if d.p.QueueBytes > 0 {
 			queued := float64(start-now) / float64(time.Second) * d.p.Rate / 8
 			if queued+float64(size) > float64(d.p.QueueBytes) {
@@ -248,6 +259,10 @@ func (d *simDir) carry(now time.Duration, rng *rand.Rand, size int) (at time.Dur
 		return 0, 0
 	}
 	at += d.p.Delay
+	if d.p.BurstLag > 0 {
+		at = max(at+lag, d.lastAt)
+		d.lastAt = at
+	}
 	if d.p.Jitter > 0 {
 		at = max(at+time.Duration(rng.Int64N(int64(d.p.Jitter))), d.lastAt)
 		d.lastAt = at

@@ -233,6 +233,31 @@ func TestUntoldStartupReturnPathJitter(t *testing.T) {
 	}
 }
 
+// TestUntoldStartupCreepingArrivalRate: 20M/64k and GEO 50/0.5 told
+// nothing, the far end handing over a burst's first packet a millisecond
+// ahead of the rest (linkParams.BurstLag). The receiver times its arrival
+// rate over a train from that packet, so the rate crept up with every
+// packet of the first flight, and each step of the receive window that
+// follows it (RateWindow) went as a window update in a packet of its own,
+// carrying the ACK so far: an ACK per packet, no ACK packet with the
+// flight's points, the ACKs spaced by the return link's queue (7.5 ms
+// each at 64 kbit/s), and the sender timed that queue as the link (0.41
+// MB/s falling to 0.2 of 2.4 here; through the binary 0.2 MB/s in two of
+// four runs, slow start at 1.7-3 Mbit/s for seconds): 40.5% of the limit
+// after 4 RTTs (GEO 50/0.5: 81.8%). While the flight's ACKs are held the
+// window now moves in steps of an eighth (streams.rateWindowStep).
+func TestUntoldStartupCreepingArrivalRate(t *testing.T) {
+	for _, c := range []condition{condAsym(), condGEO50()} {
+		c = wrongRate(c, 0)
+		c.fwd.BurstLag = time.Millisecond
+		c.name += ", 1ms burst lag"
+		c.dur = 6 * time.Second
+		t.Run(c.name, func(t *testing.T) {
+			checkStartup(t, c, measure(t, c, "hybrid", LossAuto, 1), 0.95)
+		})
+	}
+}
+
 // TestUntoldSendBufferFollowsTheEstimate: told no rate, the ACK packet
 // that brings the first flight's estimate raises the pacer at once, and
 // the streams' send buffers must follow it from that packet, not from

@@ -226,6 +226,10 @@ func (s *ReceivedPacketHandler) AckAtOnce() {
 	}
 }
 
+// Holding reports whether the flight's ACKs are held at now: within an
+// ack delay after a timing mark (AckAtOnce), while its points gather.
+func (s *ReceivedPacketHandler) Holding(now time.Duration) bool { return now < s.holdUntil }
+
 // SetTimed says whether the arrival times OnReceived is given are when
 // the host received the packets (kernel receive timestamps), not when it
 // handed them over: only such arrivals make points (ackPoint). A batch
