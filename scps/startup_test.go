@@ -242,10 +242,11 @@ func TestUntoldStartupReturnPathJitter(t *testing.T) {
 // carrying the ACK so far: an ACK per packet, no ACK packet with the
 // flight's points, the ACKs spaced by the return link's queue (7.5 ms
 // each at 64 kbit/s), and the sender timed that queue as the link (0.41
-// MB/s falling to 0.2 of 2.4 here; through the binary 0.2 MB/s in two of
-// four runs, slow start at 1.7-3 Mbit/s for seconds): 40.5% of the limit
-// after 4 RTTs (GEO 50/0.5: 81.8%). While the flight's ACKs are held the
-// window now moves in steps of an eighth (streams.rateWindowStep).
+// MB/s of 2.4 after ten ACKs here, falling; through the binary 0.2 MB/s
+// in two of four runs, slow start at 1.7-3 Mbit/s for seconds): 40.5% of
+// the limit after 4 RTTs (GEO 50/0.5: 81.8%). While the flight's ACKs
+// are held the window now moves in steps of an eighth
+// (streams.rateWindowStep).
 func TestUntoldStartupCreepingArrivalRate(t *testing.T) {
 	for _, c := range []condition{condAsym(), condGEO50()} {
 		c = wrongRate(c, 0)
