@@ -704,6 +704,7 @@ type quicRx struct {
 	bytes  int           // held datagrams and parity sums, against quicRxBytes
 	now    time.Time     // the frame's arrival, or the timer's
 	wait   time.Duration // how long an asked gap is held (0: a second)
+	again  time.Duration // how long a resend takes to come (0: never asked twice)
 	waitAt time.Time     // when wait was last measured
 	asks   [][]byte      // resend requests to send
 }
@@ -712,13 +713,15 @@ type quicRx struct {
 // gap is held until the gap is rebuilt from its block's parities, or
 // comes again from the sender, which the receiver asks for when the
 // parities cannot rebuild it, a later block's parity came, or quicHold
-// passed; an asked gap not filled within the resend wait is given up.
+// passed; an asked gap not filled a resend's time later is asked for
+// once more (quicResendTime), and one not filled within the resend wait
+// is given up.
 type quicRxFlow struct {
 	id     uint32
 	next   uint32 // the number of the datagram to deliver next
 	held   map[uint32][]byte
-	asked  map[uint32]time.Time // gaps asked for again: when they are given up
-	since  time.Time            // when the oldest gap began to hold datagrams
+	asked  map[uint32]quicAsk // gaps asked for again
+	since  time.Time          // when the oldest gap began to hold datagrams
 	timer  *time.Timer
 	blocks [fecRxBlocks]*fecRxBlock
 	last   time.Time // the flow's last frame
@@ -727,6 +730,11 @@ type quicRxFlow struct {
 	key   quicFlowKey
 	keyed bool
 }
+
+// quicAsk is a gap the receiver asked the sender for: until is when it
+// is given up, again when it is asked for once more if it has not come
+// (zero: not again).
+type quicAsk struct{ until, again time.Time }
 
 // fecRxBlock is what the receiver knows of one block.
 type fecRxBlock struct {
@@ -759,6 +767,7 @@ func (a *assoc) onRepairFrame(b []byte) {
 	rx.mu.Lock()
 	if now.Sub(rx.waitAt) > time.Second {
 		rx.wait, rx.waitAt = a.quicResendWait(), now
+		rx.again = a.quicResendTime()
 	}
 	out, f := rx.take(&a.e.stats, b, now)
 	a.quicRxDone(f, out, now)
@@ -845,6 +854,22 @@ func (a *assoc) quicResendWait() time.Duration {
 		rtt = max(rtt, as.sess.Stats().SRTT)
 	}
 	return rtt*3/2 + 100*time.Millisecond
+}
+
+// quicResendTime is how long a resend takes to come once asked for:
+// the measured round trip (the request's way there, the resend's back)
+// and 100 ms for the queues. A gap not filled by then was lost twice on
+// the way (both copies of the request, or of the resend: a burst of loss
+// takes two packets in a row) and is asked for once more, when another
+// resend can still come within the wait (quicRx.ask).
+func (a *assoc) quicResendTime() time.Duration {
+	rtt := a.cfg.Link.RTT
+	if as := a.cur.Load(); as != nil {
+		if srtt := as.sess.Stats().SRTT; srtt > 0 {
+			rtt = srtt
+		}
+	}
+	return rtt + 100*time.Millisecond
 }
 
 // takeAsks returns the resend requests to send (rx.mu held).
@@ -944,7 +969,7 @@ func (rx *quicRx) flow(h fecHeader, now time.Time) *quicRxFlow {
 	if rx.flows == nil {
 		rx.flows = map[uint32]*quicRxFlow{}
 	}
-	f = &quicRxFlow{id: h.flow, next: start, held: map[uint32][]byte{}, asked: map[uint32]time.Time{}}
+	f = &quicRxFlow{id: h.flow, next: start, held: map[uint32][]byte{}, asked: map[uint32]quicAsk{}}
 	rx.flows[h.flow] = f
 	return f
 }
@@ -1189,15 +1214,12 @@ func (rx *quicRx) ask(st *Stats, f *quicRxFlow, seq uint32, out [][]byte) [][]by
 	if wait == 0 {
 		wait = time.Second
 	}
-	until := rx.now.Add(wait)
-	var first uint32
-	var mask uint64
-	flush := func() {
-		if mask != 0 {
-			rx.asks = append(rx.asks, appendFecResend(nil, f.id, first, mask))
-		}
-		mask = 0
+	ask := quicAsk{until: rx.now.Add(wait)}
+	if rx.again > 0 && 2*rx.again <= wait {
+		// A second request and its resend fit in the wait.
+		ask.again = rx.now.Add(rx.again)
 	}
+	var seqs []uint32
 	for s := f.next; before(s, seq); s++ {
 		if _, ok := f.held[s]; ok {
 			continue
@@ -1208,7 +1230,25 @@ func (rx *quicRx) ask(st *Stats, f *quicRxFlow, seq uint32, out [][]byte) [][]by
 		if len(f.asked) >= quicAskMax {
 			return rx.giveUpBefore(st, f, seq, out)
 		}
-		f.asked[s] = until
+		f.asked[s] = ask
+		seqs = append(seqs, s)
+	}
+	rx.request(f.id, seqs)
+	return out
+}
+
+// request adds the resend requests for seqs (in order) of flow id, up
+// to 64 numbers a request.
+func (rx *quicRx) request(id uint32, seqs []uint32) {
+	var first uint32
+	var mask uint64
+	flush := func() {
+		if mask != 0 {
+			rx.asks = append(rx.asks, appendFecResend(nil, id, first, mask))
+		}
+		mask = 0
+	}
+	for _, s := range seqs {
 		if mask == 0 || s-first >= 64 {
 			flush()
 			first = s
@@ -1216,15 +1256,29 @@ func (rx *quicRx) ask(st *Stats, f *quicRxFlow, seq uint32, out [][]byte) [][]by
 		mask |= 1 << (s - first)
 	}
 	flush()
-	return out
+}
+
+// askAgain asks once more for the asked gaps whose resend has not come
+// by their again time (rx.mu held).
+func (rx *quicRx) askAgain(f *quicRxFlow, now time.Time) {
+	var seqs []uint32
+	for s, k := range f.asked {
+		if !k.again.IsZero() && !now.Before(k.again) {
+			k.again = time.Time{}
+			f.asked[s] = k
+			seqs = append(seqs, s)
+		}
+	}
+	slices.SortFunc(seqs, func(x, y uint32) int { return int(int32(x - y)) })
+	rx.request(f.id, seqs)
 }
 
 // expire gives up the asked gaps at the head of the flow whose wait
 // passed, and delivers what was held behind them.
 func (rx *quicRx) expire(st *Stats, f *quicRxFlow, now time.Time, out [][]byte) [][]byte {
 	for len(f.asked) > 0 {
-		until, ok := f.asked[f.next]
-		if !ok || now.Before(until) {
+		k, ok := f.asked[f.next]
+		if !ok || now.Before(k.until) {
 			break
 		}
 		delete(f.asked, f.next)
@@ -1246,9 +1300,12 @@ func (rx *quicRx) arm(a *assoc, f *quicRxFlow, now time.Time) {
 	if !at.After(now) {
 		at = time.Time{}
 	}
-	for _, until := range f.asked {
-		if at.IsZero() || until.Before(at) {
-			at = until
+	for _, k := range f.asked {
+		if at.IsZero() || k.until.Before(at) {
+			at = k.until
+		}
+		if !k.again.IsZero() && k.again.Before(at) {
+			at = k.again
 		}
 	}
 	if at.IsZero() {
@@ -1267,6 +1324,7 @@ func (rx *quicRx) arm(a *assoc, f *quicRxFlow, now time.Time) {
 }
 
 // quicHoldOver asks for a flow's gaps that held datagrams for quicHold,
+// asks once more for those whose resend has not come in a resend's time,
 // and gives up those asked for whose wait passed.
 func (a *assoc) quicHoldOver(id uint32) {
 	rx := &a.quic.rx
@@ -1295,6 +1353,7 @@ func (rx *quicRx) holdOver(st *Stats, f *quicRxFlow, now time.Time) [][]byte {
 		}
 		out = rx.ask(st, f, high, out)
 	}
+	rx.askAgain(f, now)
 	return rx.expire(st, f, now, out)
 }
 

@@ -114,9 +114,10 @@ func TestQuicPassAndPorts(t *testing.T) {
 // its parities rebuild; 5 in a row are more than a block's 4 parities
 // rebuild, so the resend is used too. Datagrams the sending association dropped unsent,
 // or the sending endpoint gave up, on a loaded machine (the race
-// detector's) are no loss of the hop's;
-// a tenth of the wire's losses may stay (a resend lost twice). Other UDP
-// is still carried as plain datagrams.
+// detector's) are no loss of the hop's; a tenth of the wire's losses may
+// stay (a resend or its request lost twice, and again when asked for
+// once more: a burst takes both copies, which go in packets in a row).
+// Other UDP is still carried as plain datagrams.
 func TestQuicRepairHidesLoss(t *testing.T) {
 	// A configured RTT of 2 s puts the sender's early drop at a queue of
 	// 1 s and its give-up at 6 s: a loaded machine's delays (the race
@@ -803,6 +804,93 @@ func TestQuicRxLateParity(t *testing.T) {
 	}
 	if f := rx.flows[3]; len(f.asked) != 0 {
 		t.Errorf("%d gaps still asked for", len(f.asked))
+	}
+}
+
+// TestQuicRxAsksAgain: a gap beyond its block's repair whose resend has
+// not come a resend's time after the request (both copies of the
+// request, or of the resend, lost: a burst of loss takes two packets in
+// a row) is asked for once more, when another resend fits in the wait,
+// and the flow is held for it; asked again and lost again, or with no
+// room in the wait for another, it is given up once the wait passed.
+// A burst of 5 lost packets on the test wire cost TestQuicRepairHidesLoss
+// a whole burst of datagrams about once in five runs that way.
+func TestQuicRxAsksAgain(t *testing.T) {
+	const again = 110 * time.Millisecond
+	for _, tc := range []struct {
+		name       string
+		wait       time.Duration
+		resend     bool // the second request's resend comes
+		wantAsks   int  // requests sent in all
+		wantGiveUp uint64
+	}{
+		{"second resend comes", 3 * time.Second, true, 2, 0},
+		{"second resend lost too", 3 * time.Second, false, 2, 3},
+		{"no room for another", 200 * time.Millisecond, true, 1, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			frames, _ := fecFrames(4, 8, 8, 2)
+			frames = frames[:10] // one block: 8 datagrams, 2 parities
+			data := map[uint32][]byte{}
+			var st Stats
+			rx := quicRx{wait: tc.wait, again: again}
+			now := time.Unix(1000, 0)
+			got, asks := 0, 0
+			var asked []uint32
+			deliver := func(out [][]byte) {
+				got += len(out)
+				for _, a := range rx.takeAsks() {
+					asks++
+					h, _, err := parseFec(a)
+					if err != nil || h.typ != fecResend || h.flow != 4 {
+						t.Fatalf("resend request %x: %v", a, err)
+					}
+					asked = asked[:0]
+					for i := range 64 {
+						if h.mask&(1<<i) != 0 {
+							asked = append(asked, h.seq+uint32(i))
+						}
+					}
+				}
+			}
+			for _, fr := range frames {
+				h, _, err := parseFec(fr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if h.typ == fecData && h.index >= 2 && h.index < 5 {
+					data[h.seq] = fr
+					continue // lost: three, beyond the two parities
+				}
+				rx.now = now
+				out, _ := rx.take(&st, fr, now)
+				deliver(out)
+			}
+			if asks != 1 || !slices.Equal(asked, []uint32{2, 3, 4}) {
+				t.Fatalf("%d requests for %v after the block's parities, want 1 for [2 3 4]", asks, asked)
+			}
+			// The first request's resends are lost.
+			for ms := 1; ms <= int(tc.wait/time.Millisecond)+10; ms++ {
+				at := now.Add(time.Duration(ms) * time.Millisecond)
+				before := asks
+				rxAdvance(&rx, &st, 4, at, nil, nil, deliver)
+				if asks > before && at.Before(now.Add(again)) {
+					t.Fatalf("asked again %v after the request, before its resend's time %v", at.Sub(now), again)
+				}
+				if asks > before && tc.resend {
+					for _, seq := range asked {
+						out, _ := rx.take(&st, data[seq], at)
+						deliver(out)
+					}
+				}
+			}
+			if asks != tc.wantAsks || st.QuicGivenUp.Load() != tc.wantGiveUp || got != 8-int(tc.wantGiveUp) {
+				t.Errorf("%d requests, given up %d, delivered %d of 8; want %d, %d, %d", asks, st.QuicGivenUp.Load(), got, tc.wantAsks, tc.wantGiveUp, 8-tc.wantGiveUp)
+			}
+			if f := rx.flows[4]; len(f.asked) != 0 || len(f.held) != 0 {
+				t.Errorf("%d gaps still asked for, %d datagrams held", len(f.asked), len(f.held))
+			}
+		})
 	}
 }
 
