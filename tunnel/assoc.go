@@ -283,6 +283,14 @@ func (a *assoc) established(id uint64, local, remote []byte, rtt time.Duration) 
 // begin starts the association that handshake id began, ending the one
 // before (its flows are reset: the peer's side of it is gone).
 func (a *assoc) begin(id uint64, theirs assocParams, rtt time.Duration) {
+	a.mu.Lock()
+	restarted := a.remote != 0 && a.remote != theirs.instance
+	a.mu.Unlock()
+	if restarted {
+		// Before the new session delivers a frame: the peer numbers
+		// its repaired flows from 1 again.
+		a.quic.rx.reset()
+	}
 	as := &association{id: id}
 	as.addSession(id)
 	as.learned.on = len(a.cfg.Paths) > 0 || theirs.caps&capMultipath != 0
@@ -329,7 +337,6 @@ func (a *assoc) begin(id uint64, theirs assocParams, rtt time.Duration) {
 		return
 	}
 	old := a.cur.Swap(as)
-	restarted := a.remote != 0 && a.remote != theirs.instance
 	a.remote = theirs.instance
 	a.seeking = time.Time{}
 	if old == nil {

@@ -974,6 +974,18 @@ func (rx *quicRx) flow(h fecHeader, now time.Time) *quicRxFlow {
 	return f
 }
 
+// reset forgets every flow: the peer restarted, and numbers its flows
+// from 1 again. A new flow under an old one's number, within 2^16 of
+// where the old one was, had its first datagrams dropped as delivered.
+func (rx *quicRx) reset() {
+	rx.mu.Lock()
+	defer rx.mu.Unlock()
+	for id, f := range rx.flows {
+		rx.drop(f)
+		delete(rx.flows, id)
+	}
+}
+
 // drop forgets a flow's held datagrams and sums.
 func (rx *quicRx) drop(f *quicRxFlow) {
 	for _, p := range f.held {

@@ -181,6 +181,41 @@ func TestQuicRepairHidesLoss(t *testing.T) {
 	}
 }
 
+// TestQuicPeerRestartNumbers: a peer that restarts numbers its repaired
+// flows from 1 again; the receiver forgets the old instance's flows, so
+// a new flow under an old one's number is delivered from its first
+// datagram, not dropped as delivered already.
+func TestQuicPeerRestartNumbers(t *testing.T) {
+	keys, link := "quic = \"repair\"\n", `rtt = "2s"`
+	h, a, b := quicSites(t, keys, link)
+	src, dst := netip.MustParseAddrPort("10.1.0.7:40100"), netip.MustParseAddrPort("10.2.0.5:443")
+	flow := func(n int) {
+		t.Helper()
+		for i := range n {
+			seq := make([]byte, 60)
+			binary.BigEndian.PutUint32(seq, uint32(i))
+			a.inject(udpPacket(src, dst, seq))
+			p := b.nextDatagram()
+			info, ok := parseIP(p)
+			if !ok || info.proto != protoUDP {
+				t.Fatalf("datagram %d: %+v", i, info)
+			}
+			if got := int(binary.BigEndian.Uint32(p[info.hlen+8:])); got != i {
+				t.Fatalf("datagram %d arrived as %d", i, got)
+			}
+		}
+	}
+	flow(100)
+	// a dies without a word and comes back: its flow starts at 0 again.
+	h.wire.SetFilter(func(from, to netip.AddrPort) bool { return from != a.wireAddr })
+	a.stop()
+	h.wire.SetFilter(nil)
+	a.start(peerSpec{s: b, keys: keys, link: link})
+	b.waitLog("peer restarted: resetting its streams", nil)
+	a.waitUp(b)
+	flow(20)
+}
+
 // TestQuicParitiesOnce: a flow whose blocks close by their span (a
 // datagram every 3 ms: about 13 a block) sends each block's parities
 // once, and repeats the last block's only when the flow pauses. Sending
