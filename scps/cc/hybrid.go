@@ -629,10 +629,10 @@ func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
 			// 1.25 times it per RTT (16 Gbit/s) and the modem queue
 			// dropped 3.6% of the transfer.
 			w := float64(min(c.cwnd, c.target(now, in, rtt), max(in, c.mss)))
-			if c.appGrowing() {
+			if c.appGrowing() && c.appUnderPipe(in) {
 				// A queue a fraction of the window shows is as
 				// likely a loaded host's late ACKs (keepAppPipe).
-				w = c.keepAppPipe(w, in)
+				w = max(w, min(float64(c.cwnd), c.linkPipe()))
 			}
 			c.decrease(now, w)
 			c.ss, c.resumed, c.quiet = false, false, 0
@@ -720,10 +720,10 @@ func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
 			// the queue and no more.
 			w = max(w, c.vegasTarget(in, rtt))
 		}
-		if c.appGrowing() && c.appLimited(in) {
+		if c.appGrowing() && c.appUnderPipe(in) {
 			// Not the link's queue as a rule (keepAppPipe), nor its
 			// rate.
-			c.decrease(now, c.keepAppPipe(float64(min(c.cwnd, w)), in))
+			c.decrease(now, max(float64(min(c.cwnd, w)), min(float64(c.cwnd), c.linkPipe())))
 			break
 		}
 		c.decrease(now, float64(min(c.cwnd, w)))
@@ -1109,9 +1109,12 @@ func (c *Hybrid) wireShare() float64 {
 // rather than the pacer's or a fade's: told a rate (the pacer let the
 // window out at it from the first round), past the first round, not in
 // a resumed slow start, not beside another site's flows, and delivering
-// near the best rate seen (a fade delivers far below it).
+// near the best rate seen (a fade delivers far below it), over the last
+// half round trip or the last round: a sender of bursts a round trip
+// apart delivers over half a round trip at a fraction of its round's
+// rate.
 func (c *Hybrid) appGrowing() bool {
-	return c.p.SendRate > 0 && !c.resumed && !c.shared && c.peakRate > 0 && c.ackRate >= belowPeak*c.peakRate
+	return c.p.SendRate > 0 && !c.resumed && !c.shared && c.peakRate > 0 && max(c.ackRate, c.r.lastRate) >= belowPeak*c.peakRate
 }
 
 // keepAppPipe is the window w a cut leaves, with in bytes in flight: while
@@ -1131,6 +1134,23 @@ func (c *Hybrid) keepAppPipe(w float64, in int) float64 {
 		w = max(w, min(float64(c.cwnd), c.linkPipe()))
 	}
 	return w
+}
+
+// appUnderPipe reports whether the application, not the link, bounds
+// what is in flight while it grows (appGrowing): it is application
+// limited (appLimited), or the most in flight over this round and the
+// last (and in) left the window unfilled and is below the told link's
+// pipe. A window cut below the pipe and full is the controller's own
+// limit (beside a competitor's queue), not the application's. A sender
+// that grows as QUIC's slow start does (bursts a round trip apart,
+// doubling) through a repaired flow has a few hundred kB in flight of a
+// 750 kB pipe at 10 Mbit/s over 600 ms, more than half the window, while
+// a loaded host's late ACKs read as a queue of several packets: cut to
+// the rate of a quarter round trip of its bursts, the association held
+// QUIC under the link for seconds (docs/quic.md).
+func (c *Hybrid) appUnderPipe(in int) bool {
+	most := max(in, c.r.maxIn, c.r.lastMaxIn)
+	return c.appLimited(in) || most+fullWindowSlack*c.mss < c.cwnd && float64(most) < c.linkPipe()
 }
 
 // appLimited reports whether the application, not the controller, held
