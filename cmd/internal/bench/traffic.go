@@ -37,6 +37,9 @@ type Server struct {
 	closed bool
 	err    error // first error of accepted
 	served atomic.Int64
+	// answering, when set (OnAnswer), is told of each download's answer
+	// before its first byte is written.
+	answering atomic.Pointer[func(remote net.Addr)]
 }
 
 // bulkChunk is the size of the server's writes of a download.
@@ -62,6 +65,14 @@ func Serve(ln net.Listener, accepted func(net.Conn) error, log *slog.Logger) *Se
 
 // Addr is the listener's address.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// OnAnswer has f told of each download ("get") the server answers, with
+// the connection's remote address, just before the answer's first byte
+// is written: when the answer became the network's to carry. Through
+// scpsvpn the far endpoint re-originates a connection from the client's
+// own address and port, so the address names the client's connection
+// there as over kernel TCP.
+func (s *Server) OnAnswer(f func(remote net.Addr)) { s.answering.Store(&f) }
 
 // Served counts the connections that made a valid request.
 func (s *Server) Served() int64 { return s.served.Load() }
@@ -147,6 +158,9 @@ func (s *Server) handle(c net.Conn) {
 		}
 	case modeGet:
 		buf := bulkPattern(min(req.size, bulkChunk))
+		if f := s.answering.Load(); f != nil {
+			(*f)(c.RemoteAddr())
+		}
 		for left := req.size; left > 0; left -= min(left, len(buf)) {
 			if _, err := c.Write(buf[:min(left, len(buf))]); err != nil {
 				return
