@@ -273,6 +273,11 @@ func runFlows(ctx context.Context, rc RunConfig, r *Result) (err error) {
 		spec = DefaultFlows
 	}
 	cfg := testbed.Config{Kind: testbed.Emulated, Link: c.LinkOptions(rc.Seed), Endpoints: testbed.Endpoints{Binary: rc.Binary, LogLevel: "info", Logger: rc.Logger}}
+	if os.Getenv("SCPSVPN_FLOWS_TRACE") != "" {
+		// Tracing: each refused or reset flow's reason is in the
+		// endpoints' debug log (--keep-logs keeps it).
+		cfg.Endpoints.LogLevel = "debug"
+	}
 	scps := rc.Contender.IsSCPS()
 	if scps {
 		if rc.Binary == "" {

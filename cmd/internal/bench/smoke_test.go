@@ -229,6 +229,12 @@ func TestSmokeFlows(t *testing.T) {
 		if d := f.Downloads; d.Done != 20 || d.Bytes != 20*10_000 || d.Jain <= 0 || d.Jain > 1 || d.Together <= 0 || d.Together > 1.5 {
 			t.Errorf("%s downloads: %+v", r.Contender, d)
 		}
+		// The server's answers are known by the client's address: the
+		// far endpoint re-originates each flow from it, as kernel TCP
+		// connects from it.
+		if d := f.Downloads; d.LastAnswerMs <= 0 || d.LastAnswerMs > d.LastByteMs || d.JainRunning <= 0 || d.JainRunning > 1 || d.DoneBeforeLastAnswer > d.Done {
+			t.Errorf("%s downloads: last answer at %v ms, Jain %v of the flows running then, %d done before it", r.Contender, d.LastAnswerMs, d.JainRunning, d.DoneBeforeLastAnswer)
+		}
 		// A request on a new connection needs a round trip at least.
 		// Kernel TCP beside a UDP stream at the link's rate may lose its
 		// SYN and not answer within the short window at all: then the
