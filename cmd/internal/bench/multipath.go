@@ -4,10 +4,12 @@ package bench
 // (docs/multipath.md): sites joined by two emulated links at once, one
 // link emulator per link, site A told of both as [[peer.path]] tables and
 // site B learning them. One run, scpsvpn only, measures in turn
+//   - the fast path's idle RTT: the request below on a new connection
+//     with both links idle, the hosts' share of the RTT included;
 //   - bulk and latency: a download of half the duration from B with a
 //     request/response probe (--probe-size, default 1 KB here) on a new
 //     connection every --probe-every and on a held one between them,
-//     their p50 and p95 beside the fast link's RTT, each path's share of the data B sent, and the goodput after
+//     their p50 and p95 beside the fast link's RTT and the idle one, each path's share of the data B sent, and the goodput after
 //     the start-up allowance (bondWarm) against the sum of both links'
 //     payload limits;
 //   - parallel (both links primaries): eight downloads at once for half
@@ -77,6 +79,18 @@ type MultipathResult struct {
 	P50Ms     float64 `json:"request_p50_ms"`
 	P95Ms     float64 `json:"request_p95_ms"`
 	FastRTTMs float64 `json:"fast_link_rtt_ms"` // the lower of the two links' RTTs
+	// The fast path's RTT as a user meets it: the same request on a new
+	// connection with both links idle, before the bulk (idleRequests,
+	// one every idleEvery), timed the same way. Its median holds what
+	// the hosts add to the link's RTT (the TUN devices, the netstacks,
+	// the far side's dial, the emulator's own turn), which the request
+	// beside the bulk pays too; RequestRatios gives the p95 against it
+	// and against FastRTTMs.
+	IdleRequests int       `json:"idle_requests"`
+	IdleP50Ms    float64   `json:"idle_request_p50_ms"`
+	IdleP95Ms    float64   `json:"idle_request_p95_ms"`
+	IdleMs       []float64 `json:"idle_request_ms,omitempty"`
+	IdleErr      string    `json:"idle_error,omitempty"`
 	// Each request's time in the order sent, so a tail can be traced to
 	// the moment it happened in the sender's timeline.
 	RequestMs []float64 `json:"request_ms,omitempty"`
@@ -217,13 +231,21 @@ func runMultipath(ctx context.Context, rc RunConfig, r *Result) (err error) {
 	}
 	mp := &MultipathResult{FastRTTMs: ms(min(c.RTT, c.Second.RTT))}
 	r.Multipath = mp
-
-	// Bulk beside the probe.
-	half := rc.Duration / 2
 	size := rc.ProbeSize
 	if size <= 0 {
 		size = 1000
 	}
+
+	// The fast path's RTT with both links idle, the request's way.
+	idle, err := idleRequests(ctx, dial, size, idleCount, idleEvery)
+	if err != nil {
+		mp.IdleErr = oneLine(err.Error())
+	}
+	mp.IdleRequests = len(idle)
+	mp.IdleMs, mp.IdleP50Ms, mp.IdleP95Ms = latencyMs(idle)
+
+	// Bulk beside the probe.
+	half := rc.Duration / 2
 	t := Measure(ctx, TransferConfig{Dial: dial, Duration: half, RequestEvery: max(rc.ProbeEvery, 100*time.Millisecond), RequestSize: size, RequestNewConn: true})
 	r.PayloadBytes, r.DurationS = t.Bytes, t.Window.Seconds()
 	r.GoodputKBps = t.Goodput() / 1000
@@ -270,6 +292,58 @@ func runMultipath(ctx context.Context, rc RunConfig, r *Result) (err error) {
 	}
 	r.Status = StatusOK
 	return nil
+}
+
+// idleCount requests on a new connection, one every idleEvery, measure
+// the fast path's RTT with both links idle (about 2 s): a median of
+// twenty, and one LEO cut of 50 ms in 15 s catches one at most.
+const (
+	idleCount = 20
+	idleEvery = 100 * time.Millisecond
+)
+
+// idleRequests times n requests of size bytes, each on a new connection
+// (connect() to the answer's last byte, as the probe beside the bulk
+// times them), one every every, with nothing else running; it returns
+// those answered and the first error.
+func idleRequests(ctx context.Context, dial Dialer, size, n int, every time.Duration) ([]time.Duration, error) {
+	var ls []time.Duration
+	for range n {
+		sent := time.Now()
+		conn, err := echoOnce(ctx, dial, size)
+		if err != nil {
+			return ls, fmt.Errorf("idle request: %w", err)
+		}
+		ls = append(ls, time.Since(sent))
+		abort(conn)
+		select {
+		case <-ctx.Done():
+			return ls, ctx.Err()
+		case <-time.After(time.Until(sent.Add(every))):
+		}
+	}
+	return ls, nil
+}
+
+// RequestRatios is the p95 of the requests beside the bulk against the
+// fast link's configured RTT and against the fast path's idle RTT as the
+// same request measured it (its median; 0 where none was measured).
+func (m *MultipathResult) RequestRatios() (ofLink, ofIdle float64) {
+	if m.FastRTTMs > 0 {
+		ofLink = m.P95Ms / m.FastRTTMs
+	}
+	if m.IdleP50Ms > 0 {
+		ofIdle = m.P95Ms / m.IdleP50Ms
+	}
+	return ofLink, ofIdle
+}
+
+// ratioText is a ratio as "1.23x", "-" when there is none.
+func ratioText(r float64) string {
+	if r <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", r)
 }
 
 // bondParallel is how many downloads the parallel phase runs at once.
@@ -660,9 +734,14 @@ func multipathSummary(r *Result) string {
 		}
 		s += "); "
 	}
-	s += fmt.Sprintf("requests on new connections p50 %.0f / p95 %.0f ms (fast link RTT %.0f ms, %d), on a held one %.0f / %.0f ms", m.P50Ms, m.P95Ms, m.FastRTTMs, m.Requests, m.HeldP50Ms, m.HeldP95Ms)
+	ofLink, ofIdle := m.RequestRatios()
+	s += fmt.Sprintf("requests on new connections p50 %.0f / p95 %.0f ms (%d), on a held one %.0f / %.0f ms; p95 %s the fast link's RTT %.0f ms, %s the fast path's idle RTT %.1f ms (the same request with the links idle, p50 of %d; p95 %.1f ms)",
+		m.P50Ms, m.P95Ms, m.Requests, m.HeldP50Ms, m.HeldP95Ms, ratioText(ofLink), m.FastRTTMs, ratioText(ofIdle), m.IdleP50Ms, m.IdleRequests, m.IdleP95Ms)
 	if m.ProbeErr != "" {
 		s += " (" + m.ProbeErr + ")"
+	}
+	if m.IdleErr != "" {
+		s += " (" + m.IdleErr + ")"
 	}
 	s += fmt.Sprintf("; failover: link %d cut, moved on in %.0f ms (longest stall after %.0f ms), SHA-256 equal %v",
 		m.CutLink, m.MoveMs, m.LongestMs, m.SHA256OK)
@@ -707,10 +786,11 @@ func (rep *Report) renderMultipath(w io.Writer) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	p("## Two links\n\n")
 	p("Bulk: a download of half the duration from B with a request/response probe beside it (a request on a new connection every --probe-every, timed from connect() to the answer's last byte, and one on a held connection between them); its goodput over the whole phase and from the start-up allowance on (10 s, or half a shorter phase), against the sum of both links' payload limits (rate x 1460/1500 x (1 - loss), the LEO's while up); each path's share of the data B sent. "+
+		"The request's p95 is given against the fast link's configured RTT and against the fast path's idle RTT: the median of %d of the same requests on new connections, one every %v, with both links idle before the bulk (what the hosts add to the link: the TUN devices, the netstacks, the far side's dial, the emulators). "+
 		"Parallel (both links primaries): %d downloads at once for half the duration, from the same allowance on. "+
-		"Failover: a download during which the link the data runs on is cut at A; the wait for the data to move on (the stall that begins at the cut), the longest stall after the cut (a loss repaired over the link left stalls the reader too), and whether all bytes arrived with an equal SHA-256 on the same connection; a ping and a UDP echo every 100 ms from A to B across the cut: the longest wait for a reply from the cut on.\n\n", bondParallel)
-	p("| condition | contender | bulk kB/s | bulk after start-up kB/s | of the summed limits | %d downloads after start-up kB/s | of the summed limits | path shares (B) | request on a new connection p50 / p95 ms | on a held one p50 / p95 ms | fast link RTT ms | link cut | moved on in ms | longest stall ms | SHA-256 equal | ping / UDP longest wait ms |\n|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|---:|\n", bondParallel)
-	rep.workloadRows(w, 14, func(r *Result) bool { return r.Multipath != nil }, func(r *Result) string {
+		"Failover: a download during which the link the data runs on is cut at A; the wait for the data to move on (the stall that begins at the cut), the longest stall after the cut (a loss repaired over the link left stalls the reader too), and whether all bytes arrived with an equal SHA-256 on the same connection; a ping and a UDP echo every 100 ms from A to B across the cut: the longest wait for a reply from the cut on.\n\n", idleCount, idleEvery, bondParallel)
+	p("| condition | contender | bulk kB/s | bulk after start-up kB/s | of the summed limits | %d downloads after start-up kB/s | of the summed limits | path shares (B) | request on a new connection p50 / p95 ms | on a held one p50 / p95 ms | fast link RTT ms | fast path idle RTT ms (p50 / p95) | p95 of the link's RTT | p95 of the idle RTT | link cut | moved on in ms | longest stall ms | SHA-256 equal | ping / UDP longest wait ms |\n|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n", bondParallel)
+	rep.workloadRows(w, 17, func(r *Result) bool { return r.Multipath != nil }, func(r *Result) string {
 		m := r.Multipath
 		ok := fmt.Sprint(m.SHA256OK)
 		if m.FailoverErr != "" {
@@ -720,8 +800,10 @@ func (rep *Report) renderMultipath(w io.Writer) {
 		if m.Parallel > 0 {
 			par, parShare = fmt.Sprintf("%.1f", m.ParallelKBps), limitShare(m.ParallelKBps, m.SumLimitKBps)
 		}
-		return fmt.Sprintf("%.1f | %.1f | %s | %s | %s | %s | %.0f / %.0f | %.0f / %.0f | %.0f | %d | %.0f | %.0f | %s | %.0f / %.0f", r.GoodputKBps,
-			m.SteadyKBps, limitShare(m.SteadyKBps, m.SumLimitKBps), par, parShare, shareText(m.Paths), m.P50Ms, m.P95Ms, m.HeldP50Ms, m.HeldP95Ms, m.FastRTTMs, m.CutLink, m.MoveMs, m.LongestMs, ok, m.PingStallMs, m.UDPStallMs)
+		ofLink, ofIdle := m.RequestRatios()
+		return fmt.Sprintf("%.1f | %.1f | %s | %s | %s | %s | %.0f / %.0f | %.0f / %.0f | %.0f | %.1f / %.1f | %s | %s | %d | %.0f | %.0f | %s | %.0f / %.0f", r.GoodputKBps,
+			m.SteadyKBps, limitShare(m.SteadyKBps, m.SumLimitKBps), par, parShare, shareText(m.Paths), m.P50Ms, m.P95Ms, m.HeldP50Ms, m.HeldP95Ms, m.FastRTTMs,
+			m.IdleP50Ms, m.IdleP95Ms, ratioText(ofLink), ratioText(ofIdle), m.CutLink, m.MoveMs, m.LongestMs, ok, m.PingStallMs, m.UDPStallMs)
 	})
 	p("\n")
 	var backups []*Result

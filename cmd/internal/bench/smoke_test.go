@@ -322,6 +322,9 @@ func smokeMultipath(t *testing.T, bin string) {
 	if len(m.Paths) != 2 || m.Paths[0].Share+m.Paths[1].Share < 0.99 || m.Requests == 0 || m.FastRTTMs != 60 || m.P50Ms <= 0 || m.P50Ms > m.P95Ms {
 		t.Errorf("bulk phase: %+v", m)
 	}
+	if m.IdleRequests != idleCount || m.IdleErr != "" || m.IdleP50Ms < m.FastRTTMs || m.IdleP50Ms > m.IdleP95Ms {
+		t.Errorf("idle requests: %d, p50 %.1f / p95 %.1f ms (%s): want %d answered, at least the link's %.0f ms", m.IdleRequests, m.IdleP50Ms, m.IdleP95Ms, m.IdleErr, idleCount, m.FastRTTMs)
+	}
 	if m.SteadyKBps <= 0 || m.SumLimitKBps <= 0 || m.Parallel != bondParallel || m.ParallelKBps <= 0 || m.ParallelErr != "" {
 		t.Errorf("bonding figures: %+v: want the bulk and the parallel downloads measured after start-up", m)
 	}
