@@ -277,7 +277,7 @@ func (a *Association) Deadline() time.Time {
 	}
 	if a.quietHold() {
 		consider(a.paths.quietUntil)
-	} else if a.sent.WindowOpen() {
+	} else if a.sent.WindowOpen() || a.lightPastWindow() {
 		if until, held := a.flightHold(); held {
 			consider(until)
 		} else if a.hasWork() {

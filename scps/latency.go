@@ -13,6 +13,11 @@ package scps
 // lowest-delay path's bulk until its answer goes, for the queue there at
 // most (quietForAnswer): the answer then waits behind less of it.
 //
+// A light stream's new data goes past its path's window, a few packets
+// at most (lightPastWindow): a bulk's first flight fills the window of
+// the lowest-delay path for a round trip before its first ACK, and an
+// answer behind it waited that round trip.
+//
 // Each packet of a light stream's data goes with a copy right behind it
 // on its path (sendLightCopy), so a link's random loss rarely costs the
 // request a repair's round trip, and one that waited unacknowledged a
@@ -45,6 +50,30 @@ func (a *Association) latencyPath(set uint16) (int, bool) {
 	}
 	return i, true
 }
+
+// lightPastWindow reports whether the packet to be built may carry a
+// light stream's new data (and nothing of the bulk's) on its path though
+// the path's window is full: on an association of several paths, when
+// the latency scheduler put a light stream's data next on the path, and
+// less than lightRoom packets beyond its window are in flight there. The
+// bulk keeps the lowest-delay path's window full: after its first
+// flight for a whole round trip (no ACK back yet), and in its steady
+// state between two ACKs. An answer that came then waited for the
+// window: in virtual time a request opened with a LEO+GEO download took
+// 80.7 ms against the LEO's 40 ms (TestPathLatencyBulkStart), 20-40 ms
+// of it the answer's wait for B's first flight's ACKs. A light packet
+// past the window adds a packet's time to the queue at most.
+func (a *Association) lightPastWindow() bool {
+	if !a.paths.multi() || !a.paths.lightNext || a.streams.LightQ.Len() == 0 || a.sent.WindowOpen() {
+		return false
+	}
+	i := a.sent.Current()
+	return a.sent.PathInFlight(i) < a.sent.PathController(i).Window()+lightRoom*a.cfg.MaxPacketSize
+}
+
+// lightRoom is how many packets a light stream's data may put beyond its
+// path's window: a request or an answer of a few kB.
+const lightRoom = 4
 
 // owedAnswer returns a path owed the answer to a probe, if any, and
 // clears it.

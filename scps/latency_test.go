@@ -109,6 +109,8 @@ type latencyPlan struct {
 	bulkAt time.Duration
 	// done, if set, sees the sites after the last request.
 	done func(s *sim)
+	// answered, if set, sees request k's wait.
+	answered func(k int, wait time.Duration)
 }
 
 // latencyBesideBulkAt is latencyBesideBulk as plan says.
@@ -176,6 +178,9 @@ func latencyBesideBulkAt(t *testing.T, links [2]bondLink, jitter, answerAfter, w
 			step(func() bool { return req.eof })
 		}
 		waits = append(waits, req.eofAt-start)
+		if plan.answered != nil {
+			plan.answered(k, req.eofAt-start)
+		}
 		if startAt != nil {
 			t.Logf("request %d at %v: answered in %v", k, start, req.eofAt-start)
 		}
@@ -307,12 +312,25 @@ func TestPathLatencyAcrossCut(t *testing.T) {
 // start: while the GEO has carried no data yet, its RTT at the side that
 // learned it is the told one (the LEO's 40 ms), and a light stream's
 // data must not go there for it; none of the requests crosses the GEO.
+// And the first, opened with the bulk, is answered within 1.5 times the
+// LEO's RTT: its answer does not wait for the ACKs of the bulk's first
+// flight, which fills the LEO's window at B for a round trip (80.7 ms
+// before a light stream's data went past the window, lightPastWindow).
 func TestPathLatencyBulkStart(t *testing.T) {
 	const bulkAt, every, n = 800 * time.Millisecond, 100 * time.Millisecond, 30
 	startAt := func(k int) time.Duration { return bulkAt + time.Duration(k)*every }
-	waits, _, rtt := latencyBesideBulkAt(t, [2]bondLink{bondLEO, bondGEO}, 0, 3*time.Millisecond, bulkAt, n, latencyPlan{startAt: startAt, bulkAt: bulkAt})
+	var first time.Duration
+	plan := latencyPlan{startAt: startAt, bulkAt: bulkAt, answered: func(k int, wait time.Duration) {
+		if k == 0 {
+			first = wait
+		}
+	}}
+	waits, _, rtt := latencyBesideBulkAt(t, [2]bondLink{bondLEO, bondGEO}, 0, 3*time.Millisecond, bulkAt, n, plan)
 	if slowest := waits[len(waits)-1]; slowest > 3*rtt {
 		t.Errorf("slowest request in the bulk's first %v: %v, want at most %v (three LEO round trips; the GEO's way alone is 300 ms)", n*every, slowest, 3*rtt)
+	}
+	if first > rtt*3/2 {
+		t.Errorf("the request opened with the bulk: %v, want at most 1.5 x the LEO's RTT %v", first, rtt)
 	}
 }
 

@@ -48,7 +48,7 @@ func (a *Association) sendReady() bool {
 		}
 		a.sendPath(false)
 	}
-	if !a.sent.WindowOpen() || a.silenceHold() || a.quietHold() || !a.hasWork() && !a.copyReady() {
+	if !a.sent.WindowOpen() && !a.lightPastWindow() || a.silenceHold() || a.quietHold() || !a.hasWork() && !a.copyReady() {
 		return false
 	}
 	if _, held := a.flightHold(); held {
@@ -105,6 +105,9 @@ type sendPlan struct {
 	ackDue  bool // an ACK is due and within the ACK budget
 	work    bool // canSend, and ack-eliciting content waits
 	copy    bool // canSend, nothing waits: a tail copy's frames are in a.copyFrames
+	// lightOnly: canSend past the path's window, for a light stream's
+	// new data alone (lightPastWindow)
+	lightOnly bool
 }
 
 // plan decides what the next packet may carry; ok is false when nothing
@@ -115,6 +118,9 @@ func (a *Association) plan() (p sendPlan, ok bool) {
 	p.probe = a.sent.Probes() > 0 || a.pingPending
 	_, held := a.flightHold()
 	p.canSend = p.probe || (a.sent.WindowOpen() && a.sent.Paced() && !a.silenceHold() && !held && !a.quietHold())
+	if !p.canSend && a.lightPastWindow() && a.sent.Paced() && !a.silenceHold() {
+		p.canSend, p.lightOnly = true, true
+	}
 	p.ackDue = a.ack.Due(a.now)
 	a.ackBudget.Refill(a.now)
 	if p.ackDue && !a.ackBudget.Ready(a.ackPacketCost()) {
@@ -244,7 +250,7 @@ func (a *Association) assemble(b []byte, plan sendPlan) (p builtPacket, ok bool)
 		// times the bottleneck carries a PING ahead of it (the last
 		// frame of a packet runs to its end): the peer acknowledges it
 		// at once (validate).
-		mark := len(b) < limit && a.streams.Unsent >= uint64(limit) && a.sent.TimingMark(a.now)
+		mark := !plan.lightOnly && len(b) < limit && a.streams.Unsent >= uint64(limit) && a.sent.TimingMark(a.now)
 		if mark {
 			b = append(b, wire.FramePing)
 			a.sent.AddFrame().Kind = ackhandler.KindPing
@@ -259,11 +265,17 @@ func (a *Association) assemble(b []byte, plan sendPlan) (p builtPacket, ok bool)
 		}
 		appendS := func() {
 			n := len(b)
-			b, el = a.streams.AppendStreams(b, limit)
+			if plan.lightOnly {
+				b, el = a.streams.AppendLight(b, limit)
+			} else {
+				b, el = a.streams.AppendStreams(b, limit)
+			}
 			p.carried = p.carried || el
 			sBytes = len(b) - n
 		}
-		if a.share.datagramsFirst(a.streams.HasWork()) {
+		if plan.lightOnly {
+			appendS()
+		} else if a.share.datagramsFirst(a.streams.HasWork()) {
 			appendD()
 			appendS()
 		} else {

@@ -104,6 +104,13 @@ func fitStream(room int, id, off uint64, metaLen int, hasMeta bool, want uint64)
 	return int(want), false, true
 }
 
+// AppendLight adds the new data of light streams only (LightQ), and
+// records each frame: a packet a light stream's data may send past its
+// path's window carries nothing of the bulk's.
+func (m *Manager) AppendLight(b []byte, limit int) ([]byte, bool) {
+	return m.appendNew(b, limit, true, false)
+}
+
 // AppendStreams adds repairs, then new data, and records each frame; it
 // reports whether it added any.
 func (m *Manager) AppendStreams(b []byte, limit int) ([]byte, bool) {
@@ -126,9 +133,18 @@ func (m *Manager) AppendStreams(b []byte, limit int) ([]byte, bool) {
 			return b, eliciting
 		}
 	}
+	return m.appendNew(b, limit, false, eliciting)
+}
+
+// appendNew adds new data, the light streams' first, the bulk's after
+// unless lightOnly.
+func (m *Manager) appendNew(b []byte, limit int, lightOnly, eliciting bool) ([]byte, bool) {
 	for limit-len(b) > 8 {
 		q := &m.LightQ
 		if q.Len() == 0 {
+			if lightOnly {
+				break
+			}
 			q = &m.BulkQ
 			if q.Len() == 0 {
 				break
