@@ -52,7 +52,11 @@ type Association struct {
 	// frames in copyFrames (latency.go, sendLightCopy).
 	copyNow      bool
 	noTailCopies bool
-	idleSince    time.Duration // when Send last found nothing to send after having had some; 0 = busy
+	// Tail parity (parity.go): the blocks sent, and the payloads
+	// received with the peer's parities being assembled.
+	parityOut paritySender
+	parityIn  parityReceiver
+	idleSince time.Duration // when Send last found nothing to send after having had some; 0 = busy
 	// holdSince: when a timed first flight began to wait for the rest
 	// of its data (flightHold); holding says it has.
 	holdSince time.Duration

@@ -41,6 +41,11 @@ const (
 type Config struct {
 	// EvenStreams: this side opens even stream IDs, the peer odd.
 	EvenStreams bool
+	// TailParity: the peer takes PARITY frames (spec.md), so this side
+	// sends them at a burst's end, and keeps the payloads of its newest
+	// received packets for the peer's (parity.go). Both ends must set it
+	// (the tunnel does when the peer's capabilities say so).
+	TailParity bool
 	// MaxPacketSize is the largest association packet handed to Transmit.
 	MaxPacketSize int
 	// WireOverhead is the bytes added below us per packet (AEAD, UDP, IP);
@@ -187,6 +192,7 @@ const (
 func DefaultConfig() Config {
 	return Config{
 		MaxPacketSize: DefaultMaxPacketSize,
+		TailParity:    true,
 		WireOverhead:  DefaultWireOverhead,
 		InitialRTT:    DefaultInitialRTT,
 		MinRTO:        DefaultMinRTO,

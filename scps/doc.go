@@ -29,6 +29,8 @@ package scps
 //	                      sendProbe, SendDatagram)
 //	sendframes.go         the ACK and datagram frame writers (the streams'
 //	                      are streams.Manager's)
+//	parity.go             tail parity: a burst's last blocks' XOR sent at
+//	                      idle, the receiver's kept payloads and rebuild
 //	framehandler.go       the frames of acknowledged and lost packets:
 //	                      ACKs here, the streams' to streams.Manager
 //	outagedetector.go     outageDetector: outage mode, keep-alives, the

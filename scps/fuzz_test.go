@@ -68,7 +68,18 @@ func seedPackets(t testing.TB) [][]byte {
 			multi = frameInput(multi, uint64(i), p)
 		}
 	}
-	return append(seeds, multi)
+	// A block of eight packets with one missing, then its parity in two
+	// packets (parity.go): the rebuild path.
+	var rebuilt []byte
+	for i, p := range pkts[:8] {
+		if i != 3 {
+			rebuilt = frameInput(rebuilt, uint64(i), p)
+		}
+	}
+	for i, p := range parityBlockOf(pkts, 0, 8, 600, func([]byte) {}) {
+		rebuilt = frameInput(rebuilt, 100+uint64(i), p)
+	}
+	return append(seeds, multi, rebuilt)
 }
 
 // frameInput appends packet pn, p, to a fuzz input: its length (2 bytes),

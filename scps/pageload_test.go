@@ -303,7 +303,10 @@ func TestTailCopiesWhole(t *testing.T) {
 
 // TestPageLoadGEOLossPatterns loads the page over HTTP/2 on GEO 10/2 with
 // 0.5% loss each way, untold, on sixteen loss patterns: on average within
-// 1.105x of its floor (1.112x before the fixes below) and none above 1.2x. A loss in the HTML costs a round
+// 1.07x of its floor and none above 1.2x. With tail copies alone it was
+// 1.091x: the last loss older than the copies reach cost (RTT + d)/2 at
+// best; the tail parity (parity.go) rebuilds it: 1.057x. Earlier
+// (1.112x): a loss in the HTML costs a round
 // trip (0.65 s, an eighth of the page) unless a tail copy repairs it; on
 // a new association the copies had only the credit the HTML itself earned
 // (a quarter of its bytes: the newest five of its 21 packets), and two
@@ -322,8 +325,8 @@ func TestPageLoadGEOLossPatterns(t *testing.T) {
 		}
 	}
 	t.Logf("%d loss patterns: %.3fx the floor on average, %.3fx at worst", patterns, sum/patterns, worst)
-	if sum/patterns > 1.105 || worst > 1.2 {
-		t.Errorf("the page at %.3fx its floor on average, %.3fx at worst; want at most 1.105x and 1.2x", sum/patterns, worst)
+	if sum/patterns > 1.07 || worst > 1.2 {
+		t.Errorf("the page at %.3fx its floor on average, %.3fx at worst; want at most 1.07x and 1.2x", sum/patterns, worst)
 	}
 }
 
@@ -339,7 +342,8 @@ func TestPageLoadGEOLossPatterns(t *testing.T) {
 // ten-packet initial window and took a second round trip (1.135x on
 // average, 1.161x at worst; the HTML at 82 ms). Then the tail copies
 // waited 20 ms of idle, half the round trip: 1.067x on average; they wait
-// 10 ms now (minCopyIdle): 1.044x.
+// 10 ms now (minCopyIdle): 1.044x; with the tail parity (parity.go) ahead
+// of them, 1.032x.
 func TestPageLoadLEO(t *testing.T) {
 	var sum float64
 	n := 0
@@ -373,8 +377,8 @@ func TestPageLoadLEO(t *testing.T) {
 		}
 	}
 	t.Logf("mean: %.3fx the floor", sum/float64(n))
-	if sum/float64(n) > 1.055 {
-		t.Errorf("the page at %.3fx its floor on average, want at most 1.055x", sum/float64(n))
+	if sum/float64(n) > 1.04 {
+		t.Errorf("the page at %.3fx its floor on average, want at most 1.04x", sum/float64(n))
 	}
 }
 

@@ -71,6 +71,9 @@ func (a *Association) Receive(now time.Time, pn uint64, pkt []byte) error {
 	defer a.maybeResume()
 
 	a.sent.OnPacketReceived()
+	if a.cfg.TailParity {
+		a.parityIn.store(pn, pkt)
+	}
 	var f wire.Frame
 	for p := 0; p < len(pkt); {
 		n, _ := wire.ParseFrame(pkt[p:], &f) // validated above
@@ -81,6 +84,10 @@ func (a *Association) Receive(now time.Time, pn uint64, pkt []byte) error {
 		if a.state != stateOpen {
 			return nil // the peer closed
 		}
+	}
+	a.recoverParity()
+	if a.state != stateOpen {
+		return nil
 	}
 	a.sizeSendBuffers(multi)
 	return nil
@@ -195,6 +202,8 @@ func (a *Association) apply(f *wire.Frame, pn uint64) error {
 		}
 	case wire.FrameClose:
 		a.closeByPeer(f.Code, string(f.Data))
+	case wire.FrameParity:
+		a.onParityFrame(f)
 	}
 	return nil
 }

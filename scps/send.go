@@ -90,6 +90,9 @@ func (a *Association) Send(now time.Time, buf []byte) (n int, pn uint64) {
 		return 0, 0
 	}
 	a.onSent(p)
+	if a.parityOn() {
+		a.parityOut.onSent(pn, buf[:p.size], a.now)
+	}
 	return p.size, pn
 }
 
@@ -108,6 +111,7 @@ type sendPlan struct {
 	// lightOnly: canSend past the path's window, for a light stream's
 	// new data alone (lightPastWindow)
 	lightOnly bool
+	parity    bool // canSend, nothing waits: queued parity (parity.go) goes before the copies
 }
 
 // plan decides what the next packet may carry; ok is false when nothing
@@ -142,10 +146,16 @@ func (a *Association) plan() (p sendPlan, ok bool) {
 		// a.copyFrames already.
 		p.copy = true
 	case p.canSend && !p.work && !p.probe && a.copyReady():
-		p.copy = true
-		a.copyFrames = a.sent.TakeCopy(a.sent.NextCopy(a.now), a.copyFrames[:0])
+		if a.parityArm() {
+			p.parity = true
+			break
+		}
+		if c := a.sent.NextCopy(a.now); c != nil {
+			p.copy = true
+			a.copyFrames = a.sent.TakeCopy(c, a.copyFrames[:0])
+		}
 	}
-	return p, p.ackDue || p.work || p.probe || p.copy
+	return p, p.ackDue || p.work || p.probe || p.copy || p.parity
 }
 
 // flightHoldMax bounds how long a timed first flight waits for its data
@@ -190,7 +200,7 @@ func (a *Association) copyReady() bool {
 // as its segments come) runs dry for moments mid-transfer, and copies
 // there would take the link from the data that follows.
 func (a *Association) copyAt() (time.Duration, bool) {
-	if a.noTailCopies || a.idleSince == 0 || a.streams.Unsent != 0 || a.sent.NextCopy(a.now) == nil {
+	if a.noTailCopies || a.idleSince == 0 || a.streams.Unsent != 0 || a.sent.NextCopy(a.now) == nil && !a.parityDue() {
 		return 0, false
 	}
 	return a.idleSince + max(a.sent.RTT().Smoothed()/8, minCopyIdle), true
@@ -214,7 +224,8 @@ type builtPacket struct {
 	ackLen     int  // bytes of its ACK frame (0: none)
 	eliciting  bool // it is ack-eliciting
 	carried    bool // it carries stream data or datagrams
-	copy       bool // it is a tail copy
+	copy       bool // it is a tail copy or parity: redundant, never copied or repaired
+	parity     bool // it carries parity
 }
 
 // assemble writes the packet plan allows into b (empty; its capacity is
@@ -235,7 +246,13 @@ func (a *Association) assemble(b []byte, plan sendPlan) (p builtPacket, ok bool)
 			}
 		}
 	}
-	if a.ack.Pending() && (plan.ackDue || plan.work || plan.probe || plan.copy) {
+	if plan.parity {
+		if b = a.appendParity(b, limit); len(b) > 0 {
+			a.sent.AddFrame().Kind = ackhandler.KindPing // nothing to act on: never sent again
+			p.copy, p.parity, p.carried, p.eliciting = true, true, true, true
+		}
+	}
+	if a.ack.Pending() && (plan.ackDue || plan.work || plan.probe || plan.copy || plan.parity) {
 		n := len(b)
 		b = a.appendAck(b, limit)
 		p.ackLen = len(b) - n
@@ -315,7 +332,10 @@ func (a *Association) onSent(p builtPacket) {
 		Copy:         p.copy,
 	})
 	a.stats.PacketsSent++
-	if p.copy && !a.copyNow {
+	switch {
+	case p.parity:
+		a.stats.ParityPackets++
+	case p.copy && !a.copyNow:
 		a.stats.TailCopies++
 	}
 	a.stats.BytesSent += uint64(p.size)

@@ -22,6 +22,11 @@ type Stats struct {
 	RetransmitBytes    uint64 // stream bytes sent again
 	TailCopies         uint64 // packets that sent a burst's last packets' data again before any loss was known
 	TailCopyBytes      uint64 // stream bytes they carried
+	ParityPackets      uint64 // packets of PARITY frames sent at a burst's end (parity.go)
+	ParityBytes        uint64 // parity bytes they carried
+	ParityRepairs      uint64 // packets rebuilt from the peer's parities
+	ParityUnused       uint64 // the peer's parity blocks that could rebuild nothing (two lost, or not kept)
+	BadParity          uint64 // the peer's parity blocks that rebuilt a malformed packet (dropped)
 	PTOs               uint64 // probe timeouts fired
 	CongestionEvents   uint64 // loss batches reported to congestion control
 	DuplicatePackets   uint64 // packets received again (dropped)

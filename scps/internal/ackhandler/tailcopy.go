@@ -140,3 +140,15 @@ func (h *SentPacketHandler) AnyStream(pn uint64, f func(id uint64) bool) bool {
 	}
 	return false
 }
+
+// Unresolved reports whether a packet in [lo, hi) that carried stream
+// data still awaits its acknowledgement: a parity over those packets
+// (scps/parity.go) may yet repair it.
+func (h *SentPacketHandler) Unresolved(lo, hi uint64) bool {
+	for pn := max(lo, h.hist.basePN); pn < hi; pn++ {
+		if p := h.hist.get(pn); p != nil && p.state == pktOutstanding && !p.Copy && h.hasStreamData(p) {
+			return true
+		}
+	}
+	return false
+}

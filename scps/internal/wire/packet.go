@@ -29,6 +29,7 @@ const (
 	FrameMaxStreams    = 0x06
 	FrameDatagram      = 0x07
 	FrameClose         = 0x08
+	FrameParity        = 0x09
 	FrameStream        = 0x10
 
 	StreamFlagFin  = 0x01 // the frame ends the stream's data
@@ -41,6 +42,12 @@ const (
 const (
 	MaxMetaLen   = 512 // bytes of stream-open metadata
 	MaxReasonLen = 256 // bytes of CLOSE reason
+
+	// MaxParityCount is the most packets one PARITY block covers.
+	MaxParityCount = 64
+	// MaxParityBlock is the largest PARITY block: a 2-byte length and
+	// the largest packet a Config allows (65000 bytes).
+	MaxParityBlock = 2 + 65000
 )
 
 // ErrMalformed is wrapped by every decoding error.
@@ -165,6 +172,14 @@ type Frame struct {
 	FinalSize uint64 // RESET_STREAM
 	Max       uint64 // MAX_DATA, MAX_STREAM_DATA, MAX_STREAMS
 	Ack       Ack
+	Parity    Parity // PARITY (its bytes in Data)
+}
+
+// Parity is a decoded PARITY frame's header: the slice [Offset, Offset +
+// len(Data)) of the block that XORs packets First .. First+Count-1, each
+// as its 2-byte big-endian length and its payload, zero-padded to Size.
+type Parity struct {
+	First, Count, Size, Offset uint64
 }
 
 // AckEliciting reports whether receiving this frame obliges the peer to
@@ -260,6 +275,24 @@ func ParseFrame(b []byte, f *Frame) (int, error) {
 		}
 		if l > MaxReasonLen {
 			return 0, malformed("CLOSE: reason too long")
+		}
+		f.Data = b[p : p+int(l)]
+		return p + int(l), nil
+	case t == FrameParity:
+		q := &f.Parity
+		q.First = next()
+		q.Count = next()
+		q.Size = next()
+		q.Offset = next()
+		l := next()
+		if !ok || l > uint64(len(b)-p) {
+			return 0, malformed("PARITY: truncated")
+		}
+		if q.Count == 0 || q.Count > MaxParityCount || q.First > varint.Max-q.Count {
+			return 0, malformed("PARITY: bad packet range")
+		}
+		if q.Size < 3 || q.Size > MaxParityBlock || l == 0 || q.Offset > q.Size || l > q.Size-q.Offset {
+			return 0, malformed("PARITY: bad block slice")
 		}
 		f.Data = b[p : p+int(l)]
 		return p + int(l), nil
@@ -372,6 +405,22 @@ func AppendMaxStreamData(b []byte, id, max uint64) []byte {
 func AppendDatagram(b []byte, p []byte) []byte {
 	b = varint.Append(append(b, FrameDatagram), uint64(len(p)))
 	return append(b, p...)
+}
+
+// AppendParity appends a PARITY frame carrying data, the slice of the
+// block q describes from q.Offset.
+func AppendParity(b []byte, q Parity, data []byte) []byte {
+	b = append(b, FrameParity)
+	for _, v := range [...]uint64{q.First, q.Count, q.Size, q.Offset, uint64(len(data))} {
+		b = varint.Append(b, v)
+	}
+	return append(b, data...)
+}
+
+// ParityHeaderLen is the size of a PARITY frame's header (everything but
+// its bytes) carrying n bytes.
+func ParityHeaderLen(q Parity, n int) int {
+	return 1 + varint.Len(q.First) + varint.Len(q.Count) + varint.Len(q.Size) + varint.Len(q.Offset) + varint.Len(uint64(n))
 }
 
 // DatagramLen is the size of a DATAGRAM frame carrying n bytes.

@@ -139,6 +139,7 @@ func FuzzParseFrame(f *testing.F) {
 	f.Add(AppendMaxStreamData(nil, 4, 1<<20))
 	f.Add(AppendDatagram(nil, []byte("x")))
 	f.Add(AppendClose(nil, 1, "r"))
+	f.Add(AppendParity(nil, Parity{First: 3, Count: 32, Size: 1300, Offset: 700}, []byte("xor")))
 	f.Add(append(AppendStreamHeader(nil, 2, 0, []byte("m"), true, true, true, 2), "ab"...))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var fr Frame
@@ -173,6 +174,8 @@ func FuzzParseFrame(f *testing.F) {
 			re = append(re, fr.Data...)
 		case FrameDatagram:
 			re = AppendDatagram(nil, fr.Data)
+		case FrameParity:
+			re = AppendParity(nil, fr.Parity, fr.Data)
 		default:
 			return
 		}
@@ -181,7 +184,7 @@ func FuzzParseFrame(f *testing.F) {
 			t.Fatalf("re-encoded frame does not decode: %v", err)
 		}
 		if fr2.Type != fr.Type || fr2.StreamID != fr.StreamID || fr2.Offset != fr.Offset ||
-			!bytes.Equal(fr2.Data, fr.Data) || fr2.Ack.Largest != fr.Ack.Largest || fr2.Ack.Smallest != fr.Ack.Smallest {
+			!bytes.Equal(fr2.Data, fr.Data) || fr2.Ack.Largest != fr.Ack.Largest || fr2.Ack.Smallest != fr.Ack.Smallest || fr2.Parity != fr.Parity {
 			t.Fatalf("round trip changed the frame: %+v vs %+v", fr, fr2)
 		}
 	})

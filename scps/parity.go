@@ -1,0 +1,341 @@
+package scps
+
+// This file owns tail parity (spec.md, PARITY): when a burst's data runs
+// out (a page's last object, a response), the fate of the packets of the
+// last round trip is unknown, and a loss among them is repaired a round
+// trip after it was sent at best. Tail copies (send.go) repair the newest
+// ones before their loss is known, but a copy costs a packet per packet,
+// so in the time a loss's own repair takes they reach back only half a
+// round trip: on GEO the last loss of a page cost (RTT + d)/2, 0.37 s, at
+// best. A parity costs one packet per 32: the XOR of a block of
+// consecutive packets, each as its 2-byte length and payload, from which
+// the receiver rebuilds any one of them that did not arrive, the others
+// being kept. So at idle the sender first sends a parity over each block
+// of its last round trip's packets (newest first), then its copies.
+//
+// The sender keeps one XOR per block as it sends (not the packets), the
+// receiver the payloads of its newest parityRing packets: both bounded.
+
+import (
+	"crypto/subtle"
+	"time"
+
+	"scpsvpn/scps/internal/wire"
+)
+
+const (
+	// parityGroup is how many consecutive packets a parity block covers
+	// at most: at 0.5% loss, more than one loss in 32 packets is 1.1%.
+	parityGroup = 32
+	// parityRing is how many received payloads the receiver keeps
+	// (spec.md): at most parityRing times the largest packet.
+	parityRing = 512
+	// parityReach bounds how far back from its next packet number a
+	// sender covers, so that the blocks' packets are still in the
+	// receiver's ring when the parities arrive (the parity packets and
+	// whatever the receiver got after them fill the rest of it).
+	parityReach = parityRing - 2*parityGroup
+	// paritySlots is how many blocks the sender keeps: the reach and
+	// the open block.
+	paritySlots = parityReach/parityGroup + 2
+	// parityAssemblies is how many blocks in the making a receiver
+	// keeps: a block spans two packets, which arrive in order.
+	parityAssemblies = 4
+)
+
+// parityBlock is the sender's running XOR over a block of packets.
+type parityBlock struct {
+	first, count uint64
+	size         int           // 2 + the longest payload
+	lastAt       time.Duration // when its newest packet left
+	sealed       bool          // its parity is queued or sent: it takes no more packets
+	buf          []byte        // the XOR, size bytes
+}
+
+// paritySender is the sender's side: the blocks and what of them is queued.
+type paritySender struct {
+	blocks [paritySlots]parityBlock
+	cur    int      // the open block's slot
+	queue  []uint64 // first packet numbers of the blocks to send, in order
+	off    int      // bytes of queue[0]'s block sent
+}
+
+// onSent adds packet pn's payload to the open block, opening the next one
+// when it is full, sealed or not contiguous.
+func (s *paritySender) onSent(pn uint64, payload []byte, now time.Duration) {
+	b := &s.blocks[s.cur]
+	if b.count == 0 || b.sealed || b.count == parityGroup || b.first+b.count != pn {
+		s.cur = (s.cur + 1) % paritySlots
+		b = &s.blocks[s.cur]
+		*b = parityBlock{first: pn, buf: b.buf[:0]}
+	}
+	n := len(payload)
+	if 2+n > len(b.buf) {
+		b.buf = append(b.buf, make([]byte, 2+n-len(b.buf))...)
+	}
+	b.buf[0] ^= byte(n >> 8)
+	b.buf[1] ^= byte(n)
+	subtle.XORBytes(b.buf[2:2+n], b.buf[2:2+n], payload)
+	b.size = len(b.buf)
+	b.count++
+	b.lastAt = now
+}
+
+// block returns the kept block that begins at packet first, or nil.
+func (s *paritySender) block(first uint64) *parityBlock {
+	for i := range s.blocks {
+		if b := &s.blocks[i]; b.count > 0 && b.first == first {
+			return b
+		}
+	}
+	return nil
+}
+
+// eligible reports whether block b's parity is worth sending at now: not
+// sent, all its packets within reach of the receiver's ring, its newest
+// younger than the minimum RTT (an older packet's loss is known, and its
+// repair on its way, before a parity would help), and a packet of it
+// with stream data still unacknowledged.
+func (a *Association) parityEligible(b *parityBlock) bool {
+	if b.count == 0 || b.sealed || b.first+parityReach < a.sent.NextPN() {
+		return false
+	}
+	rtt := a.sent.RTT()
+	minRTT := rtt.Min()
+	if minRTT <= 0 {
+		minRTT = rtt.Smoothed()
+	}
+	return b.lastAt >= a.now-minRTT && a.sent.Unresolved(b.first, b.first+b.count)
+}
+
+// parityOn reports whether this association sends parities now: the peer
+// takes them (Config.TailParity), and one path carries the packets (with
+// several, a block's packets arrive apart and out of order).
+func (a *Association) parityOn() bool { return a.cfg.TailParity && !a.paths.multi() }
+
+// parityDue reports whether parity is queued or would be at the next
+// tail copy's moment; it changes nothing.
+func (a *Association) parityDue() bool {
+	if !a.parityOn() {
+		return false
+	}
+	if len(a.parityOut.queue) > 0 {
+		return true
+	}
+	for i := range a.parityOut.blocks {
+		if a.parityEligible(&a.parityOut.blocks[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// parityArm queues the parities of the eligible blocks, newest first (the
+// newest packets' own repair would come last), sealing the open block, and
+// reports whether any parity is queued.
+func (a *Association) parityArm() bool {
+	s := &a.parityOut
+	if !a.parityOn() {
+		return false
+	}
+	if len(s.queue) == 0 {
+		for i := 0; i < paritySlots; i++ {
+			b := &s.blocks[(s.cur-i+paritySlots)%paritySlots]
+			if a.parityEligible(b) {
+				b.sealed = true
+				s.queue = append(s.queue, b.first)
+			}
+		}
+		s.off = 0
+	}
+	return len(s.queue) > 0
+}
+
+// appendParity fills b (up to limit) with PARITY frames of the queued
+// blocks, a block's bytes running on into the next packet where they do
+// not fit.
+func (a *Association) appendParity(b []byte, limit int) []byte {
+	s := &a.parityOut
+	for len(s.queue) > 0 {
+		blk := s.block(s.queue[0])
+		if blk == nil || !blk.sealed {
+			// Overwritten meanwhile (a long burst of copies or data).
+			s.queue, s.off = s.queue[1:], 0
+			continue
+		}
+		q := wire.Parity{First: blk.first, Count: blk.count, Size: uint64(blk.size), Offset: uint64(s.off)}
+		left := blk.size - s.off
+		n := min(left, limit-len(b)-wire.ParityHeaderLen(q, left))
+		if n < left && n < 64 {
+			break // the rest of the packet is too small to be worth a frame
+		}
+		b = wire.AppendParity(b, q, blk.buf[s.off:s.off+n])
+		a.stats.ParityBytes += uint64(n)
+		if s.off += n; s.off == blk.size {
+			s.queue, s.off = s.queue[1:], 0
+		}
+	}
+	if len(s.queue) == 0 {
+		s.queue = s.queue[:0]
+	}
+	return b
+}
+
+// paritySlot is a received payload the receiver keeps.
+type paritySlot struct {
+	pn  uint64
+	ok  bool
+	buf []byte
+}
+
+// parityAssembly is a block whose PARITY frames are arriving.
+type parityAssembly struct {
+	q        wire.Parity // Offset unused
+	have     uint64      // bytes from 0 on that arrived
+	buf      []byte
+	used     bool
+	complete bool
+}
+
+// parityReceiver is the receiver's side: its newest payloads and the
+// blocks being assembled.
+type parityReceiver struct {
+	ring []paritySlot // parityRing slots, made with the first packet
+	asm  [parityAssemblies]parityAssembly
+	next int // the assembly to reuse next
+}
+
+// store keeps packet pn's payload.
+func (r *parityReceiver) store(pn uint64, pkt []byte) {
+	if r.ring == nil {
+		r.ring = make([]paritySlot, parityRing)
+	}
+	s := &r.ring[pn%parityRing]
+	s.pn, s.ok = pn, true
+	s.buf = append(s.buf[:0], pkt...)
+}
+
+// onFrame takes a PARITY frame's bytes into its block's assembly; a block
+// complete is recovered after the packet (recoverParity).
+func (a *Association) onParityFrame(f *wire.Frame) {
+	r := &a.parityIn
+	if r.ring == nil {
+		a.stats.ParityUnused++ // not enabled here, or nothing received yet
+		return
+	}
+	q := f.Parity
+	var as *parityAssembly
+	for i := range r.asm {
+		if x := &r.asm[i]; x.used && x.q.First == q.First && x.q.Count == q.Count && x.q.Size == q.Size {
+			as = x
+			break
+		}
+	}
+	if as == nil {
+		as = &r.asm[r.next]
+		r.next = (r.next + 1) % parityAssemblies
+		*as = parityAssembly{q: q, used: true, buf: as.buf[:0]}
+		as.q.Offset = 0
+	}
+	end := q.Offset + uint64(len(f.Data))
+	if as.complete || q.Offset > as.have || end <= as.have {
+		return // a gap before it (a lost part), or nothing new
+	}
+	if uint64(len(as.buf)) < end {
+		as.buf = append(as.buf, make([]byte, end-uint64(len(as.buf)))...)
+	}
+	copy(as.buf[q.Offset:end], f.Data)
+	as.have = end
+	as.complete = as.have == as.q.Size
+}
+
+// recoverParity rebuilds, from each complete block, the one packet of it
+// that did not arrive, and receives it.
+func (a *Association) recoverParity() {
+	r := &a.parityIn
+	for i := range r.asm {
+		as := &r.asm[i]
+		if !as.complete {
+			continue
+		}
+		as.complete, as.used = false, false
+		if pn, pkt, ok := a.rebuild(as); ok {
+			a.receiveRebuilt(pn, pkt)
+			if a.state != stateOpen {
+				return
+			}
+		}
+	}
+}
+
+// rebuild XORs the kept packets of block as into its parity: with exactly
+// one of them missing, what is left is that packet.
+func (a *Association) rebuild(as *parityAssembly) (pn uint64, pkt []byte, ok bool) {
+	r := &a.parityIn
+	missing, found := uint64(0), false
+	for p := as.q.First; p < as.q.First+as.q.Count; p++ {
+		if s := &r.ring[p%parityRing]; s.ok && s.pn == p {
+			continue
+		}
+		if found || a.ack.Duplicate(p) {
+			// Two missing, or arrived but no longer kept.
+			a.stats.ParityUnused++
+			return 0, nil, false
+		}
+		missing, found = p, true
+	}
+	if !found {
+		return 0, nil, false // nothing was lost
+	}
+	buf := as.buf
+	for p := as.q.First; p < as.q.First+as.q.Count; p++ {
+		if p == missing {
+			continue
+		}
+		s := r.ring[p%parityRing].buf
+		if 2+len(s) > len(buf) {
+			a.stats.BadParity++
+			return 0, nil, false
+		}
+		buf[0] ^= byte(len(s) >> 8)
+		buf[1] ^= byte(len(s))
+		subtle.XORBytes(buf[2:2+len(s)], buf[2:2+len(s)], s)
+	}
+	n := int(buf[0])<<8 | int(buf[1])
+	if n == 0 || 2+n > len(buf) {
+		a.stats.BadParity++
+		return 0, nil, false
+	}
+	for _, c := range buf[2+n:] {
+		if c != 0 {
+			a.stats.BadParity++
+			return 0, nil, false
+		}
+	}
+	return missing, buf[2 : 2+n], true
+}
+
+// receiveRebuilt receives packet pn rebuilt from a parity: acknowledged
+// (the sender need not repair it) and its frames applied but its ACKs
+// (old news, which later ACKs carry too) and any PARITY.
+func (a *Association) receiveRebuilt(pn uint64, pkt []byte) {
+	eliciting, _, err := a.validate(pkt)
+	if err != nil || a.ack.Duplicate(pn) {
+		a.stats.BadParity++
+		return
+	}
+	a.stats.ParityRepairs++
+	a.ack.OnReceived(pn, a.rxAt, eliciting, a.cfg.AckEvery, a.ackDelay)
+	a.parityIn.store(pn, pkt)
+	var f wire.Frame
+	for p := 0; p < len(pkt); {
+		n, _ := wire.ParseFrame(pkt[p:], &f) // validated above
+		p += n
+		if f.Type == wire.FrameAck || f.Type == wire.FrameParity {
+			continue
+		}
+		if err := a.apply(&f, pn); err != nil || a.state != stateOpen {
+			return
+		}
+	}
+}

@@ -1,0 +1,262 @@
+package scps
+
+// This file tests tail parity (parity.go): a loss older than the tail
+// copies reach repaired from a parity within about the copies' idle wait,
+// the receiver's side on its own (one loss rebuilt, two not, a block
+// whose packets are no longer kept not, a forged block dropped), and
+// the page it is for.
+
+import (
+	"testing"
+	"time"
+
+	"scpsvpn/scps/internal/wire"
+)
+
+// olderLossResponse answers a 100-byte request with a response of size
+// bytes on GEO 10/2 (rates configured, no random loss), losing once the
+// server's packet that carries the response's byte size-back when back >
+// 0. It returns the response's time from the request and both sides' stats.
+func olderLossResponse(t *testing.T, size, back uint64, parity bool) (time.Duration, Stats, Stats) {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.TailParity = parity
+	s := newGEOSimConfig(t, 2e6, 10e6, true, cfg)
+	s.apps[1].onAccept = func(id uint64, _ []byte) *appStream {
+		return &appStream{expect: 100, replyAfterEOF: size, resetAfter: -1}
+	}
+	// A first exchange measures the RTT, as on any association that has
+	// carried a request before.
+	warm := s.apps[0].open("stream-0", 100, int64(size))
+	if !s.runUntil(30*time.Second, func() bool { return warm.eof }) {
+		t.Fatal("the first response did not arrive")
+	}
+	s.runUntil(s.now+2*time.Second, func() bool { return false })
+	dropped := false
+	s.observe = func(from int, pkt []byte) bool {
+		if from != 1 || dropped || back == 0 || !carriesByte(pkt, 2, size-back) {
+			return false
+		}
+		dropped = true
+		return true
+	}
+	start := s.now
+	s0, c0 := s.a[1].Stats(), s.a[0].Stats()
+	st := s.apps[0].open("stream-2", 100, int64(size))
+	if !s.runUntil(start+30*time.Second, func() bool { return st.eof }) {
+		t.Fatal("the response did not arrive")
+	}
+	if back > 0 && !dropped {
+		t.Fatal("no packet carried the byte to drop")
+	}
+	srv, cli := s.a[1].Stats(), s.a[0].Stats()
+	srv.ParityPackets -= s0.ParityPackets
+	srv.ParityBytes -= s0.ParityBytes
+	srv.TailCopies -= s0.TailCopies
+	cli.ParityRepairs -= c0.ParityRepairs
+	return st.eofAt - start, srv, cli
+}
+
+// carriesByte reports whether packet pkt holds a STREAM frame of stream id
+// with byte off.
+func carriesByte(pkt []byte, id, off uint64) bool {
+	var f wire.Frame
+	for p := 0; p < len(pkt); {
+		n, err := wire.ParseFrame(pkt[p:], &f)
+		if err != nil {
+			return false
+		}
+		if f.Type == wire.FrameStream && f.StreamID == id && f.Offset <= off && off < f.Offset+uint64(len(f.Data)) {
+			return true
+		}
+		p += n
+	}
+	return false
+}
+
+// TestTailParityRepairsOlderLoss: a 2 MB response on GEO 10/2 (600 ms)
+// whose packet 400 kB (0.33 s) before its end is lost: the tail copies,
+// which wait 75 ms of idle and go newest first, reach it only after its
+// own repair (a round trip after it was sent, 0.27 s after the end), so
+// without parity the loss costs about that; a parity over its block of
+// 32 packets, sent first when the sender falls idle, rebuilds it within
+// about the idle wait (0.1 s).
+func TestTailParityRepairsOlderLoss(t *testing.T) {
+	const rtt = 600 * time.Millisecond
+	const size, back = 2_000_000, 400_000
+	clean, _, _ := olderLossResponse(t, size, 0, true)
+	withParity, sst, cst := olderLossResponse(t, size, back, true)
+	without, _, _ := olderLossResponse(t, size, back, false)
+	t.Logf("%d-byte response: %v without loss; a packet %d bytes before its end lost: %v with parity (%d parity packets, %d bytes; %d rebuilt; %d copies), %v without",
+		size, clean, back, withParity, sst.ParityPackets, sst.ParityBytes, cst.ParityRepairs, sst.TailCopies, without)
+	if withParity-clean > rtt/5 {
+		t.Errorf("the loss cost %v with parity, want at most a fifth of the RTT", withParity-clean)
+	}
+	if without-clean < rtt/3 {
+		t.Errorf("the loss cost only %v without parity: the case does not test what parity adds", without-clean)
+	}
+	if cst.ParityRepairs != 1 || cst.BadParity != 0 {
+		t.Errorf("the client rebuilt %d packets (%d bad blocks), want the one lost", cst.ParityRepairs, cst.BadParity)
+	}
+	// What it costs: one parity per block of the last round trip's
+	// packets (0.6 s at 10 Mbit/s: about 500 packets, at most parityReach
+	// of them), each a packet's size.
+	if maxBytes := uint64(paritySlots) * (2 + tunnelPacketSize); sst.ParityBytes > maxBytes {
+		t.Errorf("the server sent %d bytes of parity, want at most %d", sst.ParityBytes, maxBytes)
+	}
+}
+
+// parityPair is two associations talking directly (no link), the client
+// (0) told parity, for tests of the receiver alone.
+func parityPair(t *testing.T) (srv, cli *Association, now time.Time) {
+	t.Helper()
+	now = simEpoch
+	cfg := DefaultConfig()
+	cfg.EvenStreams = true
+	cli, err := NewAssociation(cfg, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.EvenStreams = false
+	srv, err = NewAssociation(cfg, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, cli, now
+}
+
+// parityBlockOf is the PARITY frames (one per packet) of the block over
+// pkts[first:first+count], each of at most room bytes of the block, the
+// block as tamper leaves it.
+func parityBlockOf(pkts [][]byte, first, count uint64, room int, tamper func([]byte)) [][]byte {
+	size := 0
+	for _, p := range pkts[first : first+count] {
+		size = max(size, 2+len(p))
+	}
+	blk := make([]byte, size)
+	for _, p := range pkts[first : first+count] {
+		blk[0] ^= byte(len(p) >> 8)
+		blk[1] ^= byte(len(p))
+		for i, c := range p {
+			blk[2+i] ^= c
+		}
+	}
+	tamper(blk)
+	var out [][]byte
+	for off := 0; off < size; off += room {
+		end := min(size, off+room)
+		out = append(out, wire.AppendParity(nil, wire.Parity{First: first, Count: count, Size: uint64(size), Offset: uint64(off)}, blk[off:end]))
+	}
+	return out
+}
+
+// TestParityReceiver: the server sends 20 packets of a stream; the client
+// gets them but for the lost ones, then a block's parity in two packets.
+// One lost of the block: rebuilt, its data delivered, acknowledged. Two
+// lost: nothing rebuilt, counted unused. A forged block (its bytes not
+// the packets' XOR): dropped and counted, never delivered.
+func TestParityReceiver(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		lost    []uint64
+		forge   bool
+		rebuilt uint64
+	}{
+		{"one lost", []uint64{7}, false, 1},
+		{"two lost", []uint64{7, 15}, false, 0},
+		{"forged", []uint64{7}, true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, cli, now := parityPair(t)
+			// The client opens the stream the server answers on.
+			id, _ := cli.OpenStream([]byte("m"))
+			cli.StreamWrite(id, []byte("request"))
+			buf := make([]byte, 2000)
+			n, pn := cli.Send(now, buf)
+			if err := srv.Receive(now, pn, buf[:n]); err != nil {
+				t.Fatal(err)
+			}
+			srv.StreamWrite(id, make([]byte, 40_000))
+			var pkts [][]byte
+			for i := 0; i < 200 && len(pkts) < 20; i++ {
+				now = now.Add(time.Millisecond)
+				if n, pn := srv.Send(now, buf); n > 0 {
+					if pn != uint64(len(pkts)) {
+						t.Fatalf("packet %d numbered %d", len(pkts), pn)
+					}
+					pkts = append(pkts, append([]byte(nil), buf[:n]...))
+				}
+			}
+			if len(pkts) < 20 {
+				t.Fatalf("the server sent %d packets, want 20", len(pkts))
+			}
+			lost := map[uint64]bool{}
+			for _, pn := range tc.lost {
+				lost[pn] = true
+			}
+			for pn, p := range pkts {
+				if !lost[uint64(pn)] {
+					if err := cli.Receive(now, uint64(pn), p); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			rd := make([]byte, 100_000)
+			before, _ := cli.StreamRead(id, rd)
+			// Forged: the rebuilt packet's length beyond the block.
+			frames := parityBlockOf(pkts, 0, 20, 900, func(b []byte) {
+				if tc.forge {
+					b[0] ^= 0x40
+				}
+			})
+			for i, f := range frames {
+				if err := cli.Receive(now, 1000+uint64(i), f); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st := cli.Stats()
+			if st.ParityRepairs != tc.rebuilt {
+				t.Errorf("rebuilt %d packets, want %d", st.ParityRepairs, tc.rebuilt)
+			}
+			got, _ := cli.StreamRead(id, rd)
+			switch {
+			case tc.rebuilt == 1 && (got == 0 || !cli.ack.Duplicate(7)):
+				t.Errorf("the rebuilt packet: %d bytes readable after the %d before it, acknowledged %v; want the data after it and its number", got, before, cli.ack.Duplicate(7))
+			case tc.rebuilt == 0 && got != 0:
+				t.Errorf("%d bytes readable after the %d before the hole, from a block that could rebuild nothing", got, before)
+			}
+			if len(tc.lost) == 2 && st.ParityUnused != 1 {
+				t.Errorf("%d blocks counted unused, want 1", st.ParityUnused)
+			}
+			if tc.forge && st.BadParity != 1 {
+				t.Errorf("%d forged blocks counted, want 1", st.BadParity)
+			}
+		})
+	}
+}
+
+// TestParityFrameCodec: a PARITY frame decodes as encoded, and one whose
+// fields are out of bounds is malformed.
+func TestParityFrameCodec(t *testing.T) {
+	q := wire.Parity{First: 1 << 20, Count: 32, Size: 1300, Offset: 700}
+	b := wire.AppendParity(nil, q, make([]byte, 600))
+	if len(b) != wire.ParityHeaderLen(q, 600)+600 {
+		t.Fatalf("frame of %d bytes, header length says %d", len(b), wire.ParityHeaderLen(q, 600)+600)
+	}
+	var f wire.Frame
+	n, err := wire.ParseFrame(b, &f)
+	if err != nil || n != len(b) || f.Parity != q || len(f.Data) != 600 {
+		t.Fatalf("decoded %+v (%d bytes, %v), want %+v", f.Parity, n, err, q)
+	}
+	for _, bad := range []wire.Parity{
+		{First: 0, Count: 0, Size: 100},                       // no packet
+		{First: 0, Count: wire.MaxParityCount + 1, Size: 100}, // too many
+		{First: 0, Count: 2, Size: 2},                         // no payload byte
+		{First: 0, Count: 2, Size: wire.MaxParityBlock + 1},   // too large
+		{First: 0, Count: 2, Size: 100, Offset: 90},           // beyond the block
+	} {
+		if _, err := wire.ParseFrame(wire.AppendParity(nil, bad, make([]byte, 20)), &f); err == nil {
+			t.Errorf("%+v decoded, want malformed", bad)
+		}
+	}
+}
