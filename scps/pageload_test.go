@@ -260,6 +260,7 @@ func pageObjects() []int {
 func TestTailCopiesWhole(t *testing.T) {
 	for _, seed := range []uint64{9, 13} {
 		s := pageGEO(t, seed, 0.005)
+		s.a[1].cfg.TailParity = false // the copies alone (parity.go sends none after its parities)
 		type key struct{ id, off uint64 }
 		original := map[key]int{} // the length each frame went out with last, not as a copy
 		copies, short := 0, 0

@@ -10,8 +10,11 @@ package scps
 // best. A parity costs one packet per 32: the XOR of a block of
 // consecutive packets, each as its 2-byte length and payload, from which
 // the receiver rebuilds any one of them that did not arrive, the others
-// being kept. So at idle the sender first sends a parity over each block
-// of its last round trip's packets (newest first), then its copies.
+// being kept. So at idle the sender sends a parity over each block of its
+// last round trip's packets (newest first), and no copies then: in the
+// simulator the GEO page loaded as fast with the parities alone as with
+// both (1.057x and 1.055x its floor), for 22 kB of parity against 315 kB
+// of copies. Copies still go where no parity is due.
 //
 // The sender keeps one XOR per block as it sends (not the packets), the
 // receiver the payloads of its newest parityRing packets: both bounded.
@@ -20,6 +23,7 @@ import (
 	"crypto/subtle"
 	"time"
 
+	"scpsvpn/scps/internal/ackhandler"
 	"scpsvpn/scps/internal/wire"
 )
 
@@ -55,9 +59,10 @@ type parityBlock struct {
 // paritySender is the sender's side: the blocks and what of them is queued.
 type paritySender struct {
 	blocks [paritySlots]parityBlock
-	cur    int      // the open block's slot
-	queue  []uint64 // first packet numbers of the blocks to send, in order
-	off    int      // bytes of queue[0]'s block sent
+	cur    int           // the open block's slot
+	queue  []uint64      // first packet numbers of the blocks to send, in order
+	armed  time.Duration // idleSince of the idle period whose parities went out (nextCopy)
+	off    int           // bytes of queue[0]'s block sent
 }
 
 // onSent adds packet pn's payload to the open block, opening the next one
@@ -91,13 +96,15 @@ func (s *paritySender) block(first uint64) *parityBlock {
 	return nil
 }
 
-// eligible reports whether block b's parity is worth sending at now: not
-// sent, all its packets within reach of the receiver's ring, its newest
+// parityEligible reports whether block b's parity is worth sending at
+// now: not sent, all its packets within reach of the receiver's ring, its newest
 // younger than the minimum RTT (an older packet's loss is known, and its
 // repair on its way, before a parity would help), and a packet of it
 // with stream data still unacknowledged.
 func (a *Association) parityEligible(b *parityBlock) bool {
-	if b.count == 0 || b.sealed || b.first+parityReach < a.sent.NextPN() {
+	if b.count == 0 || b.sealed || b.first+parityReach < a.sent.NextPN() || a.sent.ElicitingInFlight() < 2 {
+		// A lone packet in flight (a request) is the probe timeout's,
+		// as for the copies.
 		return false
 	}
 	rtt := a.sent.RTT()
@@ -144,6 +151,7 @@ func (a *Association) parityArm() bool {
 			if a.parityEligible(b) {
 				b.sealed = true
 				s.queue = append(s.queue, b.first)
+				s.armed = a.idleSince
 			}
 		}
 		s.off = 0
@@ -338,4 +346,14 @@ func (a *Association) receiveRebuilt(pn uint64, pkt []byte) {
 			return
 		}
 	}
+}
+
+// nextCopy is the next tail copy (NextCopy), none in an idle period
+// whose parities went out: they cover the copies' packets for a
+// thirtieth of the bytes.
+func (a *Association) nextCopy() *ackhandler.SentPacket {
+	if a.parityOn() && a.parityOut.armed == a.idleSince && a.idleSince != 0 {
+		return nil
+	}
+	return a.sent.NextCopy(a.now)
 }

@@ -150,7 +150,7 @@ func (a *Association) plan() (p sendPlan, ok bool) {
 			p.parity = true
 			break
 		}
-		if c := a.sent.NextCopy(a.now); c != nil {
+		if c := a.nextCopy(); c != nil {
 			p.copy = true
 			a.copyFrames = a.sent.TakeCopy(c, a.copyFrames[:0])
 		}
@@ -200,7 +200,7 @@ func (a *Association) copyReady() bool {
 // as its segments come) runs dry for moments mid-transfer, and copies
 // there would take the link from the data that follows.
 func (a *Association) copyAt() (time.Duration, bool) {
-	if a.noTailCopies || a.idleSince == 0 || a.streams.Unsent != 0 || a.sent.NextCopy(a.now) == nil && !a.parityDue() {
+	if a.noTailCopies || a.idleSince == 0 || a.streams.Unsent != 0 || a.nextCopy() == nil && !a.parityDue() {
 		return 0, false
 	}
 	return a.idleSince + max(a.sent.RTT().Smoothed()/8, minCopyIdle), true

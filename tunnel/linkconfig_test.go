@@ -124,3 +124,15 @@ func TestInterfaceKeysMatchTheTransport(t *testing.T) {
 		t.Errorf("memory %d, max_flows %d: %v", c.Memory, c.MaxFlows, err)
 	}
 }
+
+// TestTailParityTold: both sites' handshakes carry the tail parity bit
+// (capTailParity), so each association sends parities at a burst's end
+// and keeps its newest payloads for the peer's (scps/parity.go).
+func TestTailParityTold(t *testing.T) {
+	_, a, b := quicSites(t, "")
+	for _, s := range [][2]*site{{a, b}, {b, a}} {
+		if !s[0].assoc(s[1]).cur.Load().sess.Config().TailParity {
+			t.Errorf("%s: the association toward %s sends no parity", s[0].name, s[1].name)
+		}
+	}
+}

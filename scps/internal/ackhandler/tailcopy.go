@@ -20,7 +20,9 @@ package ackhandler
 // capped at half the congestion window, except that the newest packet of
 // a burst may always be copied: a sender that is application-limited all
 // the time (a video stream slower than the link) pays at most a quarter
-// more and a packet per burst, and a page's end needs far less.
+// more and a packet per burst, and a page's end needs far less. Toward a
+// peer that takes parities (scps/parity.go) the association sends those
+// instead, and copies only in an idle period with no parity due.
 
 import "time"
 
