@@ -111,7 +111,7 @@ type sendPlan struct {
 	// lightOnly: canSend past the path's window, for a light stream's
 	// new data alone (lightPastWindow)
 	lightOnly bool
-	parity    bool // canSend, nothing waits: queued parity (parity.go) goes before the copies
+	parity    bool // canSend, nothing waits: queued parity (parity.go) goes, no copy
 }
 
 // plan decides what the next packet may carry; ok is false when nothing
