@@ -15,7 +15,8 @@ func sampleStatus() Status {
 	return Status{
 		Interface: "scps0", Listen: "0.0.0.0:4700", PublicKey: "PUB",
 		Counters: Counters{TunPackets: 100, TunNoPeer: 2, TunBadChecksum: 19, TunBadSrc: 4, FlowsOpened: 7, FlowsAccepted: 3, FlowsRefused: 1, FlowsActive: 4, UDPIn: 90, UDPStale: 4, TunNoAssoc: 3,
-			SYNDropped: 12, SYNEvicted: 13, SYNCookiesSent: 16, SYNCookiesAccepted: 17, SYNCookiesRejected: 18, FlowsOverQuota: 14, DatagramsOverQuota: 15},
+			SYNDropped: 12, SYNEvicted: 13, SYNCookiesSent: 16, SYNCookiesAccepted: 17, SYNCookiesRejected: 18, FlowsOverQuota: 14, DatagramsOverQuota: 15,
+			QuicRefused: 21, QuicRepaired: 22, QuicGivenUp: 23, QuicHeld: 24, QuicResent: 25, QuicMarked: 26, QuicParities: 27, QuicWaited: 28, QuicPaced: 29},
 		Security: peers.Stats{Drops: map[string]uint64{"replay": 5, "auth": 0}, InitiationsSent: 2, CookieRepliesSent: 11},
 		Peers: []PeerStatus{{
 			Name: "site-b", Up: true, Handshakes: 3, LastHandshake: time.Unix(1700000000, 500_000_000),
@@ -114,12 +115,23 @@ scpsvpn_control_socket_bound 0
 # HELP scpsvpn_datagrams_over_quota_total Datagrams not relayed: over the sender's share of the next peer's uplink.
 # TYPE scpsvpn_datagrams_over_quota_total counter
 scpsvpn_datagrams_over_quota_total 15
+# HELP scpsvpn_quic_datagrams_total QUIC datagrams (UDP on a peer's quic_ports) by what the quic policy did: refused with ICMP port unreachable (fallback), repaired (repair: rebuilt from parities by the receiver), held (repair: lost, resent while the receiver held the flow), given up (repair: the sender's queue full, or a gap not resent within the deadline), resent (repair: on the peer's request), marked (repair: CE rather than dropped by the sender's queue), parity (repair: parity datagrams sent, its overhead), waited (repair: held behind an earlier gap, then delivered in order), paced (repair: written by the receiver's paced release).
+# TYPE scpsvpn_quic_datagrams_total counter
+scpsvpn_quic_datagrams_total{outcome="given_up"} 23
+scpsvpn_quic_datagrams_total{outcome="held"} 24
+scpsvpn_quic_datagrams_total{outcome="marked"} 26
+scpsvpn_quic_datagrams_total{outcome="paced"} 29
+scpsvpn_quic_datagrams_total{outcome="parity"} 27
+scpsvpn_quic_datagrams_total{outcome="refused"} 21
+scpsvpn_quic_datagrams_total{outcome="repaired"} 22
+scpsvpn_quic_datagrams_total{outcome="resent"} 25
+scpsvpn_quic_datagrams_total{outcome="waited"} 28
 `
 	names := []string{"scpsvpn_peer_up", "scpsvpn_peer_rtt_seconds", "scpsvpn_peer_last_handshake_timestamp_seconds",
 		"scpsvpn_peer_outage_seconds_total", "scpsvpn_peer_loss_events_total", "scpsvpn_peer_stream_received_bytes_total",
 		"scpsvpn_flows_total", "scpsvpn_flows_active", "scpsvpn_handshake_cookie_replies_sent_total", "scpsvpn_buffered_bytes", "scpsvpn_udp_drops_total", "scpsvpn_tun_drops_total",
 		"scpsvpn_syn_dropped_total", "scpsvpn_syn_evicted_total", "scpsvpn_syn_cookies_total", "scpsvpn_flows_over_quota_total", "scpsvpn_datagrams_over_quota_total",
-		"scpsvpn_control_socket_bound"}
+		"scpsvpn_quic_datagrams_total", "scpsvpn_control_socket_bound"}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Error(err)
 	}
