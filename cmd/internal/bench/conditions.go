@@ -1,9 +1,3 @@
-// Package bench measures scpsvpn against kernel TCP through the project's
-// emulated satellite link: a matrix of link conditions times contenders,
-// each run on a fresh two-site testbed, with goodput, time to first byte,
-// request/response latency under load and link overhead, written as a
-// report directory (report.md, results.json, plots). `scpsvpn demo` runs
-// the same machinery for one condition and two contenders.
 package bench
 
 // This file owns the link conditions: the table from the design document

@@ -1,9 +1,10 @@
 // Package docmap checks the maps a newcomer reads: the packages' maps of
 // their files (a doc.go whose comment says, for every source file, what
-// it holds; scps, tunnel and scps/internal/... have one) and
-// ARCHITECTURE.md's list of packages and the paths it names, so each stays
-// a true guide as files come and go; and that nothing is named by a
-// numbered work item. Its tests walk the module.
+// it holds; scps, tunnel, scps/internal/... and cmd/internal/bench have
+// one), ARCHITECTURE.md's list of packages and the paths it names, so each
+// stays a true guide as files come and go; a package comment in every
+// package; the layers' rules on imports (layers.go); and that nothing is
+// named by a numbered work item. Its tests walk the module.
 package docmap
 
 import (

@@ -27,7 +27,7 @@ func TestDocMapsEveryFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, dir := range []string{"scps", "tunnel", "scps/internal/ackhandler", "scps/internal/streams"} {
+	for _, dir := range []string{"scps", "tunnel", "scps/internal/ackhandler", "scps/internal/streams", "cmd/internal/bench"} {
 		if _, ok := maps[filepath.Join(root, dir)]; !ok {
 			t.Errorf("%s/doc.go has no file map", dir)
 		}
@@ -87,5 +87,41 @@ func TestNothingNamedByWorkItem(t *testing.T) {
 	}
 	for f, m := range found {
 		t.Errorf("%s names a work item (%q): name it by what it is", f, m)
+	}
+}
+
+// TestLayersKeepTheirImports holds the layers' rules of ARCHITECTURE.md:
+// no import runs back up (scps, stack, peers and configs know nothing of
+// the tunnel, each other or cmd; the tunnel nothing of cmd), tests
+// included, so none of them depends on the test bed.
+func TestLayersKeepTheirImports(t *testing.T) {
+	root := filepath.Join("..", "..", "..")
+	broken, err := BrokenImports(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range broken {
+		t.Errorf("%s: against the layers' rules (ARCHITECTURE.md)", b)
+	}
+	if l, ok := layerOf("scps/internal/wire"); !ok || l.Dir != "scps" {
+		t.Errorf("layerOf(scps/internal/wire) = %v, %v; want the scps layer", l, ok)
+	}
+	if l, _ := layerOf("scps/settings"); l.Dir != "scps/settings" || allowed("scps", l.May) {
+		t.Errorf("scps/settings may import scps: %v", l)
+	}
+	if allowed("cmd/internal/testbed", []string{"tunnel", "stack", "scps", "peers", "configs"}) || !allowed("scps/cc", []string{"scps"}) {
+		t.Error("allowed does not tell a layer below from one above")
+	}
+}
+
+// TestEveryPackageSaysWhatItIs: each package opens with a comment saying
+// what it is for, where a newcomer starts reading.
+func TestEveryPackageSaysWhatItIs(t *testing.T) {
+	missing, err := Uncommented(filepath.Join("..", "..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range missing {
+		t.Errorf("package %s has no package comment: say what it is for and where to start reading", p)
 	}
 }
