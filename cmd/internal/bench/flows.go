@@ -29,6 +29,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -598,11 +599,14 @@ func traceEndpoints(ctx context.Context, tb *testbed.Testbed, binary, path strin
 // connections in its accept queue (the namespace's somaxconn raised to
 // match), and never accepts.
 func queueListener(tb *testbed.Testbed, addr netip.AddrPort, backlog int) (net.Listener, error) {
-	if out, err := tb.Exec(testbed.B, "sysctl", "-q", "-w", fmt.Sprintf("net.core.somaxconn=%d", backlog)); err != nil {
-		return nil, fmt.Errorf("%w: %s", err, out)
-	}
 	var f *os.File
 	err := tb.Do(testbed.B, func() error {
+		// /proc/sys/net is the opening thread's namespace's, as sysctl(8)
+		// in `ip netns exec` sees it; written here, the test bed needs no
+		// procps.
+		if err := os.WriteFile("/proc/sys/net/core/somaxconn", []byte(strconv.Itoa(backlog)), 0); err != nil {
+			return fmt.Errorf("net.core.somaxconn: %w", err)
+		}
 		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
 			return err
