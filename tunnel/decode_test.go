@@ -161,7 +161,7 @@ func FuzzParseParams(f *testing.F) {
 // receiver, fed the run, delivers no empty packet and stays within its
 // bounds.
 func FuzzRepairFrame(f *testing.F) {
-	frames, _ := fecFrames(7, 40, 6, 2)
+	frames, _ := fecFrames(7, 40, 6, 2, false)
 	var seed []byte
 	for i, fr := range frames {
 		if i%9 == 4 {
@@ -172,7 +172,7 @@ func FuzzRepairFrame(f *testing.F) {
 	}
 	f.Add(seed)
 	// Three parities a block, three of a block's frames lost.
-	frames, _ = fecFrames(7, 40, 8, 3)
+	frames, _ = fecFrames(7, 40, 8, 3, false)
 	seed = nil
 	for i, fr := range frames {
 		if i%11 < 3 {
@@ -184,7 +184,7 @@ func FuzzRepairFrame(f *testing.F) {
 	f.Add(seed)
 	// Wide blocks: 64 datagrams and four parities, four of a block's
 	// frames lost.
-	frames, _ = fecFrames(7, 150, fecMaxBlock, fecMaxParities)
+	frames, _ = fecFrames(7, 150, fecMaxBlock, fecMaxParities, false)
 	seed = nil
 	for i, fr := range frames {
 		if i%17 == 3 {
@@ -197,7 +197,8 @@ func FuzzRepairFrame(f *testing.F) {
 	// Compact frames: each block's first a datagram frame (the flow's
 	// addresses), the others compact, one of a block's frames lost.
 	seed = nil
-	for i, fr := range fecCompactFrames(7, 40, 8, 2) {
+	frames, _ = fecFrames(7, 40, 8, 2, true)
+	for i, fr := range frames {
 		if i%10 == 6 {
 			continue
 		}

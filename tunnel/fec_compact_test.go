@@ -252,49 +252,12 @@ func TestQuicCompactFrames(t *testing.T) {
 	}
 }
 
-// fecCompactFrames encodes n UDP datagrams of one IPv6 flow as a sender
-// toward a peer taking compact frames does, in blocks of k with m
-// parities: each block's first a datagram frame, the others compact.
-func fecCompactFrames(flow uint32, n, k, m int) [][]byte {
-	src, dst := netip.MustParseAddrPort("[fd00:1::7]:40000"), netip.MustParseAddrPort("[fd00:2::5]:443")
-	var frames [][]byte
-	var s fecSums
-	first, in := 0, 0
-	closeBlock := func() {
-		for w := range m {
-			frames = append(frames, appendFecParity(nil, flow, uint32(first), in, m, byte(w), s.rows[w]))
-		}
-		s, in = fecSums{}, 0
-	}
-	for i := range n {
-		if in == 0 {
-			first = i
-		}
-		pkt := udpPacket(src, dst, make([]byte, 20+i%50))
-		binary.BigEndian.PutUint32(pkt[48:], uint32(i))
-		fr, ok := appendFecCompact(nil, flow, uint32(i), in, pkt)
-		if in == 0 || !ok {
-			fr = appendFecData(nil, flow, uint32(i), in, pkt)
-		}
-		frames = append(frames, fr)
-		s.addShard(in, pkt, m)
-		in++
-		if in == k {
-			closeBlock()
-		}
-	}
-	if in > 0 {
-		closeBlock()
-	}
-	return frames
-}
-
 // TestQuicRxCompact: the receiver rebuilds a flow sent in compact frames,
 // in order, whatever it lost of them (from the parities, which cover the
 // whole packets), once a datagram frame told it the flow's addresses;
 // before that, a compact frame is as if lost.
 func TestQuicRxCompact(t *testing.T) {
-	frames := fecCompactFrames(5, 80, 8, 2)
+	frames, _ := fecFrames(5, 80, 8, 2, true)
 	var st Stats
 	rx := quicRx{wait: time.Second}
 	now := time.Now()
@@ -322,7 +285,7 @@ func TestQuicRxCompact(t *testing.T) {
 	}
 	// A flow whose first datagram frame was lost: its compact frames
 	// are as if lost: more than the block's parities rebuild.
-	frames = fecCompactFrames(6, 8, 8, 2)
+	frames, _ = fecFrames(6, 8, 8, 2, true)
 	rx = quicRx{wait: time.Second}
 	n := 0
 	for i, fr := range frames {

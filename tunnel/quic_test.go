@@ -768,8 +768,13 @@ func TestFecShape(t *testing.T) {
 }
 
 // fecFrames encodes n datagrams of one flow as a sender does, in blocks
-// of k with m parities; datagram i is 20+i%50 bytes carrying i.
-func fecFrames(flow uint32, n, k, m int) (frames [][]byte, pkts [][]byte) {
+// of k with m parities (the last block may be shorter; none is empty);
+// datagram i is 20+i%50 bytes carrying i in its first four. With compact,
+// the datagrams are UDP in IPv6 (i in the payload's first four) as toward
+// a peer taking compact frames: each block's first a datagram frame (the
+// flow's addresses), the others compact.
+func fecFrames(flow uint32, n, k, m int, compact bool) (frames [][]byte, pkts [][]byte) {
+	src, dst := netip.MustParseAddrPort("[fd00:1::7]:40000"), netip.MustParseAddrPort("[fd00:2::5]:443")
 	var s fecSums
 	first, in := 0, 0
 	closeBlock := func() {
@@ -782,17 +787,29 @@ func fecFrames(flow uint32, n, k, m int) (frames [][]byte, pkts [][]byte) {
 		if in == 0 {
 			first = i
 		}
-		pkt := make([]byte, 20+i%50)
-		binary.BigEndian.PutUint32(pkt, uint32(i))
+		var fr, pkt []byte
+		if compact {
+			pkt = udpPacket(src, dst, make([]byte, 20+i%50))
+			binary.BigEndian.PutUint32(pkt[48:], uint32(i))
+			var ok bool
+			if fr, ok = appendFecCompact(nil, flow, uint32(i), in, pkt); in == 0 || !ok {
+				fr = appendFecData(nil, flow, uint32(i), in, pkt)
+			}
+		} else {
+			pkt = make([]byte, 20+i%50)
+			binary.BigEndian.PutUint32(pkt, uint32(i))
+			fr = appendFecData(nil, flow, uint32(i), in, pkt)
+		}
 		pkts = append(pkts, pkt)
-		frames = append(frames, appendFecData(nil, flow, uint32(i), in, pkt))
+		frames = append(frames, fr)
 		s.addShard(in, pkt, m)
-		in++
-		if in == k {
+		if in++; in == k {
 			closeBlock()
 		}
 	}
-	closeBlock()
+	if in > 0 {
+		closeBlock()
+	}
 	return frames, pkts
 }
 
@@ -801,8 +818,7 @@ func fecFrames(flow uint32, n, k, m int) (frames [][]byte, pkts [][]byte) {
 // them and counted repaired, not held for a resend: quic_held counts
 // what came again on request.
 func TestQuicRxLateParity(t *testing.T) {
-	frames, _ := fecFrames(3, 8, 8, 2)
-	frames = frames[:10] // one block: 8 datagrams, 2 parities
+	frames, _ := fecFrames(3, 8, 8, 2, false) // one block: 8 datagrams, 2 parities
 	var st Stats
 	rx := quicRx{wait: time.Second}
 	now := time.Now()
@@ -864,8 +880,7 @@ func TestQuicRxAsksAgain(t *testing.T) {
 		{"no room for another", 200 * time.Millisecond, true, 1, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			frames, _ := fecFrames(4, 8, 8, 2)
-			frames = frames[:10] // one block: 8 datagrams, 2 parities
+			frames, _ := fecFrames(4, 8, 8, 2, false) // one block: 8 datagrams, 2 parities
 			data := map[uint32][]byte{}
 			var st Stats
 			rx := quicRx{wait: tc.wait, again: again}
@@ -960,7 +975,7 @@ func rxAdvance(rx *quicRx, st *Stats, flow uint32, now time.Time, resends []dueF
 }
 
 func TestQuicRxInOrder(t *testing.T) {
-	frames, pkts := fecFrames(9, 2000, 16, 2)
+	frames, pkts := fecFrames(9, 2000, 16, 2, false)
 	data := map[uint32][]byte{}
 	for _, fr := range frames {
 		if h, _, err := parseFec(fr); err == nil && h.typ == fecData {
@@ -1060,7 +1075,7 @@ func TestQuicRxInOrder(t *testing.T) {
 // buffer, overwritten after its handler, as the association's packets
 // are (a queued datagram that aliased it was read back as another).
 func TestQuicReleaseInOrder(t *testing.T) {
-	frames, pkts := fecFrames(9, 3000, 32, 3)
+	frames, pkts := fecFrames(9, 3000, 32, 3, false)
 	rng := rand.New(rand.NewPCG(7, 8))
 	var st Stats
 	rx := quicRx{wait: 300 * time.Millisecond}
