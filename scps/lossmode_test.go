@@ -72,16 +72,7 @@ func TestFollowsCapacityDrop(t *testing.T) {
 	// 50 Mbit/s at 600 ms falls to 10 Mbit/s after 15 s; the queue holds
 	// one BDP of the old rate (3 s at the new one).
 	c := condDrop()
-	cfg := DefaultConfig()
-	cfg.MaxPacketSize, cfg.WireOverhead = tunnelPacketSize, tunnelOverhead
-	cfg.InitialRTT = c.rtt
-	ca, cb := cfg, cfg
-	ca.SendRate, ca.RecvRate = c.sendRate, c.recvRate
-	cb.SendRate, cb.RecvRate = c.recvRate, c.sendRate
-	fwd, rev := c.fwd, c.rev
-	fwd.Overhead, rev.Overhead = tunnelOverhead, tunnelOverhead
-	s := newSim(t, 1, ca, cb, fwd, rev)
-	s.attach()
+	s := simOver(t, c, DefaultConfig(), 1)
 	s.apps[1].onAccept = func(id uint64, meta []byte) *appStream { return &appStream{expect: -1, resetAfter: -1} }
 	s.apps[0].open("stream-0", 1<<40, 0)
 	s.runUntil(c.schedule[0].at, func() bool { return false })

@@ -163,27 +163,37 @@ func (r result) rateBetween(from, to time.Duration) float64 {
 	return float64(b1-b0) * 8 / (t1 - t0).Seconds()
 }
 
-// measure runs cond with congestion controller mode and loss mode loss.
-func measure(t testing.TB, c condition, mode, loss string, seed uint64) result {
+// simOver is the simulator of two associations over c's link as the
+// tunnel runs them (its packet size and per-packet overheads), attached:
+// each side cfg with its told rates (A, side 0, sends over c.fwd) and c's
+// RTT as the first estimate; A resumes c.resume's saved path.
+func simOver(t testing.TB, c condition, cfg Config, seed uint64) *sim {
 	t.Helper()
-	cfg := DefaultConfig()
 	cfg.MaxPacketSize, cfg.WireOverhead = tunnelPacketSize, tunnelOverhead
 	cfg.InitialRTT = c.rtt
-	cfg.Congestion, cfg.Loss = mode, loss
-	if c.bigWindows {
-		cfg.StreamWindow, cfg.ConnWindow, cfg.SendBuffer = 256<<20, 512<<20, 256<<20
-	}
 	ca, cb := cfg, cfg
 	ca.SendRate, ca.RecvRate = c.sendRate, c.recvRate
 	ca.Resume = c.resume
 	cb.SendRate, cb.RecvRate = c.recvRate, c.sendRate
-	if mode == "rate" && cb.SendRate == 0 {
+	if cb.Congestion == "rate" && cb.SendRate == 0 {
 		cb.Congestion = "hybrid" // the return side needs a rate for "rate"
 	}
 	fwd, rev := c.fwd, c.rev
 	fwd.Overhead, rev.Overhead = tunnelOverhead, tunnelOverhead
 	s := newSim(t, seed, ca, cb, fwd, rev)
 	s.attach()
+	return s
+}
+
+// measure runs cond with congestion controller mode and loss mode loss.
+func measure(t testing.TB, c condition, mode, loss string, seed uint64) result {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Congestion, cfg.Loss = mode, loss
+	if c.bigWindows {
+		cfg.StreamWindow, cfg.ConnWindow, cfg.SendBuffer = 256<<20, 512<<20, 256<<20
+	}
+	s := simOver(t, c, cfg, seed)
 	const total = 1 << 40
 	s.apps[1].onAccept = func(id uint64, meta []byte) *appStream {
 		return &appStream{expect: -1, resetAfter: -1}

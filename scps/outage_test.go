@@ -19,16 +19,7 @@ func outageEvents(p *simApp) []bool { return p.outages }
 func TestOutageMidTransfer(t *testing.T) {
 	c := condGEO()
 	c.fwd.Loss, c.rev.Loss = 0, 0
-	cfg := DefaultConfig()
-	cfg.MaxPacketSize, cfg.WireOverhead = tunnelPacketSize, tunnelOverhead
-	cfg.InitialRTT = c.rtt
-	ca, cb := cfg, cfg
-	ca.SendRate, ca.RecvRate = c.sendRate, c.recvRate
-	cb.SendRate, cb.RecvRate = c.recvRate, c.sendRate
-	fwd, rev := c.fwd, c.rev
-	fwd.Overhead, rev.Overhead = tunnelOverhead, tunnelOverhead
-	s := newSim(t, 7, ca, cb, fwd, rev)
-	s.attach()
+	s := simOver(t, c, DefaultConfig(), 7)
 	const total = 40 << 20 // 32 s at 10 Mbit/s
 	s.apps[1].onAccept = func(id uint64, meta []byte) *appStream {
 		if id == 0 {
