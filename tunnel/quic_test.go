@@ -437,6 +437,28 @@ func TestFecBlockShape(t *testing.T) {
 // (fecWideBlock, 34), with fewer parities per datagram than 34 + 3 at
 // the wire's 1 % loss; all arrive in order.
 func TestQuicQueuedBlocksWide(t *testing.T) {
+	// A run whose sender gave datagrams up is not a measure of the
+	// blocks: on a quiet machine it gives up none; a machine that starved
+	// the endpoints (166 packets sent in 8 s under -race beside other
+	// packages' tests) had it give up 1099 of 1200, and the blocks of the
+	// few left were narrow. Such a run is taken again, between new sites
+	// (a second flow on the same association is not the first's equal).
+	const attempts = 3
+	for attempt := range attempts {
+		disturbed := false
+		t.Run(fmt.Sprint("run ", attempt+1), func(t *testing.T) {
+			disturbed = queuedBlocksWide(t)
+		})
+		if !disturbed {
+			return
+		}
+	}
+	t.Fatalf("the sender gave datagrams up in each of %d runs", attempts)
+}
+
+// queuedBlocksWide is a run of TestQuicQueuedBlocksWide; it reports
+// whether the sender gave datagrams up, which leaves nothing to judge.
+func queuedBlocksWide(t *testing.T) (disturbed bool) {
 	h, a, b := quicSites(t, "quic = \"repair\"\n", `rtt = "2s"`, `up = "10Mbit"`)
 	var mu sync.Mutex
 	rng := rand.New(rand.NewPCG(7, 8))
@@ -493,6 +515,10 @@ recv:
 	if got < n-int(givenUp) {
 		t.Errorf("%d of %d datagrams arrived (%d given up)", got, n, givenUp)
 	}
+	if givenUp > 0 {
+		t.Logf("the sender gave %d up (a starved machine): not a measure of the blocks", givenUp)
+		return true
+	}
 	if narrow := fecWideBlock(10_000_000); widest <= narrow {
 		t.Errorf("the widest block held %d datagrams, no more than the span's %d: the queue did not widen the blocks", widest, narrow)
 	}
@@ -501,6 +527,7 @@ recv:
 	if share := float64(parities) / n; share >= 3.0/34 {
 		t.Errorf("parities %.1f %% of the datagrams, no fewer than 34 + 3's 8.8 %%", 100*share)
 	}
+	return false
 }
 
 // TestFecMeasuredLoss: the loss a block's shape is chosen for counts
