@@ -392,6 +392,42 @@ func TestAppendStreamsRepairsFirst(t *testing.T) {
 	}
 }
 
+// TestAppendLightLeavesBulk: AppendLight, for a packet past its path's
+// window, takes the light streams' new data and nothing of the bulk's,
+// nor a repair; AppendStreams after it takes the rest.
+func TestAppendLightLeavesBulk(t *testing.T) {
+	m, _ := sendingManager(1<<20, 100)
+	rec := m.Frames.(*recordedFrames)
+	bulk, light := m.NewStream(0, true, time.Second), m.NewStream(2, true, time.Second)
+	for _, s := range []*State{bulk, light} {
+		s.peerMax, s.openAcked = 1<<30, true
+	}
+	if n := m.write(bulk, make([]byte, 100_000)); n != 100_000 {
+		t.Fatalf("wrote %d of 100000", n)
+	}
+	bulk.sentOff = 10_000
+	bulk.retx.Add(0, 500)
+	m.ScheduleRetx(bulk)
+	if n := m.write(light, make([]byte, 300)); n != 300 {
+		t.Fatalf("wrote %d of 300", n)
+	}
+	if m.LightQ.Len() != 1 || m.BulkQ.Len() != 1 {
+		t.Fatalf("light %d, bulk %d: want one each", m.LightQ.Len(), m.BulkQ.Len())
+	}
+	if _, ok := m.AppendLight(make([]byte, 0, 1400), 1400); !ok {
+		t.Fatal("AppendLight added nothing")
+	}
+	if len(rec.fs) != 1 || rec.fs[0].ID != light.id || rec.fs[0].N != 300 {
+		t.Fatalf("frames %+v: want stream %d's 300 bytes alone", rec.fs, light.id)
+	}
+	if _, ok := m.AppendLight(make([]byte, 0, 1400), 1400); ok {
+		t.Fatal("AppendLight added the bulk's data or a repair")
+	}
+	if _, ok := m.AppendStreams(make([]byte, 0, 1400), 1400); !ok || rec.fs[1].ID != bulk.id {
+		t.Fatalf("frames %+v: want the bulk's repair after", rec.fs)
+	}
+}
+
 // TestCutCreditWhenReaderStalls: data that waits unread for stallAfter
 // cuts the stream's window to StallWindow and its credit to what arrived
 // or that window beyond what was read; data in flight under the old
