@@ -41,6 +41,9 @@ type TCPRequest struct {
 	hasISN    bool
 	// handshakeOver: Accept's local handshake ended (either way).
 	handshakeOver atomic.Bool
+	// acceptAt is when Accept's local handshake began (UnixNano; 0: not
+	// yet), for the SYN guard's grace (handshakeGrace).
+	acceptAt atomic.Int64
 }
 
 // handleForward runs on a goroutine gVisor starts for each new SYN.
@@ -73,11 +76,16 @@ func (s *Stack) handleForward(fr *tcp.ForwarderRequest) {
 	s.flows++
 	s.pending[r] = struct{}{}
 	s.mu.Unlock()
+	replay := false
 	if s.cflows.active() {
 		s.cflows.offer(id, r) // a cookie flow's replayed SYN (cookieflow.go)
+		replay = s.cflows.lookup(id) != nil
 	}
-	if old := s.guard.admit(r); old != nil {
+	if old := s.guard.admit(r, replay); old != nil {
 		s.evict(old)
+		if old == r {
+			return // dropped: its client sends the SYN again
+		}
 	}
 	s.cfg.HandleTCP(r)
 }
@@ -136,6 +144,7 @@ func (r *TCPRequest) Accept() (*Conn, error) {
 		return nil, ErrRequestDone
 	}
 	s := r.s
+	r.acceptAt.Store(time.Now().UnixNano())
 	s.mu.Lock()
 	s.accepting++
 	s.mu.Unlock()

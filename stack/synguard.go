@@ -1,6 +1,8 @@
 // This file owns the SYN guard: local handshakes in progress are bounded,
 // in all and per client address, and when a new SYN finds the bound reached
-// the oldest handshake gives way (Linux drops the oldest SYN-RECV likewise).
+// the oldest handshake gives way (Linux drops the oldest SYN-RECV likewise),
+// but for one whose SYN-ACK went out less than handshakeGrace ago: then the
+// new SYN gives way, and its client sends it again.
 //
 // Why: a handshake holds one of gVisor's MaxInFlight slots from the SYN
 // until the client's ACK, and gVisor retries its SYN-ACK for about two
@@ -103,29 +105,69 @@ func (g *synGuard) stale(t time.Time, n int) []*TCPRequest {
 	return out
 }
 
-// admit starts tracking r and returns the handshakes that must give way
-// for it: the oldest of its own address if that address is at its bound,
-// else the oldest of all if the guard is full.
-func (g *synGuard) admit(r *TCPRequest) (evict *TCPRequest) {
+// handshakeGrace is how long a handshake in Accept's local handshake (its
+// SYN-ACK sent) is spared by the guard: its client may have its SYN-ACK
+// and have answered, and an RST then fails a connection the client holds
+// established. A client's ACK comes within milliseconds on a LAN and
+// within this through a loaded host; a flood's never comes, and its
+// handshakes give way after it. Evicted at once, the handshakes of one
+// host's burst of a thousand connections whose ACKs waited behind the
+// burst in a loaded endpoint were reset: 70 of 1,000 downloads failed
+// (docs/manyflows.md).
+const handshakeGrace = time.Second
+
+// evictable reports whether v may give way at now: not in Accept's local
+// handshake yet (dropped, its client sends the SYN again), or in it for
+// handshakeGrace.
+func (v *TCPRequest) evictable(now time.Time) bool {
+	at := v.acceptAt.Load()
+	return at == 0 || now.Sub(time.Unix(0, at)) >= handshakeGrace
+}
+
+// admit starts tracking r and returns the handshake that must give way
+// for it: the oldest evictable one of its own address if that address is
+// at its bound, else the oldest evictable one of all if the guard is
+// full. If none is evictable, r itself gives way (it is returned and not
+// tracked), unless force (a cookie flow's replayed SYN, whose client holds
+// its connection already): then the oldest goes.
+func (g *synGuard) admit(r *TCPRequest, force bool) (evict *TCPRequest) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	r.isn, r.hasISN = g.isn[r.id]
 	delete(g.isn, r.id)
 	src := r.Src.Addr()
-	if g.bySrc[src] >= g.perSrc {
+	now := time.Now()
+	pick := func(match func(*TCPRequest) bool) *TCPRequest {
+		var oldest *TCPRequest
 		for e := g.order.Front(); e != nil; e = e.Next() {
-			if v := e.Value.(*TCPRequest); v.Src.Addr() == src {
-				evict = v
-				break
+			v := e.Value.(*TCPRequest)
+			if !match(v) {
+				continue
+			}
+			if oldest == nil {
+				oldest = v
+			}
+			if v.evictable(now) {
+				return v
 			}
 		}
+		if force {
+			return oldest
+		}
+		return r
+	}
+	if g.bySrc[src] >= g.perSrc {
+		evict = pick(func(v *TCPRequest) bool { return v.Src.Addr() == src })
 	} else if g.order.Len() >= g.limit {
-		evict = g.order.Front().Value.(*TCPRequest)
+		evict = pick(func(*TCPRequest) bool { return true })
+	}
+	if evict == r {
+		return r
 	}
 	if evict != nil {
 		g.removeLocked(evict)
 	}
-	r.admitted = time.Now()
+	r.admitted = now
 	r.guardElem = g.order.PushBack(r)
 	g.bySrc[src]++
 	return evict

@@ -146,3 +146,55 @@ func TestEvictedRequestNotReset(t *testing.T) {
 		}
 	}
 }
+
+// TestBurstSparesHandshakesInProgress: one host opens more connections
+// at once than its bound while the handshakes of the first are in
+// progress (their SYN-ACKs sent, the client's ACKs on their way through a
+// loaded endpoint): the newer SYNs give way, not the handshakes the client
+// may already hold established, and every one of those finishes. Evicted
+// by an RST as if from the client, they failed: the client's connection
+// was reset after its ACK (docs/manyflows.md).
+func TestBurstSparesHandshakesInProgress(t *testing.T) {
+	out := &captured{}
+	s, accepted := synFloodStack(t, out)
+	n := s.guard.perSrc
+	from := func(i int) netip.AddrPort { return netip.AddrPortFrom(client4.Addr(), uint16(40000+i)) }
+	for i := range n {
+		s.Inject(buildTCP(from(i), server4, header.TCPFlagSyn, 5000, nil))
+	}
+	synAcks := map[netip.AddrPort]uint32{}
+	if !waitFor(10*time.Second, func() bool {
+		for _, p := range out.all() {
+			if src, dst, flags, ok := parseTCP(p); ok && src == server4 && flags == header.TCPFlagSyn|header.TCPFlagAck {
+				synAcks[dst] = header.TCP(header.IPv4(p).Payload()).SequenceNumber()
+			}
+		}
+		return len(synAcks) == n
+	}) {
+		t.Fatalf("%d SYN-ACKs of %d (%+v)", len(synAcks), n, s.Stats())
+	}
+	// The burst goes on: more SYNs of the same host than its bound.
+	for i := range 4 {
+		s.Inject(buildTCP(from(n+i), server4, header.TCPFlagSyn, 5000, nil))
+	}
+	if !waitFor(10*time.Second, func() bool { return s.Stats().SYNEvicted >= 4 }) {
+		t.Fatalf("nothing gave way: %+v", s.Stats())
+	}
+	for i := range n {
+		s.Inject(buildTCPAck(from(i), server4, header.TCPFlagAck, 5001, synAcks[from(i)]+1, nil))
+	}
+	got := 0
+	for got < n {
+		select {
+		case <-accepted:
+			got++
+		case <-time.After(hangGuard):
+			t.Fatalf("%d of the %d handshakes in progress finished (%+v)", got, n, s.Stats())
+		}
+	}
+	for _, p := range out.all() {
+		if src, dst, flags, ok := parseTCP(p); ok && src == server4 && flags&header.TCPFlagRst != 0 && dst.Port() < uint16(40000+n) {
+			t.Errorf("the connection from port %d was reset", dst.Port())
+		}
+	}
+}
