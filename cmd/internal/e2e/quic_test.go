@@ -347,6 +347,11 @@ func TestQuicRepairOverGEO(t *testing.T) {
 						t.Errorf("quic-go's HTTP/3 download: %d bytes, want %d", res.Bytes, size)
 					}
 					logged("repair-go", fmt.Sprintf("HTTP/3 %d bytes through the tunnel (quic-go), quic = %q", size, policy), res.Total)
+					// Counted since the testbed came up: ngtcp2's download,
+					// the pages and quic-go's.
+					for _, side := range []testbed.Side{testbed.A, testbed.B} {
+						logQuicCounters(t, tb, side)
+					}
 				}
 			}
 			if table && policy == "pass" {
