@@ -235,11 +235,15 @@ func TestQuicParitiesOnce(t *testing.T) {
 		a.inject(udpPacket(src, dst, make([]byte, 1000)))
 		time.Sleep(3 * time.Millisecond)
 	}
-	for range n {
+	for i := range n {
 		select {
 		case <-b.datagrams:
 		case <-time.After(waitTime):
-			t.Fatal("the flow's datagrams did not all arrive")
+			// Once under load, with nothing logged: what the sender and
+			// its association did with the rest says where they went.
+			as := a.assoc(b).stats()
+			t.Fatalf("%d of the flow's %d datagrams arrived: the sender gave %d up and resent %d on request, its association dropped %d datagrams unsent (%d outages)",
+				i, n, a.ep.Stats().QuicGivenUp.Load(), a.ep.Stats().QuicResent.Load(), as.DatagramsDropped, as.Outages)
 		}
 	}
 	took := time.Since(start)
