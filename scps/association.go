@@ -61,6 +61,10 @@ type Association struct {
 	// of its data (flightHold); holding says it has.
 	holdSince time.Duration
 	holding   bool
+	// trainLeft is how many bytes of the path train are still to go
+	// (ProbePath), trainSent how many went.
+	trainLeft, trainSent int
+	trainAt              time.Duration // when it may go
 
 	outage outageDetector
 
@@ -269,6 +273,9 @@ func (a *Association) Deadline() time.Time {
 	consider(a.lightDeadline())
 	consider(a.outage.keepAliveDue(a.sent.ElicitingInFlight(), a.pingPending))
 	consider(a.sent.TimerDeadline())
+	if at, _ := a.trainDue(); at > a.now {
+		consider(at)
+	}
 	if a.paths.multi() {
 		a.sendPath(false)
 	}

@@ -5,6 +5,7 @@ package scps
 
 import (
 	"encoding/binary"
+	"scpsvpn/scps/internal/wire"
 	"testing"
 	"time"
 )
@@ -97,6 +98,10 @@ func FuzzReceive(f *testing.F) {
 	for _, s := range seedPackets(f) {
 		f.Add(s)
 	}
+	// A path train's packets (ProbePath): a PING and padding (PADDING
+	// is 0x00), two in a row.
+	train := append([]byte{wire.FramePing}, make([]byte, 1200)...)
+	f.Add(frameInput(frameInput(nil, 7, train), 8, train))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		a, now := fuzzTarget()
 		buf := make([]byte, 2000)

@@ -62,6 +62,17 @@ type condition struct {
 	// at the open, then twice as much every feedEvery (its round trip
 	// through a loaded host), instead of all at once.
 	feedEvery time.Duration
+	// upBefore, with download: the handshake's responder's association
+	// comes up this long before the request (the bench connects once
+	// both endpoints report the association up), the initiator's a one
+	// way before that (the responder's comes up on its first packet),
+	// and the run is timed from the request. The receiver (side 1) is
+	// the initiator unless serverInitiates. trains says which sides ask
+	// for a path train (Association.ProbePath, after PathTrainWait) as
+	// theirs comes up.
+	upBefore        time.Duration
+	trains          [2]bool
+	serverInitiates bool
 }
 
 // rateStep sets the forward rate to rate (bit/s) at virtual time at.
@@ -198,6 +209,22 @@ func measure(t testing.TB, c condition, mode, loss string, seed uint64) result {
 	s.apps[1].onAccept = func(id uint64, meta []byte) *appStream {
 		return &appStream{expect: -1, resetAfter: -1}
 	}
+	base := time.Duration(0)
+	if c.upBefore > 0 {
+		ini, oneWay := 1, c.rev.Delay
+		if c.serverInitiates {
+			ini, oneWay = 0, c.fwd.Delay
+		}
+		if c.trains[ini] {
+			s.a[ini].ProbePath(s.clock(), PathTrainWait)
+		}
+		s.runUntil(oneWay, func() bool { return false })
+		if c.trains[1-ini] {
+			s.a[1-ini].ProbePath(s.clock(), PathTrainWait)
+		}
+		s.runUntil(oneWay+c.upBefore, func() bool { return false })
+		base = s.now
+	}
 	if c.download {
 		s.apps[0].onAccept = func(id uint64, meta []byte) *appStream {
 			return &appStream{toSend: total, expect: -1, resetAfter: -1}
@@ -224,7 +251,7 @@ func measure(t testing.TB, c condition, mode, loss string, seed uint64) result {
 	step := rtt / 8
 	fired := 0
 	for next := step; next <= c.dur; next += step {
-		s.runUntil(next, func() bool { return false })
+		s.runUntil(base+next, func() bool { return false })
 		for fired < len(c.schedule) && s.now >= c.schedule[fired].at {
 			s.dir[0].p.Rate = c.schedule[fired].rate
 			fired++
@@ -237,7 +264,7 @@ func measure(t testing.TB, c condition, mode, loss string, seed uint64) result {
 		// this by the repair time of a hole, one RTT at most).
 		got := s.a[1].streams.Flow.Recvd
 		d := s.dir[0]
-		res.series = append(res.series, sample{at: s.now, bytes: got, drops: d.queueDrop,
+		res.series = append(res.series, sample{at: s.now - base, bytes: got, drops: d.queueDrop,
 			idle: d.idleAt(s.now), wire: d.bytes + d.sent*uint64(tunnelOverhead), sent: s.a[0].Stats()})
 		if tr := os.Getenv("SCPS_TRACE"); tr != "" && strings.Contains(c.name+" "+mode, tr) && (len(res.series)%8 == 0 || s.now < 4*rtt) {
 			n := len(res.series)

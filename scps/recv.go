@@ -53,7 +53,9 @@ func (a *Association) Receive(now time.Time, pn uint64, pkt []byte) error {
 	// sample.
 	a.ack.SetTimed(!a.rxArrived.IsZero())
 	a.ack.OnReceived(pn, a.rxAt, eliciting, a.cfg.AckEvery, a.ackDelay)
-	if mark {
+	if mark || isTrainPacket(pkt) && !a.ack.Holding(a.rxAt) {
+		// A path train's packets all look alike: the first that
+		// comes outside a hold marks the train (ProbePath).
 		a.ack.AckAtOnce()
 	}
 	// With several paths a told rate is the first path's alone (the

@@ -42,6 +42,9 @@ func (a *Association) sendReady() bool {
 	if a.sent.Probes() > 0 || a.pingPending || a.ack.Due(a.now) {
 		return true
 	}
+	if _, due := a.trainDue(); due {
+		return true
+	}
 	if a.paths.multi() {
 		if _, due := a.paths.probeDue(a.now); due || a.paths.answerOwed != 0 {
 			return true
@@ -76,6 +79,9 @@ func (a *Association) Send(now time.Time, buf []byte) (n int, pn uint64) {
 			return 0, 0
 		}
 		return a.sendProbe(buf), pn
+	}
+	if n, ok := a.sendTrain(buf, pn); ok {
+		return n, pn
 	}
 	limit := a.limit(buf, pn)
 	if limit < 64 {

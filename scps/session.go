@@ -418,6 +418,18 @@ func (s *Session) SetMemory(limit uint64) error {
 	return nil
 }
 
+// ProbePath sends a path train after the wait if one is due then
+// (Association.ProbePath).
+func (s *Session) ProbePath(after time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.a.ProbePath(s.cfg.Now(), after) {
+		return false
+	}
+	s.kickLocked()
+	return true
+}
+
 // DatagramRoom reports whether a datagram of n bytes fits in the first
 // quarter of the datagram queue (Association.DatagramRoom).
 func (s *Session) DatagramRoom(n int) bool {

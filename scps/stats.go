@@ -35,6 +35,9 @@ type Stats struct {
 	RecvRangeDrops     uint64 // packets dropped unacknowledged: their frames would leave too many received ranges
 	RangeAbuseCloses   uint64 // closes because the peer kept sending such packets (also a protocol error)
 
+	// TrainPacketsSent and TrainBytesSent count the path train's packets
+	// (Association.ProbePath): padding that timed the path.
+	TrainPacketsSent, TrainBytesSent uint64
 	StreamBytesSent     uint64 // new stream bytes sent (first transmissions)
 	StreamBytesReceived uint64 // stream bytes delivered to the application
 	StreamsOpened       uint64 // by us

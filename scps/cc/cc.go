@@ -121,6 +121,16 @@ type FlightTimer interface {
 	FirstFlight() int
 }
 
+// PathTrainer is a FlightTimer whose timed first flight may go as a path
+// train: padding sent when the association comes up, before any data
+// (scps Association.ProbePath).
+type PathTrainer interface {
+	// OnTrainSent says the first flight went as a train of bytes
+	// without data: data that comes before its ACKs must not wait
+	// behind it for the window.
+	OnTrainSent(now time.Time, bytes int)
+}
+
 // LowDelayer is a controller that can keep the least queue on its path
 // while on (the lowest-delay path of several that bond a transfer: the
 // path light streams' data goes on, which waits behind whatever queue the

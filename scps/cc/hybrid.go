@@ -254,6 +254,15 @@ type Hybrid struct {
 	// (ackBurstAllowance).
 	lossFree  int
 	roundLost int
+	// trainBurst: the first flight went as a path train (OnTrainSent);
+	// data that comes before its ACKs leaves this much as a burst, as
+	// it would have without the train (a page's HTML whole, not paced
+	// at twice the initial window per round trip).
+	trainBurst int
+	// trainBurstEnd is when the last packet of that burst left: its
+	// samples, as the flight's own, carry the burst's queue
+	// (flightSample).
+	trainBurstEnd time.Time
 }
 
 // SetLowDelay implements LowDelayer. On the lowest-delay path of several
@@ -346,6 +355,10 @@ func (c *Hybrid) Name() string { return "hybrid" }
 // (the handshake's), careful resume confirms the path and jumps before the
 // first packet leaves.
 func (c *Hybrid) OnPacketSent(now time.Time, bytes, _ int) {
+	if c.trainBurst > 0 && c.sentFull >= c.flight && c.capa.estimate() == 0 {
+		c.trainBurst -= bytes
+		c.trainBurstEnd = now
+	}
 	if bytes >= c.mss/2 {
 		c.endFlight(now)
 	}
@@ -389,6 +402,16 @@ func (c *Hybrid) endFlight(now time.Time) {
 		return
 	}
 	c.flight, c.flightEnded = c.sentFull, true
+}
+
+// OnTrainSent implements PathTrainer: the window grows by the train, so
+// a transfer that starts before the train's ACKs are back sends its
+// initial window beside it (paced at twice it per round trip, as any
+// round before an estimate), and the train's ACKs then set the rate as a
+// first flight's would.
+func (c *Hybrid) OnTrainSent(_ time.Time, bytes int) {
+	c.cwnd = c.clamp(float64(c.cwnd + bytes))
+	c.trainBurst = c.initialWindow()
 }
 
 // jump raises the window to w, careful resume's unvalidated jump.
@@ -581,7 +604,7 @@ func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
 			}
 		}
 	}
-	if !c.flightAt.IsZero() && !ev.LargestSentAt.Before(c.flightAt) {
+	if !c.flightAt.IsZero() && !ev.LargestSentAt.Before(c.flightAt) && !c.inTrainBurst(ev) {
 		// Timed again, the link hands packets over in batches: a later
 		// train of paced packets (two ACKs a batch apart) times the
 		// batches, not the link, and lowered the estimate to a sixth.
@@ -987,7 +1010,7 @@ func (c *Hybrid) PacingRate() float64 {
 		// any slow start round.
 		return c.cr.saved.Rate
 	}
-	if c.firstFlight() {
+	if c.firstFlight() || c.trainBurst > 0 && c.capa.estimate() == 0 {
 		return 0
 	}
 	// Before a round was measured, the initial window per RTT. The ACKs
@@ -1032,8 +1055,23 @@ func (c *Hybrid) PacingRate() float64 {
 // 45-65 kB (the pipe: 1.5 MB), and the link took 22-33 round trips to
 // 90% in half the runs. The next round's samples judge the queue.
 func (c *Hybrid) flightSample(ev AckEvent) bool {
+	end := c.capa.flightEnd
+	if c.trainBurstEnd.After(end) {
+		// After a path train, the data burst that followed it too.
+		end = c.trainBurstEnd
+	}
 	return c.p.SendRate == 0 && !c.resumed && !c.flightAt.IsZero() &&
-		!ev.LargestSentAt.Before(c.flightAt) && !ev.LargestSentAt.After(c.capa.flightEnd)
+		!ev.LargestSentAt.Before(c.flightAt) && !ev.LargestSentAt.After(end)
+}
+
+// inTrainBurst reports whether ev acknowledges a packet of the data burst
+// that followed a path train before its ACKs came (trainBurst): sent
+// unmarked, its ACKs go as the receiver's policy has them, one every
+// few packets, and on a thin return link (64 kbit/s) they queue there;
+// timed across ACK packets they read as a fraction of the link (20M/64k:
+// 9 of 20 Mbit/s for a round trip). The train timed the link.
+func (c *Hybrid) inTrainBurst(ev AckEvent) bool {
+	return !c.trainBurstEnd.IsZero() && ev.LargestSentAt.After(c.capa.flightEnd) && !ev.LargestSentAt.After(c.trainBurstEnd)
 }
 
 // firstFlight reports whether the next packet belongs to the first flight

@@ -131,6 +131,14 @@ func (h *SentPacketHandler) FirstFlight(now time.Duration) (bytes int, ok bool) 
 	return t.FirstFlight(), true
 }
 
+// TrainSent tells the current path's controller that its timed first
+// flight went as a path train of bytes without data (cc.PathTrainer).
+func (h *SentPacketHandler) TrainSent(now time.Duration, bytes int) {
+	if t, ok := h.cp().cc.(cc.PathTrainer); ok {
+		t.OnTrainSent(h.abs(now), bytes)
+	}
+}
+
 // RTT is path 0's RTT statistics.
 func (h *SentPacketHandler) RTT() *cc.RTTStats { return h.paths[0].rtt }
 
