@@ -183,6 +183,9 @@ type Result struct {
 	// (longer if that packet came late). A new association confirms a
 	// path it saved with it (careful resume).
 	HandshakeRTT time.Duration
+	// Responder: with Established, we answered the handshake (the
+	// session became current on the initiator's first packet on it).
+	Responder bool
 	// EndpointChanged: Peer's endpoint moved to the datagram's source.
 	EndpointChanged bool
 }
@@ -535,6 +538,7 @@ func (d *Device) receiveTransport(src netip.AddrPort, pkt, dst []byte) (Result, 
 	if !s.confirmed.Load() && p.confirm(s) {
 		res.Established, res.RemotePayload, res.LocalPayload = true, s.remotePayload, s.localPayload
 		res.HandshakeRTT = d.now().Sub(s.created)
+		res.Responder = true
 	}
 	// Roam only on the newest packet of the current session: a late,
 	// reordered packet from an old address must not pull the endpoint back.

@@ -262,7 +262,7 @@ func (a *assoc) connect(fresh bool) error {
 // and the peer's payloads in it. Both ends see the same two payloads and
 // so decide alike: a handshake whose payloads both name one association
 // carries it on (a rekey); any other begins a new association.
-func (a *assoc) established(id uint64, local, remote []byte, rtt time.Duration) {
+func (a *assoc) established(id uint64, local, remote []byte, rtt time.Duration, responder bool) {
 	theirs, err := parseParams(remote)
 	if err != nil {
 		a.log.Warn("handshake payload rejected", "err", err)
@@ -274,7 +274,7 @@ func (a *assoc) established(id uint64, local, remote []byte, rtt time.Duration) 
 		return
 	}
 	if ours.assoc == 0 || ours.assoc != theirs.assoc {
-		a.begin(id, theirs, rtt)
+		a.begin(id, theirs, rtt, responder)
 		return
 	}
 	if as := a.cur.Load(); as != nil && as.id == ours.assoc {
@@ -288,8 +288,17 @@ func (a *assoc) established(id uint64, local, remote []byte, rtt time.Duration) 
 }
 
 // begin starts the association that handshake id began, ending the one
-// before (its flows are reset: the peer's side of it is gone).
-func (a *assoc) begin(id uint64, theirs assocParams, rtt time.Duration) {
+// before (its flows are reset: the peer's side of it is gone). The
+// handshake's responder sends a path train (scps Association.ProbePath)
+// when it has no saved path to resume: its association comes up a half
+// round trip after the initiator's, on the initiator's first packet, so
+// the initiator's first request is on its way and its answer will go on
+// the path the train times. The initiator sends none: it is most often
+// the side that came up later (a remote site's terminal, restarted or
+// woken, toward a hub that stayed up), whose flows wait to go at once,
+// and on a thin return link (64 kbit/s) a train ahead of them delays
+// them by a second or more (docs/startup.md).
+func (a *assoc) begin(id uint64, theirs assocParams, rtt time.Duration, responder bool) {
 	a.mu.Lock()
 	restarted := a.remote != 0 && a.remote != theirs.instance
 	a.mu.Unlock()
@@ -366,6 +375,9 @@ func (a *assoc) begin(id uint64, theirs assocParams, rtt time.Duration) {
 			a.log.Info("peer's association ended: resetting its streams")
 		}
 		a.end(old)
+	}
+	if responder && sess.ProbePath(scps.PathTrainWait) {
+		a.log.Debug("path train sent")
 	}
 	a.up.Store(true)
 	a.e.wg.Add(2)
@@ -556,7 +568,7 @@ func (a *assoc) speaksFor(src netip.Addr) bool {
 // handleRx runs on the peer's receive routine, in arrival order.
 func (a *assoc) handleRx(it rxItem) {
 	if it.established {
-		a.established(it.session, it.local, it.remote, it.rtt)
+		a.established(it.session, it.local, it.remote, it.rtt, it.responder)
 		return
 	}
 	a.input(it)

@@ -221,7 +221,7 @@ func (e *Endpoint) handleUDP(src netip.AddrPort, pkt []byte, plain *[]byte, via 
 	}
 	// The peer's own routine does the rest (peerrx.go).
 	if res.Established {
-		a.rx.pushEstablished(res.Session, res.LocalPayload, res.RemotePayload, res.HandshakeRTT)
+		a.rx.pushEstablished(res.Session, res.LocalPayload, res.RemotePayload, res.HandshakeRTT, res.Responder)
 	}
 	if res.Data != nil {
 		a.rx.push(res.Session, res.Counter, plain, len(res.Data), src, via, at)

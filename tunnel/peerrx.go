@@ -41,6 +41,7 @@ type rxItem struct {
 	established   bool
 	local, remote []byte        // the handshake's payloads, if established
 	rtt           time.Duration // the handshake's round trip, if established
+	responder     bool          // we answered the handshake, if established
 	at            time.Time     // when the packet reached the host (zero: unknown)
 }
 
@@ -109,8 +110,8 @@ func (r *peerRx) release(it rxItem) {
 // items make room: packets that came before the new session, or an older
 // handshake, whose news the newer one carries too (its instance is the
 // peer's latest).
-func (r *peerRx) pushEstablished(session uint64, local, remote []byte, rtt time.Duration) {
-	it := rxItem{session: session, established: true, local: local, remote: remote, rtt: rtt}
+func (r *peerRx) pushEstablished(session uint64, local, remote []byte, rtt time.Duration, responder bool) {
+	it := rxItem{session: session, established: true, local: local, remote: remote, rtt: rtt, responder: responder}
 	for {
 		select {
 		case r.q <- it:

@@ -48,7 +48,7 @@ func TestPeerRxIsolation(t *testing.T) {
 		for i := 0; i < 3*rxQueueLen; i++ {
 			slow.push(1, uint64(i), rxBuf(1+i%1400), 1+i%1400, netip.AddrPort{}, -1, time.Time{})
 		}
-		slow.pushEstablished(2, nil, []byte("params"), 0)
+		slow.pushEstablished(2, nil, []byte("params"), 0, false)
 		close(pushed)
 	}()
 	select {
