@@ -41,6 +41,8 @@ package scps
 //	                      next packet goes on when several carry data
 //	latency.go            the latency scheduler (light streams' data on the
 //	                      lowest-delay path) and answers to probes
+//	pathtrain.go          ProbePath: the path train that times a fresh
+//	                      association's path before its first transfer
 //	recvranges.go         dropping packets that break the bound on
 //	                      received stream ranges, closing on abuse
 //	datagramqueue.go      datagramQueue: outgoing datagrams
