@@ -38,6 +38,7 @@ type Stats struct {
 	// TrainPacketsSent and TrainBytesSent count the path train's packets
 	// (Association.ProbePath): padding that timed the path.
 	TrainPacketsSent, TrainBytesSent uint64
+
 	StreamBytesSent     uint64 // new stream bytes sent (first transmissions)
 	StreamBytesReceived uint64 // stream bytes delivered to the application
 	StreamsOpened       uint64 // by us
