@@ -8,7 +8,8 @@ package bench
 // endpoints' CPU time and the send time the sender lost to late wake-ups
 // (late_wake_ms, scps.Stats.LateWakeTime: a loaded host) beside what its
 // streams' buffers hold (buffered_bytes: above in_flight_bytes, data
-// written and not yet sent). The bench's goodput timeline says how much arrived
+// written and not yet sent), and the tail parity's bytes (parity_bytes,
+// scps/parity.go) beside the tail copies'. The bench's goodput timeline says how much arrived
 // each second; this says why: where the binary and the simulator part is
 // read from it (docs/adaptation.md, the fade through the binary). It reads
 // the status over the endpoint's control socket in its namespace, in
@@ -35,7 +36,7 @@ const senderLogEvery = 100 * time.Millisecond
 
 // senderLogHeader names the timeline's tab-separated columns; a page
 // load's timeline adds pageLogColumn.
-const senderLogHeader = "t_s\tcwnd_bytes\tin_flight_bytes\tpacing_bps\tdelivery_bps\tsrtt_ms\tmin_rtt_ms\tqueue_delay_ms\tslow_start\tstream_bytes_sent\tpackets_lost\tcongestion_events\tlink_in_bytes\tlink_out_bytes\tlink_queue_drops\tcpu_a_s\tcpu_b_s\tretransmit_bytes\ttail_copy_bytes\tptos\tlate_wake_ms\tbuffered_bytes\n"
+const senderLogHeader = "t_s\tcwnd_bytes\tin_flight_bytes\tpacing_bps\tdelivery_bps\tsrtt_ms\tmin_rtt_ms\tqueue_delay_ms\tslow_start\tstream_bytes_sent\tpackets_lost\tcongestion_events\tlink_in_bytes\tlink_out_bytes\tlink_queue_drops\tcpu_a_s\tcpu_b_s\tretransmit_bytes\ttail_copy_bytes\tptos\tlate_wake_ms\tbuffered_bytes\tparity_bytes\n"
 
 // pageLogColumn is the page's bytes the client has read (HTTP bodies):
 // beside link_out_bytes it shows what the receiving endpoint held back.
@@ -66,11 +67,11 @@ func writeSenderSample(w io.Writer, s senderSample, client bool) error {
 		ss = 1
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	_, err := fmt.Fprintf(w, "%.3f\t%d\t%d\t%.0f\t%.0f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.2f\t%.2f\t%d\t%d\t%d\t%.1f\t%d",
+	_, err := fmt.Fprintf(w, "%.3f\t%d\t%d\t%.0f\t%.0f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.2f\t%.2f\t%d\t%d\t%d\t%.1f\t%d\t%d",
 		s.at.Seconds(), a.Cwnd, a.BytesInFlight, 8*a.PacingRate, 8*a.DeliveryRate,
 		ms(a.SRTT), ms(a.MinRTT), ms(a.QueueDelay), ss, a.StreamBytesSent, a.PacketsLost,
 		a.LossEventsCongestion, s.link.InBytes, s.link.Bytes, s.link.DropQueue, s.cpuA, s.cpuB,
-		a.RetransmitBytes, a.TailCopyBytes, a.PTOs, ms(a.LateWakeTime), a.BufferedBytes)
+		a.RetransmitBytes, a.TailCopyBytes, a.PTOs, ms(a.LateWakeTime), a.BufferedBytes, a.ParityBytes)
 	if err == nil && client {
 		_, err = fmt.Fprintf(w, "\t%d", s.client)
 	}
