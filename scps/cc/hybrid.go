@@ -767,6 +767,14 @@ func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
 			// the queue and no more.
 			w = max(w, c.vegasTarget(in, rtt))
 		}
+		if c.appGrowing() {
+			// Not below what the last round delivered: a sender of
+			// bursts a round trip apart (QUIC through a repaired flow)
+			// delivers over a quarter round trip at a fraction of its
+			// round's rate, and cut to that the association held it
+			// under the link once it filled the window.
+			w = max(w, int(c.r.lastRate*(base+c.p.RTTNoise).Seconds())+(hybridAlpha+hybridBeta)*c.mss/2)
+		}
 		if c.appGrowing() && c.appUnderPipe(in) {
 			// Not the link's queue as a rule (keepAppPipe), nor its
 			// rate.
