@@ -65,6 +65,9 @@ type Association struct {
 	// (ProbePath), trainSent how many went.
 	trainLeft, trainSent int
 	trainAt              time.Duration // when it may go
+	// trainRecvd: a peer's path train arrived; the receive windows
+	// follow its rate once its ACK goes (trainWindows).
+	trainRecvd bool
 
 	outage outageDetector
 

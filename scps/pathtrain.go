@@ -106,6 +106,23 @@ func (a *Association) trainDue() (at time.Duration, now bool) {
 	return a.trainAt, a.now >= a.trainAt
 }
 
+// trainWindows sizes the receive windows from the rate a peer's path
+// train arrived at, once the train's ACKs are no longer held: the window
+// updates then ride in the packet of the held ACK (control frames follow
+// the ACK), not in packets of their own that would split the train's
+// timing (streams.rateWindowStep). Without it a stream opened before the
+// train (the download's request) kept its initial window until its first
+// data was read, and the sender, paced at the train's estimate, held at
+// 1 MiB in flight for a round trip.
+func (a *Association) trainWindows() {
+	if !a.trainRecvd || a.ack.Holding(a.now) {
+		return
+	}
+	a.trainRecvd = false
+	a.streams.RateWindowHeld = false
+	a.streams.RateWindowGrown(a.now, a.sent.RTT().Smoothed())
+}
+
 // isTrainPacket reports whether pkt is a path train's packet: a PING and
 // at least one PADDING frame, nothing else.
 func isTrainPacket(pkt []byte) bool {

@@ -53,11 +53,13 @@ func (a *Association) Receive(now time.Time, pn uint64, pkt []byte) error {
 	// sample.
 	a.ack.SetTimed(!a.rxArrived.IsZero())
 	a.ack.OnReceived(pn, a.rxAt, eliciting, a.cfg.AckEvery, a.ackDelay)
-	if mark || isTrainPacket(pkt) && !a.ack.Holding(a.rxAt) {
+	train := isTrainPacket(pkt)
+	if mark || train && !a.ack.Holding(a.rxAt) {
 		// A path train's packets all look alike: the first that
 		// comes outside a hold marks the train (ProbePath).
 		a.ack.AckAtOnce()
 	}
+	a.trainRecvd = a.trainRecvd || train
 	// With several paths a told rate is the first path's alone (the
 	// association's [peer.link]): the windows follow what is measured
 	// there too, or a bonded transfer is held to the first link's

@@ -80,6 +80,7 @@ func (a *Association) Send(now time.Time, buf []byte) (n int, pn uint64) {
 		}
 		return a.sendProbe(buf), pn
 	}
+	a.trainWindows()
 	if n, ok := a.sendTrain(buf, pn); ok {
 		return n, pn
 	}

@@ -343,6 +343,19 @@ func (m *Manager) MaybeStreamCredit(s *State, now, srtt time.Duration) {
 	}
 }
 
+// RateWindowGrown sizes the streams' receive windows afresh from
+// RateWindow (MaybeStreamCredit) outside a read: the link's rate was
+// timed before data came (a path train, scps ProbePath), and a stream
+// opened before it (a download's request) kept its initial window until
+// its first data was read, the sender held at 1 MiB in flight for a
+// round trip of the train's estimate (250/3 told nothing).
+func (m *Manager) RateWindowGrown(now, srtt time.Duration) {
+	for _, s := range m.ByID {
+		m.MaybeStreamCredit(s, now, srtt)
+	}
+	m.MaybeConnCredit(now, srtt)
+}
+
 // MaybeConnCredit grants more connection credit as data arrives in order
 // and as the application reads (ConnFlow.MaybeCredit).
 func (m *Manager) MaybeConnCredit(now, srtt time.Duration) {
