@@ -629,6 +629,15 @@ func (a *assoc) runQuicFlow(as *association, key quicFlowKey, f *quicFlow) {
 	defer idle.Stop()
 	span := time.NewTimer(fecSpan)
 	span.Stop()
+	// spent fires a deadline after the flow last sent: what it keeps
+	// to resend is then past its expiry, and its bytes go back to the
+	// peer's budget. Held until the flow idled out (quicIdle), a
+	// finished flow's last 1024 datagrams (1.3 MB of 2 MiB) left the
+	// next flow toward the peer room to keep only its first 555, and
+	// a third none: their losses beyond the parities were given up.
+	spent := time.NewTimer(s.deadline)
+	spent.Stop()
+	defer spent.Stop()
 	mark := quicMarker{rtt: max(a.cfg.Link.RTT, 100*time.Millisecond)}
 	write := func(d quicDatagram) {
 		a.quic.queued.Add(-int64(len(d.pkt)))
@@ -652,6 +661,7 @@ func (a *assoc) runQuicFlow(as *association, key quicFlowKey, f *quicFlow) {
 		case closed:
 			span.Reset(fecSpan) // closed full: see whether the flow pauses
 		}
+		spent.Reset(s.deadline)
 	}
 	for done := false; !done; {
 		select {
@@ -670,6 +680,8 @@ func (a *assoc) runQuicFlow(as *association, key quicFlowKey, f *quicFlow) {
 				// Silent for fecSpan since the block closed: a pause.
 				s.repeatTail()
 			}
+		case <-spent.C:
+			f.release(&a.quic)
 		case <-idle.C:
 			done = true
 		case <-as.sess.Done():

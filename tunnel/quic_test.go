@@ -534,6 +534,90 @@ recv:
 	return false
 }
 
+// TestQuicNextFlowKept: a repaired flow that follows another toward
+// the same peer (a new QUIC connection, on a port of its own, as a
+// client's next download) keeps what it sends to resend, once the
+// first's kept datagrams are past their expiry: a run of lost packets
+// beyond its blocks' parities is resent, nothing is given up. The
+// first flow's last 1024 datagrams (1.36 MB of the peer's 2 MiB) were
+// held until it idled out (30 s), and the second could keep only its
+// first 555: a loss after them was given up.
+func TestQuicNextFlowKept(t *testing.T) {
+	// A told RTT of 1 s: a kept datagram expires after 3 s
+	// (quicDeadline).
+	h, a, b := quicSites(t, "quic = \"repair\"\n", `rtt = "1s"`, `up = "10Mbit"`)
+	var lose atomic.Int32 // wire datagrams still to pass, every other lost
+	h.wire.SetLoss(func() bool { return lose.Add(-1)%2 == 1 })
+	defer h.wire.SetLoss(nil)
+	dst := netip.MustParseAddrPort("10.2.0.5:443")
+	// flow sends n datagrams from port, with at most a few blocks in the
+	// flow's queue (none waits there for the sender's deadline on a
+	// loaded machine); after loseAt of them arrived the wire loses every
+	// other of the next 40 packets (some the far end's acknowledgements,
+	// so it does not go silent): a dozen of 25 frames in a row, beyond a
+	// block's 4 parities.
+	flow := func(port uint16, loseAt int) (sender, receiver, resent uint64) {
+		const n, window = 1200, 4 * fecMaxBlock
+		src := netip.AddrPortFrom(netip.MustParseAddr("10.1.0.7"), port)
+		ga, gb := a.ep.Stats().QuicGivenUp.Load(), b.ep.Stats().QuicGivenUp.Load()
+		r0 := a.ep.Stats().QuicResent.Load()
+		last, next := -1, 0
+		deadline := time.After(waitTime)
+		for last < n-1 {
+			for ; next < n && next-last <= window; next++ {
+				p := udpPacket(src, dst, make([]byte, 1300))
+				binary.BigEndian.PutUint32(p[20+8:], uint32(next))
+				p[1] = 2 // ECT(0): the queue marks one that waited rather than dropping it
+				a.inject(p)
+			}
+			select {
+			case p := <-b.datagrams:
+				info, _ := parseIP(p)
+				seq := int(binary.BigEndian.Uint32(p[info.hlen+8:]))
+				if seq <= last {
+					t.Fatalf("port %d: datagram %d after %d", port, seq, last)
+				}
+				last = seq
+				if seq == loseAt {
+					lose.Store(40)
+				}
+			case <-deadline:
+				t.Fatalf("port %d: %d of %d datagrams arrived in %v; given up %d", port, last+1, n, waitTime,
+					a.ep.Stats().QuicGivenUp.Load()+b.ep.Stats().QuicGivenUp.Load()-ga-gb)
+			}
+		}
+		return a.ep.Stats().QuicGivenUp.Load() - ga, b.ep.Stats().QuicGivenUp.Load() - gb, a.ep.Stats().QuicResent.Load() - r0
+	}
+	flow(44000, -1)
+	// Its kept datagrams expire a deadline after it sent its last; the
+	// next flow starts once they are back in the budget (or 10 s on).
+	for wait := time.Now(); a.assoc(b).quic.kept.Load() > 0 && time.Since(wait) < 10*time.Second; {
+		time.Sleep(50 * time.Millisecond)
+	}
+	kept := a.assoc(b).quic.kept.Load()
+	sender, receiver, resent := flow(44001, 900)
+	st := a.assoc(b).stats()
+	t.Logf("the next flow: %d given up by the sender, %d by the receiver, %d resent; the first's kept bytes %d when it began; the association lost %d packets, dropped %d datagrams unsent",
+		sender, receiver, resent, kept, st.PacketsLost, st.DatagramsDropped)
+	if sender > 0 {
+		// Datagrams that waited past the deadline (3 s) in the flow's
+		// queue: a starved machine, whose losses are not the measure.
+		t.Logf("the sender gave %d up past their deadline: a starved machine", sender)
+		return
+	}
+	// The next flow keeps its last quicKeep datagrams (1328 bytes
+	// each), the first none.
+	if got, want := a.assoc(b).quic.kept.Load(), int64(quicKeep*1328); got != want {
+		t.Errorf("%d bytes kept to resend after the next flow, want its last %d datagrams' %d", got, quicKeep, want)
+	}
+	switch {
+	case receiver > 0:
+		t.Errorf("the receiver gave up %d of the next flow's datagrams (%d resent): the sender could not resend its losses", receiver, resent)
+	case resent == 0:
+		t.Errorf("nothing resent: the loss did not go beyond the parities, the test tested nothing")
+	}
+}
+
 // TestFecMeasuredLoss: the loss a block's shape is chosen for counts
 // the packets the association could tell lost, not its acknowledgements
 // alone: the receiving end of a download, half of whose packets only
