@@ -176,16 +176,7 @@ func tailLossResponse(t *testing.T, size uint64, dropLast, copies bool) (time.Du
 	t.Helper()
 	s := newGEOSim(t, 2e6, 10e6, 0)
 	s.a[1].noTailCopies = !copies
-	s.apps[1].onAccept = func(id uint64, _ []byte) *appStream {
-		return &appStream{expect: 100, replyAfterEOF: size, resetAfter: -1}
-	}
-	// A first exchange measures the RTT, as on any association that has
-	// carried a request before.
-	warm := s.apps[0].open("stream-0", 100, int64(size))
-	if !s.runUntil(30*time.Second, func() bool { return warm.eof }) {
-		t.Fatal("the first response did not arrive")
-	}
-	s.runUntil(s.now+2*time.Second, func() bool { return false })
+	warmResponder(t, s, size)
 	dropped := false
 	s.observe = func(from int, pkt []byte) bool {
 		// The packet that carries the response's FIN: the tail.
@@ -531,4 +522,19 @@ func TestPageFlightInOneBatch(t *testing.T) {
 	if sum/float64(n) > 1.21 {
 		t.Errorf("the page at %.3fx its floor on average, want at most 1.21x", sum/float64(n))
 	}
+}
+
+// warmResponder makes side 1 answer each 100-byte request with size
+// bytes, then runs one exchange to its end and two idle seconds, so the
+// association has measured its RTT as one that carried a request before.
+func warmResponder(t *testing.T, s *sim, size uint64) {
+	t.Helper()
+	s.apps[1].onAccept = func(id uint64, _ []byte) *appStream {
+		return &appStream{expect: 100, replyAfterEOF: size, resetAfter: -1}
+	}
+	warm := s.apps[0].open("stream-0", 100, int64(size))
+	if !s.runUntil(30*time.Second, func() bool { return warm.eof }) {
+		t.Fatal("the first response did not arrive")
+	}
+	s.runUntil(s.now+2*time.Second, func() bool { return false })
 }

@@ -22,16 +22,7 @@ func olderLossResponse(t *testing.T, size, back uint64, parity bool) (time.Durat
 	cfg := DefaultConfig()
 	cfg.TailParity = parity
 	s := newGEOSimConfig(t, 2e6, 10e6, true, cfg)
-	s.apps[1].onAccept = func(id uint64, _ []byte) *appStream {
-		return &appStream{expect: 100, replyAfterEOF: size, resetAfter: -1}
-	}
-	// A first exchange measures the RTT, as on any association that has
-	// carried a request before.
-	warm := s.apps[0].open("stream-0", 100, int64(size))
-	if !s.runUntil(30*time.Second, func() bool { return warm.eof }) {
-		t.Fatal("the first response did not arrive")
-	}
-	s.runUntil(s.now+2*time.Second, func() bool { return false })
+	warmResponder(t, s, size)
 	dropped := false
 	s.observe = func(from int, pkt []byte) bool {
 		if from != 1 || dropped || back == 0 || !carriesByte(pkt, 2, size-back) {
