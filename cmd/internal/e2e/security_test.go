@@ -1097,8 +1097,18 @@ func TestGarbageGetsNoReply(t *testing.T) {
 	if got := outgoingTo(capt, from); len(got) > 0 {
 		t.Errorf("the hub sent %d datagrams to the garbage's sender (first %v after it)", len(got), got[0].Time.Sub(sentAt))
 	}
-	if arrived := capt.Select(func(p testbed.UDPPacket) bool { return !p.Outgoing && p.Src == from }); len(arrived) != len(garbage) {
-		t.Errorf("the capture saw %d of %d garbage datagrams arrive", len(arrived), len(garbage))
+	// A datagram over the veth's 1500-byte MTU (a forged copy of a
+	// full-size packet, its counter a longer varint) crosses as IPv4
+	// fragments, which the capture does not parse; the hub's counters
+	// below still account for it.
+	whole := 0
+	for _, g := range garbage {
+		if len(g)+28 <= 1500 {
+			whole++
+		}
+	}
+	if arrived := capt.Select(func(p testbed.UDPPacket) bool { return !p.Outgoing && p.Src == from }); len(arrived) != whole {
+		t.Errorf("the capture saw %d of %d unfragmented garbage datagrams arrive (%d in all)", len(arrived), whole, len(garbage))
 	}
 	if lost, err := capt.Lost(); lost != 0 || err != nil {
 		t.Errorf("the capture lost %d packets (%v)", lost, err)
