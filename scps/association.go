@@ -120,7 +120,8 @@ func NewAssociation(cfg Config, now time.Time) (*Association, error) {
 	a.maxDatagram = a.packetRoom(varint.Max) - wire.DatagramLen(0) - 1
 	a.outage.init(cfg, a.now, &a.stats)
 	a.paths.init(cfg, a.now)
-	a.streams.Mem.Limit = cfg.Memory
+	a.streams.Mem.Limit = cfg.streamMemory()
+	a.sizeParity()
 	a.streams.Flow.Init(InitialConnCredit, cfg.initialConnWindow(), a.now)
 	a.streams.Init(cfg.EvenStreams, cfg.streamLimit(), InitialMaxStreams)
 	a.streams.Limits = streams.Limits{

@@ -304,7 +304,7 @@ func (c Config) streamLimit() int {
 	if c.Memory == 0 {
 		return c.MaxStreams
 	}
-	return min(c.MaxStreams, max(InitialMaxStreams, int(c.Memory*3/4/InitialStreamCredit)))
+	return min(c.MaxStreams, max(InitialMaxStreams, int(c.streamMemory()*3/4/InitialStreamCredit)))
 }
 
 // sendBufferLimit is how far a stream's send buffer may grow.

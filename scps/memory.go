@@ -5,7 +5,8 @@ package scps
 // (internal/streams/memory.go) and its rules (what a stream's send buffer
 // may take, waking writers that wait for the budget, the receive windows'
 // share and the association's credit) are streams.Manager's
-// (internal/streams/manager.go).
+// (internal/streams/manager.go). Tail parity's buffers take their part
+// of the budget first (parityPart, parity.go), the streams share the rest.
 
 import "fmt"
 
@@ -25,7 +26,8 @@ func (a *Association) SetMemory(limit uint64) error {
 		return fmt.Errorf("scps: set memory %d: an association with a budget takes %d bytes to 1 TiB", limit, MinMemory)
 	}
 	a.cfg.Memory = limit
-	a.streams.Mem.Limit = limit
+	a.streams.Mem.Limit = a.cfg.streamMemory()
+	a.sizeParity()
 	a.streams.SetMaxStreams(a.cfg.streamLimit())
 	a.streams.BudgetReleased()
 	return nil

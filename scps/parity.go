@@ -17,7 +17,9 @@ package scps
 // of copies. Copies still go where no parity is due.
 //
 // The sender keeps one XOR per block as it sends (not the packets), the
-// receiver the payloads of its newest parityRing packets: both bounded.
+// receiver the payloads of its newest packets, each at most a
+// MaxPacketSize: both bounded, and both counted in the association's
+// memory budget (parityPart).
 
 import (
 	"crypto/subtle"
@@ -31,8 +33,9 @@ const (
 	// parityGroup is how many consecutive packets a parity block covers
 	// at most: at 0.5% loss, more than one loss in 32 packets is 1.1%.
 	parityGroup = 32
-	// parityRing is how many received payloads the receiver keeps
-	// (spec.md): at most parityRing times the largest packet.
+	// parityRing is how many received payloads the receiver keeps at
+	// most (spec.md): at most parityRing times the largest packet, fewer
+	// where the memory budget is small (parityPart).
 	parityRing = 512
 	// parityReach bounds how far back from its next packet number a
 	// sender covers, so that the blocks' packets are still in the
@@ -63,6 +66,7 @@ type paritySender struct {
 	queue  []uint64      // first packet numbers of the blocks to send, in order
 	armed  time.Duration // idleSince of the idle period whose parities went out (nextCopy)
 	off    int           // bytes of queue[0]'s block sent
+	most   int           // 2 + the largest payload (MaxPacketSize)
 }
 
 // onSent adds packet pn's payload to the open block, opening the next one
@@ -76,7 +80,17 @@ func (s *paritySender) onSent(pn uint64, payload []byte, now time.Duration) {
 	}
 	n := len(payload)
 	if 2+n > len(b.buf) {
-		b.buf = append(b.buf, make([]byte, 2+n-len(b.buf))...)
+		if 2+n > cap(b.buf) {
+			// Made once a slot, as large as a packet may be: the part
+			// of the budget it takes (parityPart).
+			nb := make([]byte, 2+n, max(2+n, s.most))
+			copy(nb, b.buf)
+			b.buf = nb
+		} else {
+			k := len(b.buf)
+			b.buf = b.buf[:2+n]
+			clear(b.buf[k:])
+		}
 	}
 	b.buf[0] ^= byte(n >> 8)
 	b.buf[1] ^= byte(n)
@@ -116,9 +130,12 @@ func (a *Association) parityEligible(b *parityBlock) bool {
 }
 
 // parityOn reports whether this association sends parities now: the peer
-// takes them (Config.TailParity), and one path carries the packets (with
-// several, a block's packets arrive apart and out of order).
-func (a *Association) parityOn() bool { return a.cfg.TailParity && !a.paths.multi() }
+// takes them (Config.TailParity), the budget holds them (parityPart), and
+// one path carries the packets (with several, a block's packets arrive
+// apart and out of order).
+func (a *Association) parityOn() bool {
+	return a.cfg.TailParity && a.parityIn.slots > 0 && !a.paths.multi()
+}
 
 // parityDue reports whether parity is queued or would be at the next
 // tail copy's moment; it changes nothing.
@@ -208,19 +225,110 @@ type parityAssembly struct {
 // parityReceiver is the receiver's side: its newest payloads and the
 // blocks being assembled.
 type parityReceiver struct {
-	ring []paritySlot // parityRing slots, made with the first packet
-	asm  [parityAssemblies]parityAssembly
-	next int // the assembly to reuse next
+	slots int          // how many payloads it keeps (parityPart); 0: none
+	most  int          // the largest payload it keeps (MaxPacketSize)
+	ring  []paritySlot // slots slots, made with the first packet
+	asm   [parityAssemblies]parityAssembly
+	next  int // the assembly to reuse next
 }
 
-// store keeps packet pn's payload.
+// store keeps packet pn's payload. A slot's buffer is made with the
+// first payload it keeps; a payload larger than most is not kept (the
+// budget counts most per slot), and its block cannot be rebuilt.
 func (r *parityReceiver) store(pn uint64, pkt []byte) {
-	if r.ring == nil {
-		r.ring = make([]paritySlot, parityRing)
+	if r.slots == 0 {
+		return
 	}
-	s := &r.ring[pn%parityRing]
+	if r.ring == nil {
+		r.ring = make([]paritySlot, r.slots)
+	}
+	s := &r.ring[pn%uint64(len(r.ring))]
+	if len(pkt) > r.most {
+		s.ok = false
+		return
+	}
+	if s.buf == nil {
+		s.buf = make([]byte, 0, r.most)
+	}
 	s.pn, s.ok = pn, true
 	s.buf = append(s.buf[:0], pkt...)
+}
+
+// slot is the kept payload of packet pn, or nil.
+func (r *parityReceiver) slot(pn uint64) *paritySlot {
+	if len(r.ring) == 0 {
+		return nil // dropped by sizeParity since the block's frames came
+	}
+	if s := &r.ring[pn%uint64(len(r.ring))]; s.ok && s.pn == pn {
+		return s
+	}
+	return nil
+}
+
+// held is the bytes the ring's buffers take.
+func (r *parityReceiver) held() uint64 {
+	var n uint64
+	for i := range r.ring {
+		n += uint64(cap(r.ring[i].buf))
+	}
+	return n
+}
+
+// parityPart is what tail parity takes of a budget (Config.Memory), and
+// how many payloads the receiver then keeps: the sender's blocks
+// (paritySlots of at most 2 + MaxPacketSize bytes) and the receiver's
+// ring (a MaxPacketSize per payload kept). It comes out of the budget
+// before the streams share the rest (Config.streamMemory), so an
+// association holds its streams and its parity within Config.Memory and
+// N associations within N budgets. The ring takes parityRing payloads
+// (about 0.7 MB at the default packet size) where the budget has room
+// beyond what the streams need (MinMemory); fewer where it has less, and
+// none (no parity either way: the peer's parities go unused) where it
+// has room for fewer than two blocks. Without a budget (0) or parity,
+// nothing is taken.
+func (c Config) parityPart() (bytes uint64, ring int) {
+	if !c.TailParity {
+		return 0, 0
+	}
+	per := uint64(c.MaxPacketSize)
+	sender := uint64(paritySlots) * (2 + per)
+	if c.Memory == 0 {
+		return sender + parityRing*per, parityRing
+	}
+	spare := c.Memory - min(c.Memory, MinMemory)
+	if spare < sender {
+		return 0, 0
+	}
+	ring = int(min((spare-sender)/per, parityRing))
+	if ring < 2*parityGroup {
+		return 0, 0
+	}
+	return sender + uint64(ring)*per, ring
+}
+
+// streamMemory is the part of the budget the streams share: what parity
+// leaves (0: no budget).
+func (c Config) streamMemory() uint64 {
+	part, _ := c.parityPart()
+	return c.Memory - min(c.Memory, part)
+}
+
+// sizeParity sizes parity to the budget (parityPart): at start and when
+// the budget changes (SetMemory). A ring of another size is dropped and
+// made anew with the next packet (the payloads it kept can rebuild no
+// more than the parities in flight would have); without a part, the
+// sender's blocks go too.
+func (a *Association) sizeParity() {
+	_, ring := a.cfg.parityPart()
+	r := &a.parityIn
+	if ring != r.slots {
+		r.slots, r.ring = ring, nil
+	}
+	r.most = a.cfg.MaxPacketSize
+	if ring == 0 {
+		a.parityOut = paritySender{}
+	}
+	a.parityOut.most = 2 + a.cfg.MaxPacketSize
 }
 
 // onFrame takes a PARITY frame's bytes into its block's assembly; a block
@@ -282,7 +390,7 @@ func (a *Association) rebuild(as *parityAssembly) (pn uint64, pkt []byte, ok boo
 	r := &a.parityIn
 	missing, found := uint64(0), false
 	for p := as.q.First; p < as.q.First+as.q.Count; p++ {
-		if s := &r.ring[p%parityRing]; s.ok && s.pn == p {
+		if r.slot(p) != nil {
 			continue
 		}
 		if found || a.ack.Duplicate(p) {
@@ -300,7 +408,7 @@ func (a *Association) rebuild(as *parityAssembly) (pn uint64, pkt []byte, ok boo
 		if p == missing {
 			continue
 		}
-		s := r.ring[p%parityRing].buf
+		s := r.slot(p).buf
 		if 2+len(s) > len(buf) {
 			a.stats.BadParity++
 			return 0, nil, false

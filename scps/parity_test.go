@@ -251,3 +251,78 @@ func TestParityFrameCodec(t *testing.T) {
 		}
 	}
 }
+
+// parityHeld is the bytes a's tail parity holds: the receiver's ring and
+// the sender's blocks.
+func parityHeld(a *Association) uint64 {
+	n := a.parityIn.held()
+	for i := range a.parityOut.blocks {
+		n += uint64(cap(a.parityOut.blocks[i].buf))
+	}
+	return n
+}
+
+// TestParityInBudget: tail parity's buffers (the receiver's ring of kept
+// payloads, about 0.7 MB, and the sender's blocks) come out of the memory
+// budget before the streams share it, so an association's streams and
+// parity together stay within Config.Memory, whatever the budget: a
+// 3 MB download over GEO 10/2 with the least budget (no room beyond the
+// streams' need: no parity), a little more (a smaller ring), and ample
+// (the full ring). Before, the streams shared the whole budget and the
+// ring came on top of it.
+func TestParityInBudget(t *testing.T) {
+	for _, tc := range []struct {
+		budget uint64
+		ring   int // the receiver's slots
+	}{
+		{MinMemory, 0},
+		{MinMemory + 200<<10, (200<<10 - paritySlots*(2+tunnelPacketSize)) / tunnelPacketSize},
+		{64 << 20, parityRing},
+	} {
+		s := newGEOSim(t, 10e6, 2e6, tc.budget)
+		st := s.apps[0].open("stream-0", 3_000_000, 0)
+		if !s.runUntil(30*time.Second, func() bool { return s.apps[1].streams[0] != nil && s.apps[1].streams[0].eof }) {
+			t.Fatalf("budget %d: the download did not finish", tc.budget)
+		}
+		_ = st
+		for i, a := range s.a {
+			held, limit := parityHeld(a), a.streams.Mem.Limit
+			t.Logf("budget %d, side %d: streams' part %d, parity holds %d (%d slots), ParityPackets %d",
+				tc.budget, i, limit, held, a.parityIn.slots, a.Stats().ParityPackets)
+			if limit+held > tc.budget {
+				t.Errorf("budget %d, side %d: streams' part %d and parity's %d exceed it", tc.budget, i, limit, held)
+			}
+			if limit < MinMemory {
+				t.Errorf("budget %d, side %d: the streams got %d, under their least %d", tc.budget, i, limit, MinMemory)
+			}
+			if a.parityIn.slots != tc.ring {
+				t.Errorf("budget %d, side %d: %d slots kept, want %d", tc.budget, i, a.parityIn.slots, tc.ring)
+			}
+		}
+		if rx := s.a[1]; tc.ring > 0 && len(rx.parityIn.ring) != tc.ring {
+			t.Errorf("budget %d: the receiver kept no payloads", tc.budget)
+		}
+	}
+}
+
+// TestParityRingBounded: the receiver keeps a payload only up to its
+// own packet size, which its budget counts per slot: a peer whose
+// packets are larger (another path MTU, or a bug) cannot grow the ring
+// past slots times MaxPacketSize.
+func TestParityRingBounded(t *testing.T) {
+	r := parityReceiver{slots: 100, most: 1350}
+	big, small := make([]byte, 9000), make([]byte, 1350)
+	for pn := range uint64(1000) {
+		pkt := small
+		if pn%2 == 0 {
+			pkt = big
+		}
+		r.store(pn, pkt)
+	}
+	if got, most := r.held(), uint64(100*1350); got > most {
+		t.Errorf("the ring holds %d bytes, want at most %d", got, most)
+	}
+	if r.slot(998) != nil || r.slot(999) == nil {
+		t.Error("want the large payload not kept and the small one kept")
+	}
+}

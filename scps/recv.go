@@ -75,9 +75,7 @@ func (a *Association) Receive(now time.Time, pn uint64, pkt []byte) error {
 	defer a.maybeResume()
 
 	a.sent.OnPacketReceived()
-	if a.cfg.TailParity {
-		a.parityIn.store(pn, pkt)
-	}
+	a.parityIn.store(pn, pkt)
 	var f wire.Frame
 	for p := 0; p < len(pkt); {
 		n, _ := wire.ParseFrame(pkt[p:], &f) // validated above
