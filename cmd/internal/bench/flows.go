@@ -167,11 +167,19 @@ type FlowDownloads struct {
 	// two, which takes the index of all from 1.0 to 0.5 although no
 	// flow waited behind it. JainRunning is the sharing the transport
 	// decides; Jain is reported beside it.
-	LastAnswerMs         float64       `json:"last_answer_ms"`
-	JainRunning          float64       `json:"jain_running_at_last_answer"`
-	DoneBeforeLastAnswer int           `json:"done_before_last_answer"`
-	Endpoints            *EndpointCost `json:"endpoints,omitempty"`
-	Err                  string        `json:"error,omitempty"`
+	LastAnswerMs         float64 `json:"last_answer_ms"`
+	JainRunning          float64 `json:"jain_running_at_last_answer"`
+	DoneBeforeLastAnswer int     `json:"done_before_last_answer"`
+	// JainShare is Jain's index of each flow's share of what the link
+	// carried while it ran (fairShares): 1.0 when every flow got as much
+	// as the others running beside it, whenever it started and ended. A
+	// flow that finished alone had the whole link to itself and counts
+	// as fair, where it takes Jain of the rates from dial to last byte
+	// toward 0.5 (one such flow among 1,000 gave 0.538); a flow that
+	// got less than the others beside it, or stalled, counts low.
+	JainShare float64       `json:"jain_of_fair_shares"`
+	Endpoints *EndpointCost `json:"endpoints,omitempty"`
+	Err       string        `json:"error,omitempty"`
 }
 
 // EndpointCost is what a phase cost the tunnel's endpoints (scpsvpn
@@ -737,6 +745,56 @@ func runningJain(flows []flowDownload, size int) (jain float64, lastAnswer time.
 	return Jain(rates), lastAnswer, early, true
 }
 
+// fairShares is each flow's share of what the link carried while it
+// ran: its bytes over its fair part of the bins (timelineBin each, the
+// bytes all readers received in it) from its first byte's to its last
+// byte's, each bin split evenly among the flows running in it. A flow
+// that did not finish runs until the phase's last bin (end); one that
+// got nothing has share 0. Every flow served alike in each bin it ran
+// gets 1, whatever its start and end; the time before a flow's first
+// byte (its dial, the far side's answer) is left out, as the rates
+// from dial to last byte (Jain) and the first bytes' times show it.
+func fairShares(flows []flowDownload, size int, bins []int64) []float64 {
+	end := len(bins) - 1
+	span := func(f flowDownload) (int, int) {
+		i0, i1 := int(f.first/timelineBin), int(f.last/timelineBin)
+		if f.bytes < int64(size) {
+			i1 = end
+		}
+		return max(0, min(i0, end)), max(0, min(i1, end))
+	}
+	// running[k] is how many flows ran in bin k (a difference array
+	// summed), per[k] the sum of bins[j]/running[j] for j < k.
+	running := make([]int, len(bins)+1)
+	for _, f := range flows {
+		if f.bytes > 0 {
+			i0, i1 := span(f)
+			running[i0]++
+			running[i1+1]--
+		}
+	}
+	per := make([]float64, len(bins)+1)
+	n := 0
+	for k, b := range bins {
+		n += running[k]
+		per[k+1] = per[k]
+		if n > 0 {
+			per[k+1] += float64(b) / float64(n)
+		}
+	}
+	shares := make([]float64, len(flows))
+	for i, f := range flows {
+		if f.bytes == 0 || len(bins) == 0 {
+			continue
+		}
+		i0, i1 := span(f)
+		if fair := per[i1+1] - per[i0]; fair > 0 {
+			shares[i] = float64(f.bytes) / fair
+		}
+	}
+	return shares
+}
+
 // measureDownloads runs n downloads of size bytes at once; answers, if
 // not nil, has the server's times of their answers.
 func measureDownloads(ctx context.Context, dial Dialer, n, size int, c Condition, answers *answerTimes) *FlowDownloads {
@@ -830,6 +888,7 @@ func measureDownloads(ctx context.Context, dial Dialer, n, size int, c Condition
 	}
 	res.FullMs, res.FullUntilMs, res.Steady = tl.full(c.RTT, 0.9*c.PayloadCapacity())
 	res.Timeline = tl.bins
+	res.JainShare = Jain(fairShares(flows, size, tl.bins))
 	res.durations = spread(took)
 	for _, f := range flows {
 		if f.bytes >= int64(size) && ms(f.last) < res.LastFirstByteMs {
@@ -1209,7 +1268,7 @@ func (s FlowsSpec) Describe(probeS float64) string {
 	return fmt.Sprintf("many flows from site B (server) to site A (client) through the userspace link emulator, on one fresh testbed per contender, in turn: "+
 		"%d idle connections (held in a listener's queue in site B, never accepted; open once both endpoints report them active; the endpoints' RSS before and with all open; scpsvpn only), "+
 		"%d connections opened at once (a 1-byte echo each; the rate of answers from the first to the last), "+
-		"%d concurrent downloads of %d bytes (together: bytes from the first byte to the last over the payload limit; Jain's index of each flow's rate from its dial to its last byte, of all and of those running when the server began its last answer), "+
+		"%d concurrent downloads of %d bytes (together: bytes from the first byte to the last over the payload limit; Jain's index of each flow's share of what the link carried while it ran, and of each flow's rate from its dial to its last byte, of all and of those running when the server began its last answer), "+
 		"and %d bulk downloads beside a UDP stream at the link's rate toward the client, with a %d-byte request on a new connection every probe interval for %s (from connect() to the answer's last byte)",
 		s.Idle, s.Opens, s.Flows, s.DownloadBytes, s.Flows, flowsRequestSize, fmtSeconds(probeS))
 }
@@ -1225,8 +1284,8 @@ func flowsSummary(r *Result) string {
 		s += fmt.Sprintf("opens %.0f/s (%d/%d); ", o.PerSecond, o.Done, o.Flows)
 	}
 	if d := f.Downloads; d != nil {
-		s += fmt.Sprintf("downloads %d/%d: %.0f%% of the limit, Jain %.3f, %.3f of the flows running at the last answer (%.2f s; %d done before it) (took min %.2f, p5 %.2f, p10 %.2f, p50 %.2f, max %.2f s; %d done before the last first byte; connected by %.2f s, every first byte by %.2f s, first byte %.2f s, full %.2f-%.2f s at %.0f%%, last byte %.2f s)",
-			d.Done, d.Flows, d.Together*100, d.Jain, d.JainRunning, d.LastAnswerMs/1000, d.DoneBeforeLastAnswer, d.MinMs/1000, d.P5Ms/1000, d.P10Ms/1000, d.P50Ms/1000, d.MaxMs/1000, d.DoneEarly, d.ConnectedMs/1000, d.LastFirstByteMs/1000, d.FirstByteMs/1000, d.FullMs/1000, d.FullUntilMs/1000, d.Steady*100, d.LastByteMs/1000)
+		s += fmt.Sprintf("downloads %d/%d: %.0f%% of the limit, Jain %.3f of the fair shares, %.3f of the rates from dial to last byte, %.3f of the flows running at the last answer (%.2f s; %d done before it) (took min %.2f, p5 %.2f, p10 %.2f, p50 %.2f, max %.2f s; %d done before the last first byte; connected by %.2f s, every first byte by %.2f s, first byte %.2f s, full %.2f-%.2f s at %.0f%%, last byte %.2f s)",
+			d.Done, d.Flows, d.Together*100, d.JainShare, d.Jain, d.JainRunning, d.LastAnswerMs/1000, d.DoneBeforeLastAnswer, d.MinMs/1000, d.P5Ms/1000, d.P10Ms/1000, d.P50Ms/1000, d.MaxMs/1000, d.DoneEarly, d.ConnectedMs/1000, d.LastFirstByteMs/1000, d.FirstByteMs/1000, d.FullMs/1000, d.FullUntilMs/1000, d.Steady*100, d.LastByteMs/1000)
 		if e := d.Endpoints; e != nil {
 			s += fmt.Sprintf(", endpoints %.1f ms CPU/flow, %d TUN drops", e.CPUPerFlowMs, e.TUNDropsA+e.TUNDropsB)
 		}
@@ -1245,14 +1304,14 @@ func flowsSummary(r *Result) string {
 func (rep *Report) renderFlows(w io.Writer) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	p("## Many flows\n\n")
-	p("Goals on GEO-10/2: the concurrent downloads together >= 95%% of the payload limit with Jain's index >= 0.9 of the flows running when the server began its last answer; idle connections <= 64 KiB of endpoint RSS each; opens >= 1,000 per second; " +
+	p("Goals on GEO-10/2: the concurrent downloads together >= 95%% of the payload limit with Jain's index >= 0.9 of the flows' fair shares; idle connections <= 64 KiB of endpoint RSS each; opens >= 1,000 per second; " +
 		"the request on a new connection within 1.2 RTT beside the bulk flows and the UDP stream. " +
 		"Idle: KiB of RSS per open connection at endpoint A / B (scpsvpn only). Request: p50 / p95 / max in round trips of the condition, and how many. Bulk and UDP: kB/s each carried during the requests (UDP offered). " +
 		"Downloads' timeline (s from the first dial): the first byte, the last connect() returned, the last flow's first byte, the link full (90%% of the limit over a round trip) from and until, the last byte; steady: the share of the limit while full. " +
-		"Jain: the index of every flow's rate (its bytes over the time from its dial to its last byte), then the index of the flows still running when the server began its last answer and how many had finished before it (a flow done before the last answer existed had the link while no other waited for it). " +
+		"Jain: the index of every flow's share of what the link carried while it ran (from its first byte to its last, each 50 ms split evenly among the flows running in it; docs/manyflows.md), then of every flow's rate (its bytes over the time from its dial to its last byte), then the index of the flows still running when the server began its last answer and how many had finished before it (a flow done before the last answer existed had the link while no other waited for it). " +
 		"Download times are each finished flow's from its dial to its last byte; done early: the flows finished before the last flow saw its first byte. " +
 		"Endpoints (scpsvpn only): both endpoints' CPU ms per flow in the downloads / request phase, and the packets the kernel dropped on their way into the endpoints (TUN queue full, A+B) in each.\n\n")
-	p("| condition | contender | idle KiB/flow (A / B) | opens/s | downloads done | together | Jain (running at the last answer; done before it) | download min / p5 / p10 / p50 / max s (done early) | first byte, connected, all first bytes, full from-until, last byte s (steady) | request RTTs | bulk kB/s | UDP kB/s (offered) | endpoints CPU ms/flow, TUN drops |\n|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|\n")
+	p("| condition | contender | idle KiB/flow (A / B) | opens/s | downloads done | together | Jain of the fair shares (of the rates; running at the last answer; done before it) | download min / p5 / p10 / p50 / max s (done early) | first byte, connected, all first bytes, full from-until, last byte s (steady) | request RTTs | bulk kB/s | UDP kB/s (offered) | endpoints CPU ms/flow, TUN drops |\n|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|\n")
 	rep.workloadRows(w, 10, func(r *Result) bool { return r.Flows != nil }, func(r *Result) string {
 		f := r.Flows
 		idle := "-"
@@ -1265,8 +1324,8 @@ func (rep *Report) renderFlows(w io.Writer) {
 			cost = fmt.Sprintf("%.1f / %.1f; %d / %d", d.Endpoints.CPUPerFlowMs, q.Endpoints.CPUPerFlowMs,
 				d.Endpoints.TUNDropsA+d.Endpoints.TUNDropsB, q.Endpoints.TUNDropsA+q.Endpoints.TUNDropsB)
 		}
-		return fmt.Sprintf("%s | %.0f | %d/%d | %.0f%% | %.3f (%.3f; %d) | %.1f / %.1f / %.1f / %.1f / %.1f (%d) | %.2f, %.2f, %.2f, %.2f-%.2f, %.2f (%.0f%%) | %.2f / %.2f / %.2f (%d) | %.1f | %.1f (%.1f) | %s",
-			idle, o.PerSecond, d.Done, d.Flows, d.Together*100, d.Jain, d.JainRunning, d.DoneBeforeLastAnswer, d.MinMs/1000, d.P5Ms/1000, d.P10Ms/1000, d.P50Ms/1000, d.MaxMs/1000, d.DoneEarly,
+		return fmt.Sprintf("%s | %.0f | %d/%d | %.0f%% | %.3f (%.3f; %.3f; %d) | %.1f / %.1f / %.1f / %.1f / %.1f (%d) | %.2f, %.2f, %.2f, %.2f-%.2f, %.2f (%.0f%%) | %.2f / %.2f / %.2f (%d) | %.1f | %.1f (%.1f) | %s",
+			idle, o.PerSecond, d.Done, d.Flows, d.Together*100, d.JainShare, d.Jain, d.JainRunning, d.DoneBeforeLastAnswer, d.MinMs/1000, d.P5Ms/1000, d.P10Ms/1000, d.P50Ms/1000, d.MaxMs/1000, d.DoneEarly,
 			d.FirstByteMs/1000, d.ConnectedMs/1000, d.LastFirstByteMs/1000, d.FullMs/1000, d.FullUntilMs/1000, d.LastByteMs/1000, d.Steady*100,
 			q.P50RTTs, q.P95RTTs, q.MaxRTTs, q.Count, q.BulkKBps, q.UDPKBps, q.UDPOfferedKBps, cost)
 	})

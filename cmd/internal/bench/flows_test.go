@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"math"
 	"net"
 	"strings"
 	"testing"
@@ -205,5 +206,89 @@ func TestRunningJain(t *testing.T) {
 	}
 	if _, _, _, ok := runningJain(flows, size); ok {
 		t.Error("a figure with no answer's time known")
+	}
+}
+
+// sharedLink serves flows, each running from bin b0 to bin b1 (of
+// timelineBin), over a link that carries perBin bytes a bin, split among
+// the flows running in it as weight says (nil: evenly); a flow whose
+// weight is 0 in a bin runs but gets nothing. It returns the flows (dialed
+// 600 ms before their first byte) and the bins.
+func sharedLink(spans [][2]int, perBin float64, weight func(flow, bin int) float64) ([]flowDownload, []int64) {
+	if weight == nil {
+		weight = func(int, int) float64 { return 1 }
+	}
+	end := 0
+	for _, s := range spans {
+		end = max(end, s[1])
+	}
+	bins := make([]int64, end+1)
+	got := make([]float64, len(spans))
+	for k := range bins {
+		var sum float64
+		for i, s := range spans {
+			if s[0] <= k && k <= s[1] {
+				sum += weight(i, k)
+			}
+		}
+		for i, s := range spans {
+			if s[0] <= k && k <= s[1] && sum > 0 {
+				b := perBin * weight(i, k) / sum
+				got[i] += b
+				bins[k] += int64(b)
+			}
+		}
+	}
+	flows := make([]flowDownload, len(spans))
+	for i, s := range spans {
+		first := time.Duration(s[0])*timelineBin + time.Millisecond
+		flows[i] = flowDownload{bytes: int64(got[i]), dialed: first - 600*time.Millisecond, first: first,
+			last: time.Duration(s[1])*timelineBin + 49*time.Millisecond}
+	}
+	return flows, bins
+}
+
+// TestFairShares: Jain's index of the flows' fair shares counts a flow
+// that finished alone, before the others started, as fair (the index of
+// the rates from dial to last byte falls to about 0.5 for it), sees a
+// flow that got a quarter of each bin beside another, a flow that
+// stalled while the others ran, and a flow that got nothing.
+func TestFairShares(t *testing.T) {
+	// One flow alone in bins 8-16 (0.4-0.8 s), 999 from bin 20 to 520
+	// (1-26 s), evenly, at 10 Mbit/s.
+	spans := [][2]int{{8, 16}}
+	for range 999 {
+		spans = append(spans, [2]int{20, 520})
+	}
+	flows, bins := sharedLink(spans, 62500, nil)
+	rates := make([]float64, len(flows))
+	for i, f := range flows {
+		rates[i] = f.rate()
+	}
+	if j := Jain(rates); j > 0.6 {
+		t.Fatalf("Jain of the rates %.3f: the case no longer shows what it is for", j)
+	}
+	if j := Jain(fairShares(flows, 1, bins)); j < 0.999 {
+		t.Errorf("one flow done alone, the rest evenly: Jain of the fair shares %.3f, want 1.000", j)
+	}
+	// Two flows in the same bins, one served three times the other: shares
+	// 1.5 and 0.5, index 0.8.
+	flows, bins = sharedLink([][2]int{{0, 100}, {0, 100}}, 62500, func(i, _ int) float64 { return float64(1 + 2*i) })
+	if j := Jain(fairShares(flows, 1, bins)); math.Abs(j-0.8) > 0.01 {
+		t.Errorf("one flow served three times the other: Jain of the fair shares %.3f, want 0.8", j)
+	}
+	// Two flows from bin 0 to 100; the second gets nothing in bins 50-100
+	// (it stalled, and did not finish: it runs to the end).
+	flows, bins = sharedLink([][2]int{{0, 100}, {0, 49}}, 62500, nil)
+	size := int(flows[1].bytes + 1) // the second did not finish
+	flows[0].bytes = max(flows[0].bytes, int64(size))
+	if j := Jain(fairShares(flows, size, bins)); j > 0.95 {
+		t.Errorf("a flow stalled for half the time beside another: Jain of the fair shares %.3f, want it low", j)
+	}
+	// A flow that got nothing counts, at 0.
+	flows, bins = sharedLink([][2]int{{0, 100}, {0, 100}, {0, 100}}, 62500, nil)
+	flows[2].bytes = 0
+	if j := Jain(fairShares(flows, 1, bins)); j > 0.7 {
+		t.Errorf("a flow that got nothing among three: Jain of the fair shares %.3f, want about 2/3", j)
 	}
 }
