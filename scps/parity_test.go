@@ -326,3 +326,24 @@ func TestParityRingBounded(t *testing.T) {
 		t.Error("want the large payload not kept and the small one kept")
 	}
 }
+
+// TestParityReceiverSkipsHistory: the receiving side of a download is
+// idle and sends ACKs and window updates alone, none of which a parity
+// would ever cover; its association reckons its next deadline after each
+// packet it receives, and when that looked up every recent block's
+// packets in the sent history (parityEligible), it was, through the
+// binary at 250 Mbit/s, more of the receiving endpoint's time than
+// Receive itself. Blocks that carried no data are not looked up.
+func TestParityReceiverSkipsHistory(t *testing.T) {
+	const size = 3_000_000
+	s := newGEOSimConfig(t, 2e6, 10e6, true, DefaultConfig())
+	warmResponder(t, s, size)
+	cli := s.a[0]
+	got := cli.Stats().PacketsReceived
+	if got < size/tunnelPacketSize {
+		t.Fatalf("the client received %d packets, want >= %d", got, size/tunnelPacketSize)
+	}
+	if w := cli.parityOut.walks; w > 64 {
+		t.Errorf("the receiving side looked up %d blocks in its sent history over %d packets received, want <= 64", w, got)
+	}
+}

@@ -98,7 +98,7 @@ func (a *Association) Send(now time.Time, buf []byte) (n int, pn uint64) {
 	}
 	a.onSent(p)
 	if a.parityOn() {
-		a.parityOut.onSent(pn, buf[:p.size], a.now)
+		a.parityOut.onSent(pn, buf[:p.size], p.carried && !p.copy, a.now)
 	}
 	return p.size, pn
 }
