@@ -240,10 +240,20 @@ func (a *Association) arrivedAt() time.Duration {
 	return at
 }
 
+// setNow moves the association's clock to t. Time its driver let pass
+// beyond when the queued datagrams could have gone (a host that did not
+// run the association: a loaded machine, a paused process) does not age
+// them (datagramQueue.postpone): their age is the time the association
+// itself had to send them.
 func (a *Association) setNow(t time.Time) {
-	if d := t.Sub(a.epoch); d > a.now {
-		a.now = d
+	d := t.Sub(a.epoch)
+	if d <= a.now {
+		return
 	}
+	if due, ok := a.datagramsDueAt(); ok && d > max(due, a.now) {
+		a.dgrams.postpone(d - max(due, a.now))
+	}
+	a.now = d
 }
 
 func (a *Association) abs(d time.Duration) time.Time { return a.epoch.Add(d) }

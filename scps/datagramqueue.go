@@ -28,13 +28,19 @@ func groupMaxAge(srtt time.Duration) time.Duration {
 	return max(datagramMaxAge, srtt)
 }
 
+// maxPostpone bounds how much later than its age allows a datagram may
+// still go when its association was not run (postpone): a host stalled
+// for longer drops them as before.
+const maxPostpone = 500 * time.Millisecond
+
 type datagramQueue struct {
-	buf   [datagramQueueLen][]byte
-	until [datagramQueueLen]time.Duration // dropped after this, unsent
-	group [datagramQueueLen]uint64        // 0, or the group no packet carries two of
-	head  int
-	count int
-	bytes int
+	buf    [datagramQueueLen][]byte
+	until  [datagramQueueLen]time.Duration // dropped after this, unsent
+	latest [datagramQueueLen]time.Duration // until may be postponed to this
+	group  [datagramQueueLen]uint64        // 0, or the group no packet carries two of
+	head   int
+	count  int
+	bytes  int
 }
 
 func (q *datagramQueue) push(p []byte, group uint64, until time.Duration, maxSize int) bool {
@@ -46,7 +52,7 @@ func (q *datagramQueue) push(p []byte, group uint64, until time.Duration, maxSiz
 		q.buf[i] = make([]byte, 0, maxSize)
 	}
 	q.buf[i] = append(q.buf[i][:0], p...)
-	q.until[i] = until
+	q.until[i], q.latest[i] = until, until+maxPostpone
 	q.group[i] = group
 	q.count++
 	q.bytes += len(p)
@@ -75,13 +81,26 @@ func (q *datagramQueue) expire(now time.Duration) int {
 		if j := (q.head + kept) % datagramQueueLen; j != i {
 			// Swapped, so the dropped one's buffer is reused.
 			q.buf[i], q.buf[j] = q.buf[j], q.buf[i]
-			q.until[j], q.group[j] = q.until[i], q.group[i]
+			q.until[j], q.latest[j], q.group[j] = q.until[i], q.latest[i], q.group[i]
 		}
 		kept++
 	}
 	dropped := q.count - kept
 	q.count = kept
 	return dropped
+}
+
+// postpone moves the queued datagrams' expiry d later, as far as their
+// latest: d is time the association was not run while they could have
+// gone (Association.setNow), which their age does not count. A host
+// starved of the processor for over datagramMaxAge dropped a repaired
+// QUIC flow's queued datagrams and their parities at once (docs/quic.md);
+// for a flow's last ones its receiver has nothing to ask again for.
+func (q *datagramQueue) postpone(d time.Duration) {
+	for k := range q.count {
+		i := (q.head + k) % datagramQueueLen
+		q.until[i] = min(q.until[i]+d, q.latest[i])
+	}
 }
 
 func (q *datagramQueue) pop() {

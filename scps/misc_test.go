@@ -431,11 +431,12 @@ func TestDatagramApart(t *testing.T) {
 }
 
 // TestDatagramGroupAge: on a host starved of the processor, the
-// association sends nothing for a while. Its plain datagrams (a DNS
-// query) are dropped after datagramMaxAge, but those of a group (a
-// repaired QUIC flow's block, whose loss the far end asks for again and
-// holds the flow a round trip for) wait up to a round trip: late, they
-// still come, and in order.
+// association sends nothing for a while. That time does not age its
+// datagrams (setNow), up to maxPostpone: late, they still come, and in
+// order. Beyond it, its plain datagrams (a DNS query) are dropped after
+// datagramMaxAge, but those of a group (a repaired QUIC flow's block,
+// whose loss the far end asks for again and holds the flow a round trip
+// for) wait up to a round trip more.
 func TestDatagramGroupAge(t *testing.T) {
 	link := linkParams{Rate: 10e6, Delay: 300 * time.Millisecond}
 	for _, tc := range []struct {
@@ -443,8 +444,9 @@ func TestDatagramGroupAge(t *testing.T) {
 		wantPlain, wantGroup int
 	}{
 		{50 * time.Millisecond, 4, 4},
-		{300 * time.Millisecond, 0, 4},
-		{time.Second, 0, 0},
+		{300 * time.Millisecond, 4, 4},
+		{time.Second, 0, 4},
+		{2 * time.Second, 0, 0},
 	} {
 		s := newSim(t, 4, DefaultConfig(), DefaultConfig(), link, link)
 		var got []byte

@@ -69,6 +69,18 @@ func (a *Association) appendDatagrams(b []byte, limit int) ([]byte, bool) {
 	return b, eliciting
 }
 
+// datagramsDueAt is when, as the association last saw it (a.now), its
+// queued datagrams could go: when the pacer lets a packet go, if the
+// window and the holds let one go at all (plan). ok is false when they
+// wait for input (an ACK to open the window, the end of a silence or an
+// outage) or none is queued: the time until then ages them.
+func (a *Association) datagramsDueAt() (due time.Duration, ok bool) {
+	if a.dgrams.count == 0 || a.state != stateOpen || a.outage.active || !a.sent.WindowOpen() || a.silenceHold() || a.quietHold() {
+		return 0, false
+	}
+	return a.sent.PacedAt(a.now), true
+}
+
 // expireDatagrams drops queued datagrams that waited past their age
 // (datagramMaxAge, groupMaxAge), also while nothing may be sent (full
 // window, silence hold).
