@@ -43,7 +43,7 @@ func TestFlowPhasesLoopback(t *testing.T) {
 	if d.Done != 30 || d.Bytes != 30*50_000 || d.Err != "" {
 		t.Fatalf("downloads: %+v", d)
 	}
-	if d.Jain <= 0 || d.Jain > 1 || d.Together <= 0 || d.MinMs <= 0 || d.MinMs > d.P5Ms || d.P10Ms > d.P50Ms || d.P50Ms > d.MaxMs || d.FirstByteMs > d.LastByteMs || d.DoneEarly > d.Done {
+	if d.Jain <= 0 || d.Jain > 1 || d.JainShare <= 0 || d.JainShare > 1 || d.Together <= 0 || d.MinMs <= 0 || d.MinMs > d.P5Ms || d.P10Ms > d.P50Ms || d.P50Ms > d.MaxMs || d.FirstByteMs > d.LastByteMs || d.DoneEarly > d.Done {
 		t.Errorf("downloads: %+v", d)
 	}
 	// The server's answer times name the clients' connections: the last
