@@ -64,7 +64,8 @@ type Association struct {
 	// trainLeft is how many bytes of the path train are still to go
 	// (ProbePath), trainSent how many went.
 	trainLeft, trainSent int
-	trainAt              time.Duration // when it may go
+	trainAt              time.Duration  // when it may go
+	trainLog             func(sent int) // told how a train ended
 	// trainRecvd: a peer's path train arrived; the receive windows
 	// follow its rate once its ACK goes (trainWindows).
 	trainRecvd bool

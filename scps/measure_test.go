@@ -216,11 +216,11 @@ func measure(t testing.TB, c condition, mode, loss string, seed uint64) result {
 			ini, oneWay = 0, c.fwd.Delay
 		}
 		if c.trains[ini] {
-			s.a[ini].ProbePath(s.clock(), PathTrainWait)
+			s.a[ini].ProbePath(s.clock(), PathTrainAfter(false, c.fwd.Delay+c.rev.Delay))
 		}
 		s.runUntil(oneWay, func() bool { return false })
 		if c.trains[1-ini] {
-			s.a[1-ini].ProbePath(s.clock(), PathTrainWait)
+			s.a[1-ini].ProbePath(s.clock(), PathTrainAfter(true, 0))
 		}
 		s.runUntil(oneWay+c.upBefore, func() bool { return false })
 		base = s.now

@@ -24,6 +24,24 @@ import (
 // 250-330 ms (GEO 50/0.5: 330 ms).
 const PathTrainWait = 100 * time.Millisecond
 
+// PathTrainAfter is how long a side waits after its association came up
+// before it asks for its path train (ProbePath): PathTrainWait after the
+// later of the two sides came up, whichever side it is. The handshake's
+// responder comes up a one way after the initiator (on the initiator's
+// first packet on the session), so the initiator waits that one way
+// longer, half its handshake's round trip: both trains fall due at the
+// same moment, after the requests either side makes as the association
+// comes up (which cancel the train of the side that makes them). Where
+// the initiator will answer (its peer asks), its train times the path
+// its answer takes; an initiator that trained at once went a one way
+// ahead of a responder's request on a thin uplink (docs/startup.md).
+func PathTrainAfter(responder bool, handshakeRTT time.Duration) time.Duration {
+	if responder {
+		return PathTrainWait
+	}
+	return handshakeRTT/2 + PathTrainWait
+}
+
 // ProbePath asks for a path train after the given wait: the timed first
 // flight of the controller, sent as padding. It reports whether one is
 // due; it is not when the controller times no first flight (told a rate,
@@ -91,11 +109,19 @@ func (a *Association) sendTrain(buf []byte, pn uint64) (int, bool) {
 // endTrain ends the path train, sent or cut short by data.
 func (a *Association) endTrain() {
 	a.trainLeft, a.trainAt = 0, 0
+	if a.trainLog != nil {
+		a.trainLog(a.trainSent)
+	}
 	if a.trainSent > 0 {
 		a.sent.TrainSent(a.now, a.trainSent)
 		a.trainSent = 0
 	}
 }
+
+// SetTrainLogger sets the function told how each path train ended: the
+// bytes of it that went (0: data came first and took its place). It is
+// called with the association's lock held.
+func (a *Association) SetTrainLogger(f func(sent int)) { a.trainLog = f }
 
 // trainDue reports whether the path train may go now, and when it may
 // (0: none is due).

@@ -126,6 +126,13 @@ func NewSession(cfg SessionConfig) (*Session, error) {
 	}
 	a.SetDatagramHandler(func(p []byte) { s.dgrams = append(s.dgrams, p) })
 	a.SetPathLogger(func(i int, name, what string) { s.log.Info(what, "path", name, "path_index", i) })
+	a.SetTrainLogger(func(sent int) {
+		if sent == 0 {
+			s.log.Info("path train dropped: data went first")
+			return
+		}
+		s.log.Info("path train sent", "bytes", sent)
+	})
 	for i, p := range cfg.Paths {
 		if err := a.SetPath(i, p); err != nil {
 			return nil, err

@@ -288,16 +288,15 @@ func (a *assoc) established(id uint64, local, remote []byte, rtt time.Duration, 
 }
 
 // begin starts the association that handshake id began, ending the one
-// before (its flows are reset: the peer's side of it is gone). The
-// handshake's responder sends a path train (scps Association.ProbePath)
-// when it has no saved path to resume: its association comes up a half
-// round trip after the initiator's, on the initiator's first packet, so
-// the initiator's first request is on its way and its answer will go on
-// the path the train times. The initiator sends none: it is most often
-// the side that came up later (a remote site's terminal, restarted or
-// woken, toward a hub that stayed up), whose flows wait to go at once,
-// and on a thin return link (64 kbit/s) a train ahead of them delays
-// them by a second or more (docs/startup.md).
+// before (its flows are reset: the peer's side of it is gone). Either
+// side sends a path train (scps Association.ProbePath) when it has no
+// saved path to resume, scps.PathTrainWait after the later of the two
+// came up (the responder comes up a one way after the initiator, on its
+// first packet: scps.PathTrainAfter), so that the answer to whichever
+// side asks goes on a path its train timed. A side whose flows go first
+// (a remote site's terminal, restarted or woken, with flows waiting)
+// drops its train: on a thin return link (64 kbit/s) a train ahead of
+// them delays them by a second or more (docs/startup.md).
 func (a *assoc) begin(id uint64, theirs assocParams, rtt time.Duration, responder bool) {
 	a.mu.Lock()
 	restarted := a.remote != 0 && a.remote != theirs.instance
@@ -376,8 +375,8 @@ func (a *assoc) begin(id uint64, theirs assocParams, rtt time.Duration, responde
 		}
 		a.end(old)
 	}
-	if responder && sess.ProbePath(scps.PathTrainWait) {
-		a.log.Debug("path train sent")
+	if wait := scps.PathTrainAfter(responder, rtt); sess.ProbePath(wait) {
+		a.log.Info("path train due", "after", wait, "responder", responder)
 	}
 	a.up.Store(true)
 	a.e.wg.Add(2)
