@@ -295,9 +295,12 @@ func TestTailCopiesWhole(t *testing.T) {
 
 // TestPageLoadGEOLossPatterns loads the page over HTTP/2 on GEO 10/2 with
 // 0.5% loss each way, untold, on sixteen loss patterns: on average within
-// 1.07x of its floor and none above 1.2x. With tail copies alone it was
+// 1.055x of its floor and none above 1.15x. With tail copies alone it was
 // 1.091x: the last loss older than the copies reach cost (RTT + d)/2 at
-// best; the tail parity (parity.go) rebuilds it: 1.057x. Earlier
+// best; the tail parity (parity.go) rebuilds it: 1.057x (1.170x at
+// worst). Then the parity waited srtt/8 of idle, as the copies do, and
+// two losses in a block of 32 rebuilt neither; it waits srtt/16 now,
+// over blocks of 8 for the newest half round trip: 1.049x (1.110x). Earlier
 // (1.112x): a loss in the HTML costs a round
 // trip (0.65 s, an eighth of the page) unless a tail copy repairs it; on
 // a new association the copies had only the credit the HTML itself earned
@@ -317,8 +320,8 @@ func TestPageLoadGEOLossPatterns(t *testing.T) {
 		}
 	}
 	t.Logf("%d loss patterns: %.3fx the floor on average, %.3fx at worst", patterns, sum/patterns, worst)
-	if sum/patterns > 1.07 || worst > 1.2 {
-		t.Errorf("the page at %.3fx its floor on average, %.3fx at worst; want at most 1.07x and 1.2x", sum/patterns, worst)
+	if sum/patterns > 1.055 || worst > 1.15 {
+		t.Errorf("the page at %.3fx its floor on average, %.3fx at worst; want at most 1.055x and 1.15x", sum/patterns, worst)
 	}
 }
 
