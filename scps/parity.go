@@ -221,15 +221,28 @@ func (a *Association) parityArm() bool {
 // parityFineAge is how young a kept block is sent on its own: the newest
 // packets of the last round trip, whose losses a repair would mend last
 // (a round trip after they were sent); older ones' are merged up to
-// parityGroup packets, their repair coming sooner.
+// parityGroup packets, their repair coming sooner. None on a path whose
+// round trip is under parityFineRTT: there a parity waits the least idle
+// (minCopyIdle), which a sender fed by a loaded host also falls into
+// mid-transfer, and four times the parities at each such moment took
+// its slow start's window (LEO through the binary: slow start ended at
+// 0.37-0.67 of main's window on three loads of three), for a repair that
+// costs a short round trip there.
 func (a *Association) parityFineAge() time.Duration {
 	rtt := a.sent.RTT()
 	minRTT := rtt.Min()
 	if minRTT <= 0 {
 		minRTT = rtt.Smoothed()
 	}
+	if minRTT < parityFineRTT {
+		return 0
+	}
 	return minRTT / 2
 }
+
+// parityFineRTT is the shortest round trip with fine blocks: the parity's
+// wait (srtt/16) above the least (minCopyIdle).
+const parityFineRTT = 16 * minCopyIdle
 
 // mergeOlder makes b the parity of block o (sent just before it) and b
 // together, in o's place: XOR is the same over any grouping of the
