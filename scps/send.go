@@ -222,13 +222,18 @@ func (a *Association) copyReady() bool {
 // parity into nearly every gap and took 77% of the rate after it rose
 // (TestAppLimitedLossKeepsWindow).
 func (a *Association) copyAt() (time.Duration, bool) {
-	if a.noTailCopies || a.idleSince == 0 || a.streams.Unsent != 0 || a.nextCopy() == nil && !a.parityDue() {
+	if a.noTailCopies || a.idleSince == 0 || a.streams.Unsent != 0 {
 		return 0, false
 	}
-	if a.parityDue() && 2*a.sent.BytesInFlight() >= a.sent.Controller().Window() {
-		return a.idleSince + max(a.sent.RTT().Smoothed()/16, minCopyIdle), true
+	wait := a.sent.RTT().Smoothed() / 8
+	if a.parityDue() {
+		if 2*a.sent.BytesInFlight() >= a.sent.Controller().Window() {
+			wait = a.sent.RTT().Smoothed() / 16
+		}
+	} else if a.nextCopy() == nil {
+		return 0, false
 	}
-	return a.idleSince + max(a.sent.RTT().Smoothed()/8, minCopyIdle), true
+	return a.idleSince + max(wait, minCopyIdle), true
 }
 
 // minCopyIdle is the least idle time before tail copies go out. On a
