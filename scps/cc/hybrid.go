@@ -759,12 +759,22 @@ func (c *Hybrid) OnAck(now time.Time, ev AckEvent) {
 		}
 	case diff > hybridBeta:
 		w := c.target(now, in, rtt)
-		if c.shared {
-			// Beside other flows the delivery rate of a quarter
-			// round trip swings with their bursts, and the window
-			// cut to it often left the windows together below the
-			// pipe. Vegas' measure drains this flow's own part of
-			// the queue and no more.
+		if c.shared || c.p.SendRate == 0 && c.lossFree >= ackBurstLossFree {
+			// Not below Vegas' target of what is in flight: the queue
+			// the delay shows drains, no more. Beside other flows the
+			// delivery rate of a quarter round trip swings with their
+			// bursts, and the window cut to it often left the windows
+			// together below the pipe. Told nothing on a path that
+			// lost nothing for a while, the rate is that of the latest
+			// ACKs (recentSamples of them: a few ms at 250 Mbit/s),
+			// which through a loaded host come in bunches with gaps
+			// between: cut to it, the window fell to half of what was
+			// in flight or less (250/3 through the binary: 19.6 MB,
+			// 10.4, then 4.7 with 10 MB in flight), the link at a
+			// fraction of its rate for seconds. Not where the path
+			// loses packets: tried there before (docs/startup.md), the
+			// queue the cut left took random losses for congestion and
+			// two untold sites on a lossy beam kept unequal shares.
 			w = max(w, c.vegasTarget(in, rtt))
 		}
 		if c.appGrowing() {

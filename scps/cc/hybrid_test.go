@@ -207,3 +207,47 @@ func TestHybridFlightQueueDoesNotEndSlowStart(t *testing.T) {
 		t.Fatalf("slow start went on over 50 ms of queue after the flight")
 	}
 }
+
+// TestHybridDelayCutKeepsInFlight: told no rate, on a path that lost
+// nothing for several rounds, a loaded host's ACKs come in bunches with
+// gaps between, and then with a queue's delay: the rate of the latest
+// ACKs spans a gap, and the cut to it left the window at half of what was
+// in flight (through the binary, 250/3 told nothing: 19.6 MB, then 10.4,
+// then 4.7 with 10 MB in flight, the link at a fraction of its rate for
+// seconds). The cut keeps Vegas' target of what is in flight: the queue
+// it shows drains, no more.
+func TestHybridDelayCutKeepsInFlight(t *testing.T) {
+	base := 650 * time.Millisecond
+	c := NewHybrid(Params{MaxDatagramSize: mss, RTT: NewRTTStats(base)})
+	c.p.RTT.Update(base, 0)
+	c.ss, c.cwnd, c.ssthresh = false, 20_000_000, 20_000_000
+	const in = 10_000_000 // bytes in flight, at 15 MB/s over the base RTT
+	const per = 10 * mss  // bytes an ACK acknowledges
+	step := time.Second / (15e6 / per)
+	now, sent := t0.Add(base), t0
+	ack := func(rtt time.Duration) {
+		now, sent = now.Add(step), sent.Add(step)
+		c.OnPacketSent(sent, per, in)
+		c.OnAck(now, AckEvent{AckedBytes: per, PriorInFlight: in, LargestSentAt: sent, RTTUpdated: true, RTT: rtt})
+	}
+	for now.Before(t0.Add(10 * base)) {
+		ack(base)
+	}
+	before := c.Window()
+	if before < in {
+		t.Fatalf("window %d before the bunches, want at least the %d in flight", before, in)
+	}
+	// For 3 s: 20 ms of ACKs 25 ms late, then 20 ms of none.
+	for range 75 {
+		for range 20 * time.Millisecond / step {
+			ack(base + 25*time.Millisecond)
+		}
+		now = now.Add(20 * time.Millisecond)
+	}
+	if c.Window() >= before {
+		t.Fatalf("no cut on 25 ms of queue (window %d)", c.Window())
+	}
+	if want := in * 9 / 10; c.Window() < want {
+		t.Errorf("window %d after the cut with %d in flight, want >= %d", c.Window(), in, want)
+	}
+}
