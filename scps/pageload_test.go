@@ -300,7 +300,8 @@ func TestTailCopiesWhole(t *testing.T) {
 // best; the tail parity (parity.go) rebuilds it: 1.057x (1.170x at
 // worst). Then the parity waited srtt/8 of idle, as the copies do, and
 // two losses in a block of 32 rebuilt neither; it waits srtt/16 now,
-// over blocks of 8 for the newest half round trip: 1.049x (1.110x). Earlier
+// over blocks of 8 for the packets younger than 3/4 of the minimum RTT:
+// 1.049x (1.111x). Earlier
 // (1.112x): a loss in the HTML costs a round
 // trip (0.65 s, an eighth of the page) unless a tail copy repairs it; on
 // a new association the copies had only the credit the HTML itself earned
