@@ -32,7 +32,12 @@ func lossesResponse(t *testing.T, size uint64, backs []uint64, parity bool) (tim
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.TailParity = parity
-	s := newGEOSimConfig(t, 2e6, 10e6, true, cfg)
+	return responseLosing(t, newGEOSimConfig(t, 2e6, 10e6, true, cfg), size, backs)
+}
+
+// responseLosing is lossesResponse over simulator s.
+func responseLosing(t *testing.T, s *sim, size uint64, backs []uint64) (time.Duration, Stats, Stats) {
+	t.Helper()
 	warmResponder(t, s, size)
 	dropped := make([]bool, len(backs))
 	s.observe = func(from int, pkt []byte) bool {
@@ -112,6 +117,29 @@ func TestTailParityRepairsOlderLoss(t *testing.T) {
 	// of them), each a packet's size.
 	if maxBytes := uint64(paritySlots) * (2 + tunnelPacketSize); sst.ParityBytes > maxBytes {
 		t.Errorf("the server sent %d bytes of parity, want at most %d", sst.ParityBytes, maxBytes)
+	}
+}
+
+// TestTailParityShortPath: an 8 MB response on LEO (100/20 Mbit/s, 40
+// ms, untold) whose packet 100 kB (8 ms) before its end is lost. Its own
+// repair comes a round trip after it was sent; the parity over its block
+// rebuilds it sooner, sent once the sender has been idle srtt/16 (2.6
+// ms) where it waited minCopyIdle (10 ms, a quarter of the round trip):
+// the loss cost 4.1 ms then (the bottleneck's queue hid the rest of the
+// wait), 0.4 ms now.
+func TestTailParityShortPath(t *testing.T) {
+	const size, back = 8_000_000, 100_000
+	link := pageLEOLink
+	link.loss = 0
+	clean, _, _ := responseLosing(t, pageSim(t, 1, link), size, nil)
+	lossy, sst, cst := responseLosing(t, pageSim(t, 1, link), size, []uint64{back})
+	t.Logf("%d-byte response: %v without loss, %v with a packet %d bytes before its end lost (%d parity packets, %d bytes; %d rebuilt)",
+		size, clean, lossy, back, sst.ParityPackets, sst.ParityBytes, cst.ParityRepairs)
+	if lossy-clean > link.rtt/16 {
+		t.Errorf("the loss cost %v, want at most a sixteenth of the RTT (%v)", lossy-clean, link.rtt/16)
+	}
+	if cst.ParityRepairs != 1 {
+		t.Errorf("the client rebuilt %d packets, want the one lost", cst.ParityRepairs)
 	}
 }
 

@@ -220,21 +220,37 @@ func (a *Association) copyReady() bool {
 // whose window runs ahead of its data): its gaps are no burst's end, and
 // at srtt/16 one at a tenth of a GEO link's rate with 1% loss sent a
 // parity into nearly every gap and took 77% of the rate after it rose
-// (TestAppLimitedLossKeepsWindow).
+// (TestAppLimitedLossKeepsWindow). Such a parity waits srtt/16 on a
+// short path too (at least minParityIdle), not minCopyIdle, once the
+// controller has timed its link (cc.LinkRater): on LEO (40 ms) the 10 ms
+// of minCopyIdle were a quarter of the round trip, and a loss in the last
+// round trip cost that much more than the 2.5 ms of srtt/16
+// (TestTailParityShortPath). Not before the link is timed: a parity
+// right after a page's HTML joined its timed first flight, which a link
+// that hands packets over in batches then timed wrong
+// (TestPageFlightInOneBatch: 1.16x -> 1.46x).
 func (a *Association) copyAt() (time.Duration, bool) {
 	if a.noTailCopies || a.idleSince == 0 || a.streams.Unsent != 0 {
 		return 0, false
 	}
-	wait := a.sent.RTT().Smoothed() / 8
+	wait, least := a.sent.RTT().Smoothed()/8, minCopyIdle
 	if a.parityDue() {
 		if 2*a.sent.BytesInFlight() >= a.sent.Controller().Window() {
 			wait = a.sent.RTT().Smoothed() / 16
+			if a.sent.LinkRate() > 0 {
+				least = minParityIdle
+			}
 		}
 	} else if a.nextCopy() == nil {
 		return 0, false
 	}
-	return a.idleSince + max(wait, minCopyIdle), true
+	return a.idleSince + max(wait, least), true
 }
+
+// minParityIdle is the least idle time before the parities at the end of
+// a full window go out once the link is timed (copyAt): below it a
+// sender's gaps are its host's scheduling, not a burst's end.
+const minParityIdle = 2 * time.Millisecond
 
 // minCopyIdle is the least idle time before tail copies go out. On a
 // short path it is the tail's cost: copies newest first from d after the

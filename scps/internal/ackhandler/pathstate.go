@@ -156,6 +156,15 @@ func (h *SentPacketHandler) PathClockRate(i int) float64 {
 	return r
 }
 
+// LinkRate is the current path's controller's estimate of its link's
+// rate, bytes/s (cc.LinkRater); 0 when it has none.
+func (h *SentPacketHandler) LinkRate() float64 {
+	if l, ok := h.cp().cc.(cc.LinkRater); ok {
+		return l.LinkRate()
+	}
+	return 0
+}
+
 // PathPacingRate is the bytes/s path i's pacer releases at (0 = unlimited).
 func (h *SentPacketHandler) PathPacingRate(i int) float64 {
 	if i < 0 || i >= MaxPaths {
