@@ -84,7 +84,7 @@ func TestHyblaCongestionAvoidance(t *testing.T) {
 	c := NewHybla(p)
 	c.OnAck(t0, AckEvent{AckedBytes: 10 * mss, PriorInFlight: c.Window(), LargestSentAt: t0})
 	t1 := t0.Add(time.Second)
-	c.OnCongestionEvent(t1, LossEvent{LostBytes: mss, LargestSentAt: t1.Add(-time.Millisecond)})
+	c.OnCongestionEvent(t1, LossEvent{LostBytes: mss, PriorInFlight: c.Window(), LargestSentAt: t1.Add(-time.Millisecond)})
 	w := c.Window()
 	if c.InSlowStart() {
 		t.Fatal("still in slow start after a congestion loss")
@@ -97,6 +97,31 @@ func TestHyblaCongestionAvoidance(t *testing.T) {
 	// (The window grows during the round, so a little less.)
 	if got, want := c.Window()-w, 16*mss; got < want*85/100 || got > want {
 		t.Errorf("congestion avoidance grew %d bytes per window, want rho^2 = %d", got, want)
+	}
+}
+
+// TestHyblaHalvesFlight: a congestion loss halves the window, or what was
+// in flight when that was less (RFC 5681's FlightSize / 2): Hybla's slow
+// start on a long path opens the window far beyond what the path took
+// (2^24 packets per packet acknowledged at 600 ms), and halving that
+// alone left it there for as many losses.
+func TestHyblaHalvesFlight(t *testing.T) {
+	c := NewHybla(params(600*time.Millisecond, 0))
+	c.OnAck(t0, AckEvent{AckedBytes: mss, PriorInFlight: c.Window(), LargestSentAt: t0})
+	if c.Window() < 1000*initialWindow(mss) {
+		t.Fatalf("slow start at 600 ms opened the window to %d only", c.Window())
+	}
+	t1 := t0.Add(time.Second)
+	c.OnCongestionEvent(t1, LossEvent{LostBytes: mss, PriorInFlight: 2_000_000, LargestSentAt: t1.Add(-time.Millisecond)})
+	if got := c.Window(); got != 1_000_000 {
+		t.Errorf("after a loss with 2 MB in flight: window %d, want 1000000", got)
+	}
+	// A window below what is in flight halves as before.
+	t2 := t1.Add(time.Second)
+	w := c.Window()
+	c.OnCongestionEvent(t2, LossEvent{LostBytes: mss, PriorInFlight: 3 * w, LargestSentAt: t2.Add(-time.Millisecond)})
+	if got := c.Window(); got != w/2 {
+		t.Errorf("after a loss with 3 windows in flight: window %d, want %d", got, w/2)
 	}
 }
 

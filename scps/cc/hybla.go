@@ -4,8 +4,11 @@ package cc
 // round trips. rho = max(RTT / 25 ms, 1) with RTT the minimum seen; slow
 // start adds 2^rho - 1 packets per packet acknowledged and congestion
 // avoidance rho^2 / cwnd, so a 600 ms flow opens its window as fast per
-// second as a 25 ms one. Congestion losses halve the window as Reno does;
-// corruption and outage losses leave it alone. Hybla relies on pacing: with
+// second as a 25 ms one. Congestion losses halve the window as Reno does,
+// or what was in flight if that was less (RFC 5681's FlightSize / 2: a
+// slow start of 2^rho per packet leaves a window far beyond what the path
+// took, which halving alone took many losses to come down from); corruption
+// and outage losses leave it alone. Hybla relies on pacing: with
 // a configured link rate the pacer holds it to the link; without one its
 // slow start overshoots by design.
 
@@ -107,7 +110,12 @@ func (c *Hybla) OnCongestionEvent(now time.Time, ev LossEvent) {
 		return
 	}
 	c.recoveryStart, c.inRecovery = now, true
-	c.cwnd = c.clamp(float64(c.cwnd / 2))
+	// Half of what was in flight when that is less than the window: an
+	// untold GEO path's first ACK opened its window to 226 MB, 22 MB of it
+	// in flight, and halving the window took ten loss events, each a
+	// round trip of 1.2 s (a bonded LEO+GEO download at 57% of the
+	// links' limits in virtual time, half its data on the GEO).
+	c.cwnd = c.clamp(float64(min(c.cwnd, ev.PriorInFlight) / 2))
 	c.ssthresh = c.cwnd
 	c.caAcc = 0
 }
