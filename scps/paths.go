@@ -16,7 +16,8 @@ package scps
 //   - a path is down when an ack-eliciting packet sent on it has gone
 //     unacknowledged for downAfter (twice its smoothed RTT, its RTT
 //     plus four deviations, or minPathDown, whichever is longest; while
-//     its RTT is neither measured nor told, at least untoldDown), and up
+//     its RTT is neither measured nor told, at least untoldDown) and none
+//     of its packets was acknowledged for its smoothed RTT (downAt), and up
 //     again when a packet sent on it after that is acknowledged; the
 //     acknowledgement may come back on any path, so a path's RTT is its
 //     way out plus the way back of whichever path carried the ACK;
@@ -529,6 +530,23 @@ func (ps *pathSet) downAfter(i int) time.Duration {
 	return d
 }
 
+// downAt is when path i, up with packets awaited, goes down: when its
+// oldest awaited packet went unacknowledged for downAfter, and no packet
+// of it was acknowledged (acked: when one last was) for its SRTT. A path
+// whose packets are still acknowledged delivers: an untold GEO's Hybla
+// slow start (2^24 packets per packet acknowledged) filled the modem's
+// queue within a round trip, the packets behind it waited twice the SRTT
+// measured before, and the path went down again and again while it
+// carried data, on a side that learned its paths onto the backup; after
+// the tail of such a burst was lost, the path's probes are answered
+// within that SRTT. A dead path's last acknowledgement is at least that
+// old by the time its oldest awaited packet has waited downAfter, unless
+// a queue delayed it, so a cut is found as soon as before.
+func (ps *pathSet) downAt(i int, acked time.Duration) time.Duration {
+	p := &ps.p[i]
+	return max(p.checks[p.head].at+ps.downAfter(i), acked+p.rtt.Smoothed())
+}
+
 // untoldDown is the least silence that takes down a path whose RTT is
 // neither measured nor told: twice the longest SRTT measured on the
 // other paths (the new one may well be as slow as the slowest, and its
@@ -616,7 +634,7 @@ func (a *Association) checkPaths() {
 		if !p.inUse || p.retired {
 			continue
 		}
-		if p.up && p.n > 0 && a.now-p.checks[p.head].at >= a.paths.downAfter(i) {
+		if p.up && p.n > 0 && a.now >= a.paths.downAt(i, a.sent.PathAckedAt(i)) {
 			a.pathDown(i)
 			changed = true
 		}
@@ -652,7 +670,7 @@ func (a *Association) pathDeadline() time.Duration {
 	for i := range a.paths.p {
 		p := &a.paths.p[i]
 		if p.inUse && !p.retired && p.up && p.n > 0 {
-			if t := p.checks[p.head].at + a.paths.downAfter(i); d == 0 || t < d {
+			if t := a.paths.downAt(i, a.sent.PathAckedAt(i)); d == 0 || t < d {
 				d = t
 			}
 		}

@@ -1,6 +1,7 @@
 package scps
 
 import (
+	"cmp"
 	"container/heap"
 	"testing"
 	"time"
@@ -280,7 +281,14 @@ func TestPathCutAckSize(t *testing.T) {
 // site's [peer.link] says.
 func twoLinkSim(t *testing.T, links [2]bondLink, backup bool, start time.Duration) (*sim, *appStream) {
 	t.Helper()
-	s := twoLinkSites(t, links, backup, nil)
+	return twoLinkSimWith(t, links, backup, start, "")
+}
+
+// twoLinkSimWith is twoLinkSim with both sites' controller named
+// ("": the default).
+func twoLinkSimWith(t *testing.T, links [2]bondLink, backup bool, start time.Duration, congestion string) (*sim, *appStream) {
+	t.Helper()
+	s := twoLinkSites(t, links, backup, nil, congestion)
 	s.runUntil(start, func() bool { return false })
 	return s, s.apps[0].open("stream-0", 0, -1)
 }
@@ -289,11 +297,14 @@ func twoLinkSim(t *testing.T, links [2]bondLink, backup bool, start time.Duratio
 // has only path 0 at first (from the handshake) and learns path 1 when
 // the first packet comes over it, as the binary does; *learnedAt is then
 // when.
-func twoLinkSites(t *testing.T, links [2]bondLink, backup bool, learnedAt *time.Duration) *sim {
+func twoLinkSites(t *testing.T, links [2]bondLink, backup bool, learnedAt *time.Duration, congestion string) *sim {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.MaxPacketSize, cfg.WireOverhead = tunnelPacketSize, tunnelOverhead
 	cfg.InitialRTT = links[0].fwd.Delay + links[0].rev.Delay
+	if congestion != "" {
+		cfg.Congestion = congestion
+	}
 	for i := range links {
 		links[i].fwd.Overhead, links[i].rev.Overhead = tunnelOverhead, tunnelOverhead
 	}
@@ -442,9 +453,18 @@ func TestPathFailoverLEOGEORate(t *testing.T) {
 // site of docs/multipath.md: the backup carries no data while the GEO
 // works (probes only, counted at both ends), takes the data within a
 // second when the GEO is cut at the reader, and hands it back when the
-// GEO returns.
+// GEO returns; also with both sites' controller hybla, whose slow start
+// on the learned side fills the GEO's queue within a round trip (before,
+// that side took the GEO down at each such fill and sent 1.7 MB on the
+// backup while the GEO worked; through the binary 18 MB in a run).
 func TestPathBackupGEOCellular(t *testing.T) {
-	s, st := twoLinkSim(t, [2]bondLink{bondGEO, bondCell}, true, 3*time.Second)
+	for _, congestion := range []string{"", "hybla"} {
+		t.Run(cmp.Or(congestion, "default"), func(t *testing.T) { pathBackupGEOCellular(t, congestion) })
+	}
+}
+
+func pathBackupGEOCellular(t *testing.T, congestion string) {
+	s, st := twoLinkSimWith(t, [2]bondLink{bondGEO, bondCell}, true, 3*time.Second, congestion)
 	s.runUntil(13*time.Second, func() bool { return false })
 	for side := range 2 {
 		if p := pathOf(s.a[side], 1); p.DataBytesSent != 0 || p.ProbesSent == 0 {
@@ -565,7 +585,7 @@ func TestNoPathWorksHeardLast(t *testing.T) {
 func learnSim(t *testing.T, links [2]bondLink) (s *sim, st *appStream, learnedAt *time.Duration) {
 	t.Helper()
 	learnedAt = new(time.Duration)
-	s = twoLinkSites(t, links, false, learnedAt)
+	s = twoLinkSites(t, links, false, learnedAt, "")
 	return s, s.apps[0].open("stream-0", 0, -1), learnedAt
 }
 

@@ -33,6 +33,7 @@ type pathState struct {
 	elicitingInFlight int
 	largestAcked      uint64 // largest packet of this path acknowledged
 	anyAcked          bool
+	ackedAt           time.Duration // when a packet of it was last acknowledged (0: never)
 	lastElicitingSent time.Duration
 	lossTime          time.Duration // this path's loss timer; 0 = not armed
 	// loopTimed: an ACK that came back over this path timed it; from then
@@ -71,7 +72,7 @@ func (h *SentPacketHandler) initPath(i int, pc PathConfig, resume *cc.Resume, no
 	*p = pathState{
 		inUse: true, sendRate: pc.SendRate, rtt: rtt, cc: ctl,
 		bytesInFlight: p.bytesInFlight, elicitingInFlight: p.elicitingInFlight,
-		largestAcked: p.largestAcked, anyAcked: p.anyAcked,
+		largestAcked: p.largestAcked, anyAcked: p.anyAcked, ackedAt: p.ackedAt,
 		lastElicitingSent: now,
 	}
 	p.loss.mode, p.loss.noise = h.cfg.Loss, h.cfg.RTTNoise
@@ -163,6 +164,15 @@ func (h *SentPacketHandler) LinkRate() float64 {
 		return l.LinkRate()
 	}
 	return 0
+}
+
+// PathAckedAt is when a packet sent on path i was last acknowledged for
+// the first time (0: never).
+func (h *SentPacketHandler) PathAckedAt(i int) time.Duration {
+	if i < 0 || i >= MaxPaths {
+		return 0
+	}
+	return h.paths[i].ackedAt
 }
 
 // PathPacingRate is the bytes/s path i's pacer releases at (0 = unlimited).

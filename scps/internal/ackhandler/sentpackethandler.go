@@ -307,6 +307,7 @@ func (h *SentPacketHandler) OnAckOn(now time.Duration, f *wire.Ack, on int) (new
 				wasOutstanding := p.state == pktOutstanding
 				p.state = pktAcked
 				ps, a := &h.paths[p.Path], &pa[p.Path]
+				ps.ackedAt = now
 				if !ps.anyAcked || pn > ps.largestAcked {
 					ps.largestAcked, ps.anyAcked = pn, true
 				}
