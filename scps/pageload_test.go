@@ -329,7 +329,7 @@ func TestPageLoadGEOLossPatterns(t *testing.T) {
 // TestPageLoadLEO loads the bench's page over LEO (100/20 Mbit/s, 40 ms,
 // 0.5% loss each way, no rates configured) on one stream (HTTP/2) and on
 // six, on four loss patterns: the HTML within its first round trip, the
-// page within 1.12x of the floor (0.50 s) on each and 1.055x on average.
+// page within 1.12x of the floor (0.50 s) on each and 1.03x on average.
 // Three things held it above: the server's first flight (ten packets in
 // 1.2 ms) came back as one ACK, which timed nothing, so slow start
 // doubled from ten packets per round trip (1.53x); once it was timed,
@@ -339,7 +339,8 @@ func TestPageLoadGEOLossPatterns(t *testing.T) {
 // average, 1.161x at worst; the HTML at 82 ms). Then the tail copies
 // waited 20 ms of idle, half the round trip: 1.067x on average; they wait
 // 10 ms now (minCopyIdle): 1.044x; with the tail parity (parity.go) ahead
-// of them, 1.032x.
+// of them, 1.032x; with the parity after srtt/16 of idle (2.5 ms) where it
+// waited minCopyIdle, 1.027x.
 func TestPageLoadLEO(t *testing.T) {
 	var sum float64
 	n := 0
@@ -373,8 +374,8 @@ func TestPageLoadLEO(t *testing.T) {
 		}
 	}
 	t.Logf("mean: %.3fx the floor", sum/float64(n))
-	if sum/float64(n) > 1.04 {
-		t.Errorf("the page at %.3fx its floor on average, want at most 1.04x", sum/float64(n))
+	if sum/float64(n) > 1.03 {
+		t.Errorf("the page at %.3fx its floor on average, want at most 1.03x", sum/float64(n))
 	}
 }
 
@@ -541,4 +542,36 @@ func warmResponder(t *testing.T, s *sim, size uint64) {
 		t.Fatal("the first response did not arrive")
 	}
 	s.runUntil(s.now+2*time.Second, func() bool { return false })
+}
+
+// TestPageLoadLEOHostStalls loads the LEO page (one stream, untold) on 24
+// loss patterns through hosts that delay each packet by up to 1 ms and
+// stall for 10 ms every 70 ms (the server's, taking ACKs in) and every
+// 100 ms (the client's, taking data in), stamping what they take in at
+// the stall's end (StallUntimed): a model of the binary's LEO page on
+// this 2-core machine, where the page is at 1.11-1.2x its floor while
+// the simulator's without host delays is at 1.03x. Here 1.116x on
+// average, 1.234x at worst (docs/pageload.md, 3 December): the cuts'
+// rate, the ACKs of the last quarter round trip (10 ms), spans a stall,
+// and a cut left half the link's pipe with more than the pipe in flight.
+// Kept from growing: within 1.125x on average and 1.25x at worst.
+func TestPageLoadLEOHostStalls(t *testing.T) {
+	const patterns = 24
+	var sum float64
+	worst := 0.0
+	for seed := uint64(1); seed <= patterns; seed++ {
+		s := pageSim(t, seed, pageLEOLink)
+		for i, every := range []time.Duration{70 * time.Millisecond, 100 * time.Millisecond} {
+			d := &s.dir[i].p
+			d.Jitter = time.Millisecond
+			d.StallEvery, d.StallFor, d.StallUntimed = every, 10*time.Millisecond, true
+		}
+		l := loadPage(t, s, pageLEOLink, 30_000, pageObjects(), 1)
+		sum += l.ratio()
+		worst = max(worst, l.ratio())
+	}
+	t.Logf("%d loss patterns: %.3fx the floor on average, %.3fx at worst", patterns, sum/patterns, worst)
+	if sum/patterns > 1.125 || worst > 1.25 {
+		t.Errorf("the page at %.3fx its floor on average, %.3fx at worst; want at most 1.125x and 1.25x", sum/patterns, worst)
+	}
 }
