@@ -105,6 +105,7 @@ type result struct {
 	stats         Stats   // sender
 	peer          Stats   // receiver
 	delivered     uint64
+	inOrder       uint64 // bytes the receiver read (in order) by the end, as the bench counts; delivered has the holes
 	series        []sample
 	phases        []phase      // one per rate step, and the time before the first
 	path          cc.PathState // the sender's PathState at the end
@@ -282,6 +283,9 @@ func measure(t testing.TB, c condition, mode, loss string, seed uint64) result {
 	}
 	last := res.series[len(res.series)-1]
 	res.delivered = last.bytes
+	for _, st := range s.apps[1].streams {
+		res.inOrder += st.received
+	}
 	res.overall = float64(last.bytes) * 8 / last.at.Seconds()
 	warm := min(c.dur/4, 10*time.Second)
 	res.limitFixed = len(c.schedule) == 0

@@ -61,8 +61,8 @@ func TestPathTrainFillsFirstRoundTrip(t *testing.T) {
 			rtts := perRTT(r, f-r.rtt/8, 3)
 			bound := coldStartBound(c.dur, r.rtt)
 			share := r.overall / r.limit
-			t.Logf("first byte %v; per RTT %.3f; over %v from the request %.2f%%, the cold start's bound %.2f%%; train %d bytes; queue drops %.2f%%",
-				f, rtts, c.dur, 100*share, 100*bound, r.stats.TrainBytesSent, 100*r.queueLoss)
+			t.Logf("first byte %v; per RTT %.3f; over %v from the request %.2f%% (read in order %.2f%%), the cold start's bound %.2f%%; train %d bytes; queue drops %.2f%%",
+				f, rtts, c.dur, 100*share, 100*share*float64(r.inOrder)/float64(r.delivered), 100*bound, r.stats.TrainBytesSent, 100*r.queueLoss)
 			if rtts[0] < tc.rtt1 {
 				t.Errorf("%.1f%% of the limit in the first round trip after the first byte, want >= %.0f%%", 100*rtts[0], 100*tc.rtt1)
 			}
@@ -112,8 +112,8 @@ func TestPathTrainFromTheInitiator(t *testing.T) {
 			r := measure(t, c, "hybrid", LossAuto, 1)
 			f := firstByteAt(r)
 			rtts := perRTT(r, f-r.rtt/8, 2)
-			t.Logf("first byte %v; per RTT %.3f; over %v from the request %.2f%%; train bytes from the sender %d, from the receiver %d; queue drops %.2f%%",
-				f, rtts, c.dur, 100*r.overall/r.limit, r.stats.TrainBytesSent, r.peer.TrainBytesSent, 100*r.queueLoss)
+			t.Logf("first byte %v; per RTT %.3f; over %v from the request %.2f%% (read in order %.2f%%); train bytes from the sender %d, from the receiver %d; queue drops %.2f%%",
+				f, rtts, c.dur, 100*r.overall/r.limit, 100*r.overall/r.limit*float64(r.inOrder)/float64(r.delivered), r.stats.TrainBytesSent, r.peer.TrainBytesSent, 100*r.queueLoss)
 			if rtts[0] < tc.rtt1 {
 				t.Errorf("%.1f%% of the limit in the first round trip after the first byte, want >= %.0f%%", 100*rtts[0], 100*tc.rtt1)
 			}
