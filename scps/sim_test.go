@@ -50,6 +50,13 @@ type linkParams struct {
 	// StallUntimed.
 	StallEvery, StallFor time.Duration
 	StallUntimed         bool
+	// InStallEvery and InStallFor: the link's near end (a userspace
+	// emulator, a modem's scheduler) stalls for InStallFor every
+	// InStallEvery: the link idles, and the packets that came meanwhile
+	// enter it together when the stall ends, queueing behind each other
+	// at the rate (a queue of the stall's length, not of the sender's
+	// making).
+	InStallEvery, InStallFor time.Duration
 	// ReleaseEvery: the link's far end lets packets out only every
 	// ReleaseEvery (a userspace emulator whose writer wakes late and
 	// writes all that fell due in one batch, a modem's frames): those
@@ -217,6 +224,7 @@ func (d *simDir) carry(now time.Duration, rng *rand.Rand, size int) (at time.Dur
 		d.dropped++
 		return 0, 0
 	}
+	now = stallEnd(now, d.p.InStallEvery, d.p.InStallFor)
 	at = now
 	lag := time.Duration(0)
 	if d.p.Rate > 0 {
@@ -286,20 +294,25 @@ func (p *linkParams) cut(t time.Duration) bool {
 }
 
 // handover is when the receiving host hands a packet that arrived at
-// arrived to its association: at the end of the stall it arrived in. The
-// k-th stall begins somewhere in the k-th StallEvery (a fixed hash of k),
-// so stalls do not keep step with the round trip.
+// arrived to its association: at the end of the stall it arrived in.
 func (d *simDir) handover(arrived time.Duration) time.Duration {
-	e, f := d.p.StallEvery, d.p.StallFor
-	if e <= f || f <= 0 || arrived < e {
-		return arrived
+	return stallEnd(arrived, d.p.StallEvery, d.p.StallFor)
+}
+
+// stallEnd is when something that came at t goes on, given a stall of f
+// in every e: at the end of the stall t falls in, else at t. The k-th
+// stall begins somewhere in the k-th e (a fixed hash of k), so stalls do
+// not keep step with the round trip.
+func stallEnd(t, e, f time.Duration) time.Duration {
+	if e <= f || f <= 0 || t < e {
+		return t
 	}
-	k := arrived / e
+	k := t / e
 	start := k*e + time.Duration(uint64(k)*0x9e3779b97f4a7c15%uint64(e-f))
-	if arrived >= start && arrived < start+f {
+	if t >= start && t < start+f {
 		return start + f
 	}
-	return arrived
+	return t
 }
 
 // flush lets both sides send everything due now.
