@@ -149,18 +149,20 @@ func (h *SentPacketHandler) PathClockRate(i int) float64 {
 	if i < 0 || i >= MaxPaths || h.paths[i].cc.InSlowStart() {
 		return r
 	}
-	if l, ok := h.paths[i].cc.(cc.LinkRater); ok {
-		if lr := l.LinkRate(); lr > 0 && (r == 0 || lr < r) {
-			r = max(lr, r/clockDiscount)
-		}
+	if lr := linkRate(h.paths[i].cc); lr > 0 && (r == 0 || lr < r) {
+		r = max(lr, r/clockDiscount)
 	}
 	return r
 }
 
 // LinkRate is the current path's controller's estimate of its link's
 // rate, bytes/s (cc.LinkRater); 0 when it has none.
-func (h *SentPacketHandler) LinkRate() float64 {
-	if l, ok := h.cp().cc.(cc.LinkRater); ok {
+func (h *SentPacketHandler) LinkRate() float64 { return linkRate(h.cp().cc) }
+
+// linkRate is ctl's estimate of its link's rate, bytes/s; 0 when it
+// keeps none (not a cc.LinkRater) or has none yet.
+func linkRate(ctl cc.Controller) float64 {
+	if l, ok := ctl.(cc.LinkRater); ok {
 		return l.LinkRate()
 	}
 	return 0
