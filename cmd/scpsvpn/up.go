@@ -6,11 +6,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,17 +32,19 @@ func upCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "config file (TOML)", Required: true},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile to this file; %p becomes the PID (for developers)", Hidden: true, EnvVars: []string{"SCPSVPN_CPUPROFILE"}},
+			&cli.StringFlag{Name: "trace", Usage: "write a runtime execution trace to this file; %p becomes the PID (for developers: go tool trace)", Hidden: true, EnvVars: []string{"SCPSVPN_TRACE"}},
 		},
 		Action: func(c *cli.Context) error {
-			if p := c.String("cpuprofile"); p != "" {
-				f, err := os.Create(strings.ReplaceAll(p, "%p", strconv.Itoa(os.Getpid())))
+			for _, r := range []struct {
+				flag  string
+				start func(io.Writer) error
+				stop  func()
+			}{{"cpuprofile", pprof.StartCPUProfile, pprof.StopCPUProfile}, {"trace", trace.Start, trace.Stop}} {
+				stop, err := startRecord(r.flag, c.String(r.flag), r.start, r.stop)
 				if err != nil {
-					return fmt.Errorf("--cpuprofile: %w", err)
+					return err
 				}
-				if err := pprof.StartCPUProfile(f); err != nil {
-					return fmt.Errorf("--cpuprofile: %w", err)
-				}
-				defer pprof.StopCPUProfile()
+				defer stop()
 			}
 			// Signals first: os/signal's own loop goroutine then counts
 			// in the baseline that reportLeftovers compares against.
@@ -79,6 +83,27 @@ func upCommand() *cli.Command {
 			return err
 		},
 	}
+}
+
+// startRecord starts one of the developers' records of the run (--flag:
+// a CPU profile, an execution trace) into the file path names, "%p" in it
+// being the PID; stop ends it and closes the file. No path: nothing.
+func startRecord(flag, path string, start func(io.Writer) error, stop func()) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(strings.ReplaceAll(path, "%p", strconv.Itoa(os.Getpid())))
+	if err != nil {
+		return nil, fmt.Errorf("--%s: %w", flag, err)
+	}
+	if err := start(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--%s: %w", flag, err)
+	}
+	return func() {
+		stop()
+		f.Close()
+	}, nil
 }
 
 // superviseEndpoint tells systemd when the endpoint is ready and when it
