@@ -307,7 +307,7 @@ func (a *Association) Deadline() time.Time {
 		if until, held := a.flightHold(); held {
 			consider(until)
 		} else if a.hasWork() {
-			consider(a.sent.PacedAt(a.now))
+			consider(a.sent.PacedWake(a.now))
 		} else if at, ok := a.copyAt(); ok && !a.silenceHold() {
 			consider(max(at, a.sent.PacedAt(a.now)))
 		}

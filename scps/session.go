@@ -207,8 +207,8 @@ func (s *Session) run() {
 }
 
 // lateBeyondBurst is how much later than planned (at dl) a timer wake-up
-// at woke came, beyond the pacer's burst: the send time a late wake loses
-// (Stats.LateWakeTime); 0 when it was on time or within the burst.
+// at woke came, beyond the pacer's burst (Stats.LateWakeTime); 0 when it
+// was on time or within the burst.
 func lateBeyondBurst(dl, woke time.Time) time.Duration {
 	return max(woke.Sub(dl)-ackhandler.PacerBurstTime, 0)
 }

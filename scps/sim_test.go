@@ -57,6 +57,13 @@ type linkParams struct {
 	// at the rate (a queue of the stall's length, not of the sender's
 	// making).
 	InStallEvery, InStallFor time.Duration
+	// SendStallEvery and SendStallFor: the sending host of this
+	// direction stalls for SendStallFor every SendStallEvery (a loaded
+	// machine where the endpoint's timer wakes late): it sends nothing
+	// and its timers fire at the stall's end. Give the other direction
+	// the same StallEvery and StallFor for a host that reads nothing
+	// meanwhile either (stallEnd places both stalls alike).
+	SendStallEvery, SendStallFor time.Duration
 	// ReleaseEvery: the link's far end lets packets out only every
 	// ReleaseEvery (a userspace emulator whose writer wakes late and
 	// writes all that fell due in one batch, a modem's frames): those
@@ -315,9 +322,22 @@ func stallEnd(t, e, f time.Duration) time.Duration {
 	return t
 }
 
+// sendResumes is when side i's host, stalled as its direction's
+// SendStallEvery says, acts on something due at t.
+func (s *sim) sendResumes(i int, t time.Duration) time.Duration {
+	p := s.dir[i].p
+	return stallEnd(t, p.SendStallEvery, p.SendStallFor)
+}
+
+// sendStalled reports whether side i's host is in a stall at t.
+func (s *sim) sendStalled(i int, t time.Duration) bool { return s.sendResumes(i, t) > t }
+
 // flush lets both sides send everything due now.
 func (s *sim) flush() {
 	for i := 0; i < 2; i++ {
+		if s.sendStalled(i, s.now) {
+			continue
+		}
 		for {
 			n, pn, path := s.a[i].SendOn(s.clock(), s.buf)
 			if n == 0 {
@@ -356,7 +376,7 @@ func (s *sim) step() bool {
 	}
 	for i := 0; i < 2; i++ {
 		if d := s.a[i].Deadline(); !d.IsZero() {
-			if t := d.Sub(simEpoch); next < 0 || t < next {
+			if t := s.sendResumes(i, d.Sub(simEpoch)); next < 0 || t < next {
 				next = t
 			}
 		}
@@ -394,7 +414,7 @@ func (s *sim) step() bool {
 		s.pool = append(s.pool, d.data)
 	}
 	for i := 0; i < 2; i++ {
-		if d := s.a[i].Deadline(); !d.IsZero() && !d.After(s.clock()) {
+		if d := s.a[i].Deadline(); !d.IsZero() && !d.After(s.clock()) && !s.sendStalled(i, s.now) {
 			s.a[i].Tick(s.clock())
 		}
 	}

@@ -66,10 +66,11 @@ type Stats struct {
 
 	// LateWakes counts the session goroutine's timer wake-ups that came
 	// more than the pacer's burst after their planned time, and
-	// LateWakeTime sums what they were late beyond it: send time the
-	// pacer cannot give back (its bucket holds only the burst), lost to
-	// a host that did not run the endpoint (a busy CPU). Session only;
-	// the Association's own Stats leave them zero.
+	// LateWakeTime sums what they were late beyond it: time a host did
+	// not run the endpoint (a busy CPU). The pacer makes up to an RTT/16
+	// and 10 ms of each such wake-up when it was the pacer's turn
+	// (bucket.due); the rest is send time lost. Session only; the
+	// Association's own Stats leave them zero.
 	LateWakes    uint64
 	LateWakeTime time.Duration
 

@@ -28,20 +28,41 @@ const (
 // that queue looks like congestion to the sender's delay measure.
 const ackBurstPackets = 2
 
+// pacerCatchUpMax bounds what a pacer woken late may send beyond its
+// burst: the send time its late wake-up lost, up to an RTT/16 (a queue
+// the delay signals do not read as congestion) and this.
+const pacerCatchUpMax = 10 * time.Millisecond
+
 // bucket is a token bucket. rate 0 means unlimited.
 type bucket struct {
 	tokens   float64
 	maxBurst float64
 	rate     float64 // bytes per second
 	last     time.Duration
+	// due is when the sender, with data waiting, was told it could send
+	// next (readyAt through the pacer's PacedAt); 0 when it was not.
+	// A refill past it is a late wake-up: told the link's rate, the
+	// pacer keeps no queue at the bottleneck, so that time was the link's
+	// idle time, and the bucket may then hold up to catchUp of it more
+	// than a burst (extra), which the sender makes up at once.
+	due     time.Duration
+	catchUp time.Duration
+	extra   float64
 }
 
 func (b *bucket) refill(now time.Duration) {
 	if now > b.last {
+		b.extra = 0
+		if b.due > 0 && now > b.due {
+			b.extra = b.rate * min(now-b.due, b.catchUp).Seconds()
+		}
 		if b.rate > 0 {
-			b.tokens = math.Min(b.maxBurst, b.tokens+b.rate*(now-b.last).Seconds())
+			b.tokens = math.Min(b.maxBurst+b.extra, b.tokens+b.rate*(now-b.last).Seconds())
 		}
 		b.last = now
+	}
+	if now >= b.due {
+		b.due = 0
 	}
 }
 
@@ -54,9 +75,7 @@ func (b *bucket) setRate(now time.Duration, rate, burst float64) {
 		return
 	}
 	b.rate, b.maxBurst = rate, burst
-	if b.tokens > burst {
-		b.tokens = burst
-	}
+	b.tokens = min(b.tokens, burst+b.extra)
 }
 
 // ready reports whether size bytes may go now.

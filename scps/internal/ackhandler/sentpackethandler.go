@@ -178,6 +178,7 @@ func (h *SentPacketHandler) UpdatePacer(now time.Duration) {
 		}
 	}
 	burst := max(pacerMinBurst*float64(h.fullPacket), rate*PacerBurstTime.Seconds())
+	ps.pacer.catchUp = min(pacerCatchUpMax, ps.rtt.Smoothed()/16)
 	if rate == ps.pacer.rate && burst == ps.pacer.maxBurst {
 		ps.pacer.refill(now)
 		return
@@ -200,6 +201,14 @@ func (h *SentPacketHandler) PacedAt(now time.Duration) time.Duration {
 		return 0
 	}
 	return h.cp().pacer.readyAt(now, h.fullPacket)
+}
+
+// PacedWake is PacedAt for a sender with data waiting that will sleep
+// until then: a later wake-up is then made up (bucket.due).
+func (h *SentPacketHandler) PacedWake(now time.Duration) time.Duration {
+	at := h.PacedAt(now)
+	h.cp().pacer.due = at
+	return at
 }
 
 // OnPacketSent records p, the packet just built with the next packet number
