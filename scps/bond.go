@@ -36,7 +36,7 @@ const bondRecent = 200 * time.Millisecond
 // primaries, then learned paths, then backups.
 func (p *path) rank() int {
 	switch {
-	case p.opts.Backup:
+	case p.opts.Backup || p.peerBackup:
 		return 2
 	case p.opts.Learned:
 		return 1
@@ -59,7 +59,7 @@ func (a *Association) dataPaths() (set uint16) {
 		if !p.inUse || p.retired || !p.up {
 			continue
 		}
-		if learned && p.lastTraffc > 0 && a.now-p.lastTraffc <= bondRecent || !learned && p.rank() == d.rank() {
+		if learned && p.lastTraffc > 0 && a.now-p.lastTraffc <= bondRecent && ps.learnedBackupOK(i, a.now) || !learned && p.rank() == d.rank() {
 			set |= 1 << i
 		}
 	}

@@ -46,6 +46,12 @@ type Config struct {
 	// received packets for the peer's (parity.go). Both ends must set it
 	// (the tunnel does when the peer's capabilities say so).
 	TailParity bool
+	// PathRoles: the peer takes PATH_ROLE frames (spec.md), so this
+	// side's path probes on the paths it was told say whether each is a
+	// backup: a peer that only learned its paths sends no data on its
+	// backups while a primary works (paths.go). The tunnel sets it when
+	// the peer's capabilities say so.
+	PathRoles bool
 	// MaxPacketSize is the largest association packet handed to Transmit.
 	MaxPacketSize int
 	// WireOverhead is the bytes added below us per packet (AEAD, UDP, IP);
@@ -193,6 +199,7 @@ func DefaultConfig() Config {
 	return Config{
 		MaxPacketSize: DefaultMaxPacketSize,
 		TailParity:    true,
+		PathRoles:     true,
 		WireOverhead:  DefaultWireOverhead,
 		InitialRTT:    DefaultInitialRTT,
 		MinRTO:        DefaultMinRTO,

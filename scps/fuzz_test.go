@@ -102,6 +102,8 @@ func FuzzReceive(f *testing.F) {
 	// is 0x00), two in a row.
 	train := append([]byte{wire.FramePing}, make([]byte, 1200)...)
 	f.Add(frameInput(frameInput(nil, 7, train), 8, train))
+	// A told side's path probes: a PING and the path's role.
+	f.Add(frameInput(frameInput(nil, 9, wire.AppendPathRole([]byte{wire.FramePing}, true)), 10, wire.AppendPathRole([]byte{wire.FramePing}, false)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		a, now := fuzzTarget()
 		buf := make([]byte, 2000)
@@ -139,6 +141,53 @@ func FuzzReceive(f *testing.F) {
 				}
 			}
 			_ = a.Stats()
+		}
+	})
+}
+
+// FuzzReceivePaths is FuzzReceive for a side that learned two paths from
+// its peer: each packet comes on the path its number's low bit names
+// (ReceiveOn), so a peer's PATH_ROLE frames and probes meet the paths'
+// state, and the association sends with SendOn.
+func FuzzReceivePaths(f *testing.F) {
+	for _, s := range seedPackets(f)[:8] {
+		f.Add(s)
+	}
+	probe := func(backup bool) []byte { return wire.AppendPathRole([]byte{wire.FramePing}, backup) }
+	f.Add(frameInput(frameInput(frameInput(nil, 9, probe(true)), 11, probe(false)), 12, probe(true)))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		a, now := fuzzTarget()
+		for i := range 2 {
+			if err := a.SetPath(i, PathOptions{Learned: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		buf := make([]byte, 2000)
+		for len(data) >= 10 {
+			n := int(binary.BigEndian.Uint16(data))
+			pn := binary.BigEndian.Uint64(data[2:])
+			data = data[10:]
+			n = min(n, len(data))
+			pkt := data[:n]
+			data = data[n:]
+			_ = a.ReceiveOn(now, int(pn&1), pn, pkt)
+			for {
+				if _, ok := a.PollEvent(); !ok {
+					break
+				}
+			}
+			now = now.Add(20 * time.Millisecond)
+			if d := a.Deadline(); !d.IsZero() && !d.After(now) {
+				a.Tick(now)
+			}
+			for range 100 {
+				if n, _, path := a.SendOn(now, buf); n == 0 {
+					break
+				} else if path < 0 || path > 1 {
+					t.Fatalf("sent on path %d of 2", path)
+				}
+			}
+			_ = a.Paths()
 		}
 	})
 }

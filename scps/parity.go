@@ -535,7 +535,9 @@ func (a *Association) receiveRebuilt(pn uint64, pkt []byte) {
 	for p := 0; p < len(pkt); {
 		n, _ := wire.ParseFrame(pkt[p:], &f) // validated above
 		p += n
-		if f.Type == wire.FrameAck || f.Type == wire.FrameParity {
+		if f.Type == wire.FrameAck || f.Type == wire.FrameParity || f.Type == wire.FramePathRole {
+			// PATH_ROLE speaks of the path a packet came on, which a
+			// rebuilt one did not.
 			continue
 		}
 		if err := a.apply(&f, pn); err != nil || a.state != stateOpen {

@@ -25,7 +25,9 @@ package scps
 //     its paths, the first working primary path, else the first working
 //     backup; on a side that only learned them from the peer's packets,
 //     the working path the peer last sent other than probes on (it follows
-//     the peer's choice). When the data path changes because it went down,
+//     the peer's choice), and one its probes call the peer's backup
+//     (PATH_ROLE) only while the peer moved there or none of its primaries
+//     works here (learnedBackupOK). When the data path changes because it went down,
 //     what was in flight on it is lost to the failover (no window change)
 //     and repaired at once on the new one;
 //   - in outage mode (every path silent) the outage probes go round the
@@ -116,7 +118,7 @@ type PathOptions struct {
 type PathStats struct {
 	Index   int
 	Name    string
-	Backup  bool
+	Backup  bool // configured so, or, learned, the peer's PATH_ROLE says so
 	Learned bool
 	Up      bool // its packets are acknowledged
 	Active  bool // it carries the data now
@@ -163,6 +165,10 @@ type path struct {
 	lastHeard  time.Duration // when a packet last arrived on it
 	lastTraffc time.Duration // when a packet other than a probe last arrived on it
 	lastOut    time.Duration // when we last sent on it a packet other than a probe or its answer
+	downSince  time.Duration // when it last went down
+	// peerBackup: a learned path the peer's probes say is its backup
+	// (PATH_ROLE).
+	peerBackup bool
 	share      time.Duration // its data's virtual clock (bond.go, bondCharge)
 	stats      PathStats
 	// light is the latest packet of a light stream's data sent on it,
@@ -191,6 +197,10 @@ type pathSet struct {
 	lightNext bool
 	// ackRanges is onPathAck's scratch: the ranges of one ACK frame.
 	ackRanges []wire.AckRange
+	// backupAt: on a side that only learned its paths, with none of the
+	// peer's primaries up, when its backups may carry data though the
+	// peer sends nothing on them (learnedBackupOK); 0: no such wait.
+	backupAt time.Duration
 }
 
 // init makes path 0, the one every association has.
@@ -330,14 +340,29 @@ func (a *Association) ReceiveOn(now time.Time, i int, pn uint64, pkt []byte) err
 		if a.paths.learnedOnly() {
 			a.choosePath()
 		}
+	} else if p.peerBackup && !a.paths.p[a.paths.data].up && a.paths.learnedOnly() {
+		// The peer's probes on its backup while our data path is down:
+		// may the backup carry the data now (learnedBackupOK)?
+		a.choosePath()
 	}
 	return err
 }
 
-// isPathProbe reports whether pkt is a probe: PINGs and padding only.
+// isPathProbe reports whether pkt is a probe: PINGs, padding and
+// PATH_ROLE frames only.
 func isPathProbe(pkt []byte) bool {
-	for _, b := range pkt {
-		if b != wire.FramePing && b != wire.FramePadding {
+	for p := 0; p < len(pkt); {
+		switch pkt[p] {
+		case wire.FramePing, wire.FramePadding:
+			p++
+		case wire.FramePathRole:
+			var f wire.Frame
+			n, err := wire.ParseFrame(pkt[p:], &f)
+			if err != nil {
+				return false
+			}
+			p += n
+		default:
 			return false
 		}
 	}
@@ -390,7 +415,7 @@ func (a *Association) SendOn(now time.Time, buf []byte) (n int, pn uint64, path 
 		path = a.paths.nextProbePath()
 	} else if i, ok := a.paths.probeDue(a.now); ok {
 		a.sent.Use(i)
-		n, pn = a.sendPathProbe(buf)
+		n, pn = a.sendPathProbe(buf, i)
 		if n > 0 {
 			a.paths.p[i].stats.ProbesSent++
 			a.paths.onSent(a, i, pn, n, a.lastSent)
@@ -459,24 +484,34 @@ func (ps *pathSet) onSent(a *Association, i int, pn uint64, n int, k sentKind) {
 	p.lastCheck = a.now
 }
 
-// sendPathProbe builds a path probe: a PING alone, not counted in flight
+// sendPathProbe builds a probe of path i: a PING, not counted in flight
 // (it is no data and must not hold the window), not subject to the pacer.
-func (a *Association) sendPathProbe(buf []byte) (int, uint64) {
+// On a backup path this side was told of, toward a peer that takes it
+// (Config.PathRoles), a PATH_ROLE frame follows: the path is a backup,
+// which a peer that only learns its paths cannot know otherwise (it takes
+// a path for a primary until told). Nothing of it is repaired: the next
+// probe says it again. A primary's probes stay a PING alone: a path's
+// role changes only with a new association (a reload that changes the
+// paths begins one).
+func (a *Association) sendPathProbe(buf []byte, i int) (int, uint64) {
 	pn := a.sent.NextPN()
 	if a.limit(buf, pn) < 64 {
 		return 0, 0
 	}
 	firstFrame := a.sent.FrameEnd()
-	buf[0] = wire.FramePing
+	b := append(buf[:0], wire.FramePing)
+	if o := &a.paths.p[i].opts; a.cfg.PathRoles && !o.Learned && o.Backup {
+		b = wire.AppendPathRole(b, true)
+	}
 	a.sent.AddFrame().Kind = ackhandler.KindPing
 	// Not ack-eliciting to the sent-packet history: a probe of a dead
 	// path must not hold the probe timeout or outage detection of the
 	// association; its acknowledgement is awaited by its path alone.
-	a.sent.OnPacketSent(a.now, ackhandler.SentPacket{SentAt: a.now, FirstFrame: firstFrame, NFrames: uint16(a.sent.FrameEnd() - firstFrame), Size: 1})
+	a.sent.OnPacketSent(a.now, ackhandler.SentPacket{SentAt: a.now, FirstFrame: firstFrame, NFrames: uint16(a.sent.FrameEnd() - firstFrame), Size: int32(len(b))})
 	a.stats.PacketsSent++
-	a.stats.BytesSent++
+	a.stats.BytesSent += uint64(len(b))
 	a.lastSent = sentKind{eliciting: true}
-	return 1, pn
+	return len(b), pn
 }
 
 // probeDue returns a path that is due a probe: one in use, not retired,
@@ -643,6 +678,9 @@ func (a *Association) checkPaths() {
 			changed = true
 		}
 	}
+	if at := a.paths.backupAt; at > 0 && a.now >= at {
+		changed = true // the peer's backups may carry data now
+	}
 	if changed {
 		a.choosePath()
 	}
@@ -652,6 +690,7 @@ func (a *Association) checkPaths() {
 func (a *Association) pathDown(i int) {
 	p := &a.paths.p[i]
 	p.up = false
+	p.downSince = a.now
 	p.stats.Downs++
 	p.n = 0 // what is awaited now is sent from here on
 	// What is in flight on it is lost to its failure (no window change),
@@ -675,6 +714,9 @@ func (a *Association) pathDeadline() time.Duration {
 			}
 		}
 	}
+	if t := a.paths.backupAt; t > 0 && (d == 0 || t < d) {
+		d = t
+	}
 	return d
 }
 
@@ -693,13 +735,15 @@ func (ps *pathSet) learnedOnly() bool {
 func (a *Association) choosePath() {
 	ps := &a.paths
 	best := -1
-	if d := &ps.p[ps.data]; ps.learnedOnly() && d.inUse && d.up && !d.retired && d.lastTraffc > 0 && a.now-d.lastTraffc <= bondRecent {
+	learned := ps.learnedOnly()
+	ps.backupAt = 0
+	if d := &ps.p[ps.data]; learned && d.inUse && d.up && !d.retired && d.lastTraffc > 0 && a.now-d.lastTraffc <= bondRecent && ps.learnedBackupOK(ps.data, a.now) {
 		// Bonding: the peer still sends on it (bond.go).
 		best = ps.data
-	} else if ps.learnedOnly() {
+	} else if learned {
 		for i := range ps.p {
 			p := &ps.p[i]
-			if p.inUse && !p.retired && p.up && (best < 0 || p.lastTraffc > ps.p[best].lastTraffc) {
+			if p.inUse && !p.retired && p.up && ps.learnedBackupOK(i, a.now) && (best < 0 || p.lastTraffc > ps.p[best].lastTraffc) {
 				best = i
 			}
 		}
@@ -721,7 +765,7 @@ func (a *Association) choosePath() {
 		// old one is gone.
 		for i := range ps.p {
 			p := &ps.p[i]
-			if p.inUse && !p.retired && p.lastHeard > ps.p[old].lastHeard+pathProbeInterval && (best < 0 || p.lastHeard > ps.p[best].lastHeard) {
+			if p.inUse && !p.retired && p.lastHeard > ps.p[old].lastHeard+pathProbeInterval && (!learned || ps.learnedBackupOK(i, a.now)) && (best < 0 || p.lastHeard > ps.p[best].lastHeard) {
 				best = i
 			}
 		}
@@ -747,6 +791,101 @@ func (a *Association) choosePath() {
 		a.sent.OnResume()
 		a.outage.onFailover(a.now)
 	}
+}
+
+// learnedBackupOK reports whether path i may carry data on a side that
+// only learned its paths: any path the peer did not say is its backup
+// (PATH_ROLE); a backup of the peer's only while no primary of the
+// peer's is up here and one of these holds:
+//   - the peer's latest traffic came on it (the peer, told its paths,
+//     found no primary working and moved on to it);
+//   - none of the peer's packets came on any primary for learnedSilence
+//     while they (probes at least) still came on it: the primary is
+//     silent both ways, as a cut link is, here before the peer's traffic
+//     says so;
+//   - none of the primaries has been up here for learnedBackupWait: the
+//     one failure only this side sees, the primary's way from here dead
+//     while the peer's packets still come on it, this side's answers on
+//     the backup acknowledge them and the peer keeps its primary.
+//
+// A primary that looks down here while the peer's packets still come on
+// it may well deliver what this side sends, late (its way from here
+// stalls): before the peer said which path is its backup, such a side
+// sent on the backup whenever the primary looked down here, and a GEO
+// whose modem held its packets for half a second put a metered cellular
+// backup's megabyte on the user's bill (TestLearnedBackupPrimaryStall).
+// It sets ps.backupAt when the wait is on.
+func (ps *pathSet) learnedBackupOK(i int, now time.Duration) bool {
+	p := &ps.p[i]
+	if !p.peerBackup {
+		return true
+	}
+	var since, wait, heard, traffic time.Duration
+	for j := range ps.p {
+		q := &ps.p[j]
+		if !q.inUse || q.peerBackup {
+			continue
+		}
+		if q.up && !q.retired {
+			return false
+		}
+		since, wait = max(since, q.downSince), max(wait, ps.downAfter(j))
+		heard, traffic = max(heard, q.lastHeard), max(traffic, q.lastTraffc)
+	}
+	if p.lastTraffc > 0 && now-p.lastTraffc <= bondRecent && p.lastTraffc >= traffic {
+		return true
+	}
+	if now-heard >= learnedSilence && now-p.lastHeard < learnedSilence {
+		return true
+	}
+	at := since + min(max(wait, minLearnedBackupWait), maxLearnedBackupWait)
+	if now >= at {
+		return true
+	}
+	if now-heard < learnedSilence {
+		at = min(at, heard+learnedSilence)
+	}
+	if ps.backupAt == 0 || at < ps.backupAt {
+		ps.backupAt = at
+	}
+	return false
+}
+
+// learnedSilence: a primary of the peer's that brought nothing for this
+// long while its backup brought the peer's packets is silent both ways
+// (learnedBackupOK): two of the peer's probe intervals, so one probe
+// lost does not make it so.
+const learnedSilence = 2 * pathProbeInterval
+
+// minLearnedBackupWait and maxLearnedBackupWait bound how long none of
+// the peer's primaries must have been up at a side that only learned its
+// paths before the peer's backup carries data there unasked
+// (learnedBackupOK): as long again as the primary's silence took it
+// down (downAfter), at least 2 s: a GEO whose way from here stalls for
+// 1.2 s (its modem's scheduler) is down here for 1.7 s
+// (TestLearnedBackupPrimaryStall), and a way from here that died moves to
+// the backup that much later than a cut link (TestLearnedBackupOneWay).
+const (
+	minLearnedBackupWait = 2 * time.Second
+	maxLearnedBackupWait = 3 * time.Second
+)
+
+// onPathRole takes a PATH_ROLE frame: the path the packet came on is the
+// peer's backup, or a primary. Only a learned path takes it (a path this
+// side was told of keeps its own role).
+func (a *Association) onPathRole(backup bool) {
+	i := a.rxPath
+	p := &a.paths.p[i]
+	if !p.inUse || !p.opts.Learned || p.peerBackup == backup {
+		return
+	}
+	p.peerBackup, p.stats.Backup = backup, backup
+	if backup {
+		a.logPath(i, "the peer's backup")
+	} else {
+		a.logPath(i, "the peer's primary")
+	}
+	a.choosePath()
 }
 
 // SetPathLogger sets the function told of each path's changes (up, down,

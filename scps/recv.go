@@ -206,6 +206,8 @@ func (a *Association) apply(f *wire.Frame, pn uint64) error {
 		a.closeByPeer(f.Code, string(f.Data))
 	case wire.FrameParity:
 		a.onParityFrame(f)
+	case wire.FramePathRole:
+		a.onPathRole(f.Backup)
 	}
 	return nil
 }

@@ -64,6 +64,10 @@ type linkParams struct {
 	// the same StallEvery and StallFor for a host that reads nothing
 	// meanwhile either (stallEnd places both stalls alike).
 	SendStallEvery, SendStallFor time.Duration
+	// HoldFrom and HoldUntil: the link's near end holds what comes to
+	// it from HoldFrom until HoldUntil, once (a modem's scheduler that
+	// stalls a while), and lets it in then, as InStallEvery does.
+	HoldFrom, HoldUntil time.Duration
 	// ReleaseEvery: the link's far end lets packets out only every
 	// ReleaseEvery (a userspace emulator whose writer wakes late and
 	// writes all that fell due in one batch, a modem's frames): those
@@ -232,6 +236,9 @@ func (d *simDir) carry(now time.Duration, rng *rand.Rand, size int) (at time.Dur
 		return 0, 0
 	}
 	now = stallEnd(now, d.p.InStallEvery, d.p.InStallFor)
+	if now >= d.p.HoldFrom && now < d.p.HoldUntil {
+		now = d.p.HoldUntil
+	}
 	at = now
 	lag := time.Duration(0)
 	if d.p.Rate > 0 {

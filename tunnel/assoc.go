@@ -175,6 +175,12 @@ func (e *Endpoint) startLocked(a *assoc) {
 // parity goes out.
 const capTailParity = 0x08
 
+// capPathRoles is the capability bit (assocParams.caps, spec.md) of a
+// side whose association takes PATH_ROLE frames (scps/spec.md): toward a
+// peer without it (an older release, whose parser drops the packet as
+// malformed) the path probes say nothing of the paths' roles.
+const capPathRoles = 0x10
+
 // sessionConfig is the association's configuration for a peer reached
 // at underlay address addr: full packets fill the path MTU.
 func (a *assoc) sessionConfig(addr netip.Addr) scps.Config {
@@ -233,7 +239,7 @@ func untoldRates(cfg *scps.Config) {
 // payload is our handshake payload for the peer. It is called by peers
 // with the peer's lock held, so it reads only atomics.
 func (a *assoc) payload() []byte {
-	p := assocParams{version: wireVersion, caps: a.multipathCaps() | capFecWide | capFecCompact | capTailParity, instance: a.e.instance}
+	p := assocParams{version: wireVersion, caps: a.multipathCaps() | capFecWide | capFecCompact | capTailParity | capPathRoles, instance: a.e.instance}
 	if as := a.cur.Load(); as != nil {
 		p.assoc = as.id
 	}
@@ -326,6 +332,9 @@ func (a *assoc) begin(id uint64, theirs assocParams, rtt time.Duration, responde
 	// Parity at a burst's end only toward a peer that takes it (and
 	// keeps the payloads it needs); both sides of one release do.
 	scfg.TailParity = theirs.caps&capTailParity != 0
+	// Our paths' roles in their probes only toward a peer that takes
+	// them.
+	scfg.PathRoles = theirs.caps&capPathRoles != 0
 	scfg.Resume = a.resumeFrom(rtt)
 	if r := scfg.Resume.Saved; r.Rate > 0 {
 		a.log.Info("resuming at the path saved", "rate_bps", int64(r.Rate*8), "min_rtt", r.MinRTT, "age", time.Since(r.At).Round(time.Second))

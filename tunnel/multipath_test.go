@@ -65,3 +65,15 @@ func TestUntoldRates(t *testing.T) {
 		}
 	}
 }
+
+// TestPathRolesTold: both sites' handshakes carry the path roles bit
+// (capPathRoles), so each association's path probes say which of its
+// paths is a backup (scps Config.PathRoles).
+func TestPathRolesTold(t *testing.T) {
+	_, a, b := quicSites(t, "")
+	for _, s := range [][2]*site{{a, b}, {b, a}} {
+		if !s[0].assoc(s[1]).cur.Load().sess.Config().PathRoles {
+			t.Errorf("%s: the association toward %s tells no path's role", s[0].name, s[1].name)
+		}
+	}
+}

@@ -30,6 +30,7 @@ const (
 	FrameDatagram      = 0x07
 	FrameClose         = 0x08
 	FrameParity        = 0x09
+	FramePathRole      = 0x0a
 	FrameStream        = 0x10
 
 	StreamFlagFin  = 0x01 // the frame ends the stream's data
@@ -173,6 +174,7 @@ type Frame struct {
 	Max       uint64 // MAX_DATA, MAX_STREAM_DATA, MAX_STREAMS
 	Ack       Ack
 	Parity    Parity // PARITY (its bytes in Data)
+	Backup    bool   // PATH_ROLE: the path is the sender's backup
 }
 
 // Parity is a decoded PARITY frame's header: the slice [Offset, Offset +
@@ -296,6 +298,16 @@ func ParseFrame(b []byte, f *Frame) (int, error) {
 		}
 		f.Data = b[p : p+int(l)]
 		return p + int(l), nil
+	case t == FramePathRole:
+		role := next()
+		if !ok {
+			return 0, malformed("PATH_ROLE: truncated")
+		}
+		if role > PathRoleBackup {
+			return 0, malformed("PATH_ROLE: unknown role")
+		}
+		f.Backup = role == PathRoleBackup
+		return p, nil
 	case t&^0x07 == FrameStream:
 		f.Type = FrameStream
 		f.Fin = t&StreamFlagFin != 0
@@ -421,6 +433,25 @@ func AppendParity(b []byte, q Parity, data []byte) []byte {
 // its bytes) carrying n bytes.
 func ParityHeaderLen(q Parity, n int) int {
 	return 1 + varint.Len(q.First) + varint.Len(q.Count) + varint.Len(q.Size) + varint.Len(q.Offset) + varint.Len(uint64(n))
+}
+
+// PATH_ROLE's roles.
+const (
+	PathRolePrimary = 0
+	PathRoleBackup  = 1
+)
+
+// PathRoleLen is the size of a PATH_ROLE frame.
+const PathRoleLen = 2
+
+// AppendPathRole appends a PATH_ROLE frame: the path the packet goes on
+// is the sender's backup, or a primary.
+func AppendPathRole(b []byte, backup bool) []byte {
+	role := uint64(PathRolePrimary)
+	if backup {
+		role = PathRoleBackup
+	}
+	return varint.Append(append(b, FramePathRole), role)
 }
 
 // DatagramLen is the size of a DATAGRAM frame carrying n bytes.

@@ -39,12 +39,14 @@ func TestFramesRoundTrip(t *testing.T) {
 	b = AppendMaxStreamData(b, 7, 1<<20)
 	b = AppendDatagram(b, []byte("dgram"))
 	b = AppendClose(b, 9, "bye")
+	b = AppendPathRole(b, true)
+	b = AppendPathRole(b, false)
 	b = AppendStreamHeader(b, 3, 0, []byte("meta"), true, false, true, 4)
 	b = append(b, "data"...)
 	b = AppendStreamHeader(b, 3, 4, nil, false, true, false, 5)
 	b = append(b, "tail!"...)
 	fs := parseAll(t, b)
-	if len(fs) != 11 {
+	if len(fs) != 13 {
 		t.Fatalf("%d frames", len(fs))
 	}
 	ack := fs[2].Ack
@@ -82,14 +84,20 @@ func TestFramesRoundTrip(t *testing.T) {
 	if f := fs[8]; f.Type != FrameClose || f.Code != 9 || string(f.Data) != "bye" || f.AckEliciting() {
 		t.Errorf("close %+v", f)
 	}
-	if f := fs[9]; f.Type != FrameStream || f.StreamID != 3 || f.Offset != 0 || !f.HasMeta ||
+	if f := fs[9]; f.Type != FramePathRole || !f.Backup || !f.AckEliciting() {
+		t.Errorf("path role %+v", f)
+	}
+	if f := fs[10]; f.Type != FramePathRole || f.Backup {
+		t.Errorf("path role %+v", f)
+	}
+	if f := fs[11]; f.Type != FrameStream || f.StreamID != 3 || f.Offset != 0 || !f.HasMeta ||
 		string(f.Meta) != "meta" || string(f.Data) != "data" || f.Fin {
 		t.Errorf("stream %+v", f)
 	}
-	if f := fs[10]; f.Type != FrameStream || f.Offset != 4 || !f.Fin || string(f.Data) != "tail!" || f.HasMeta {
+	if f := fs[12]; f.Type != FrameStream || f.Offset != 4 || !f.Fin || string(f.Data) != "tail!" || f.HasMeta {
 		t.Errorf("stream %+v", f)
 	}
-	if fs[2].AckEliciting() || !fs[9].AckEliciting() {
+	if fs[2].AckEliciting() || !fs[11].AckEliciting() {
 		t.Errorf("ack-eliciting wrong")
 	}
 }
@@ -119,6 +127,8 @@ func TestMalformed(t *testing.T) {
 		{FrameDatagram, 3, 'a'},
 		{FrameClose, 0, 9},
 		{FrameResetStream, 1, 2},
+		{FramePathRole},    // no role
+		{FramePathRole, 2}, // an unknown role
 		{0x3f},
 		{FrameStream, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 'x'}, // offset + length overflows
 	}
@@ -141,6 +151,8 @@ func FuzzParseFrame(f *testing.F) {
 	f.Add(AppendClose(nil, 1, "r"))
 	f.Add(AppendParity(nil, Parity{First: 3, Count: 32, Size: 1300, Offset: 700}, []byte("xor")))
 	f.Add(append(AppendStreamHeader(nil, 2, 0, []byte("m"), true, true, true, 2), "ab"...))
+	f.Add(AppendPathRole(nil, true))
+	f.Add([]byte{FramePathRole, 0x40, 0x01}) // a role in a longer varint
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var fr Frame
 		n, err := ParseFrame(b, &fr)
@@ -176,6 +188,11 @@ func FuzzParseFrame(f *testing.F) {
 			re = AppendDatagram(nil, fr.Data)
 		case FrameParity:
 			re = AppendParity(nil, fr.Parity, fr.Data)
+		case FramePathRole:
+			re = AppendPathRole(nil, fr.Backup)
+			if len(re) != PathRoleLen {
+				t.Fatalf("PATH_ROLE encoded in %d bytes, PathRoleLen %d", len(re), PathRoleLen)
+			}
 		default:
 			return
 		}
@@ -184,7 +201,7 @@ func FuzzParseFrame(f *testing.F) {
 			t.Fatalf("re-encoded frame does not decode: %v", err)
 		}
 		if fr2.Type != fr.Type || fr2.StreamID != fr.StreamID || fr2.Offset != fr.Offset ||
-			!bytes.Equal(fr2.Data, fr.Data) || fr2.Ack.Largest != fr.Ack.Largest || fr2.Ack.Smallest != fr.Ack.Smallest || fr2.Parity != fr.Parity {
+			!bytes.Equal(fr2.Data, fr.Data) || fr2.Ack.Largest != fr.Ack.Largest || fr2.Ack.Smallest != fr.Ack.Smallest || fr2.Parity != fr.Parity || fr2.Backup != fr.Backup {
 			t.Fatalf("round trip changed the frame: %+v vs %+v", fr, fr2)
 		}
 	})
