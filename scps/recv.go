@@ -72,6 +72,10 @@ func (a *Association) Receive(now time.Time, pn uint64, pkt []byte) error {
 		a.streams.RateWindow = uint64(windowBDPs * a.arrival.Peak() * a.windowRTT().Seconds())
 	}
 	a.streams.RateWindowHeld = a.ack.Holding(a.rxAt)
+	// Told the rate on one path, the windows are its bandwidth-delay
+	// products: a hole that holds a reader long may take credit beyond
+	// them (streams' holecredit.go).
+	a.streams.HoleCredit = a.cfg.RecvRate > 0 && !multi
 	defer a.maybeResume()
 
 	a.sent.OnPacketReceived()

@@ -78,6 +78,10 @@ type Manager struct {
 	// (ackhandler.ReceivedPacketHandler.Holding): the window follows
 	// RateWindow in steps of rateWindowStep, not packet by packet.
 	RateWindowHeld bool
+	// HoleCredit: the receive windows were sized from a told rate on
+	// one path, so a hole that holds a reader long may take credit
+	// beyond them (holecredit.go).
+	HoleCredit bool
 	// SendRateWindow is the send buffer the controller's rate calls for
 	// (told no rate, the association's pacing rate times the RTT): a
 	// writer that finds its buffer full gets it at once.
@@ -335,12 +339,17 @@ func (m *Manager) MaybeStreamCredit(s *State, now, srtt time.Duration) {
 		m.Flow.Window.Size = min(want, m.Limits.ConnWindow)
 	}
 	if e := s.readOff + s.recvWin.Size; e > s.recvMax {
-		s.recvMax = e
-		s.recvBound = max(s.recvBound, e)
-		s.maxDataQueued = true
-		m.ScheduleCtrl(s)
-		m.Mem.Account(s)
+		m.grantStream(s, e)
 	}
+}
+
+// grantStream raises s's credit to e and queues its MAX_STREAM_DATA.
+func (m *Manager) grantStream(s *State, e uint64) {
+	s.recvMax = e
+	s.recvBound = max(s.recvBound, e)
+	s.maxDataQueued = true
+	m.ScheduleCtrl(s)
+	m.Mem.Account(s)
 }
 
 // RateWindowGrown sizes the streams' receive windows afresh from

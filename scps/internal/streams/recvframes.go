@@ -115,6 +115,7 @@ func (m *Manager) OnStreamFrame(f *wire.Frame, now, srtt time.Duration) error {
 				m.MaybeConnCredit(now, srtt)
 			}
 			m.checkReader(s, now, srtt)
+			m.holeCredit(s)
 		}
 	}
 	if s.readWait && s.Readable() {

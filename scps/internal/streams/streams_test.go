@@ -578,3 +578,58 @@ func TestUnsentShareHoldsWriterUntilSent(t *testing.T) {
 		t.Fatalf("no limit: room %d (%v), want the own buffer's", space, why)
 	}
 }
+
+// TestHoleCreditBounded: told its rate, a stream whose reader waits on a
+// hole gets credit beyond its window only for what waits behind the hole
+// beyond a quarter of the window, in steps of a sixteenth, at most half
+// the window more; untold (or bonded), or with its window at its cap,
+// none. The reads that follow the repair move the credit on as before.
+func TestHoleCreditBounded(t *testing.T) {
+	const w = 4 << 20
+	for _, c := range []struct {
+		told   bool
+		window uint64 // the window's cap
+	}{{true, 64 << 20}, {false, 64 << 20}, {true, w}} {
+		told := c.told && c.window > w
+		m := Manager{Events: &recordedEvents{}, Limits: Limits{StreamWindow: c.window, ConnWindow: 128 << 20, InitialStreamWindow: w, InitialSendBuffer: 1 << 20}}
+		m.Map.Init(true, 100, 8)
+		m.Flow.Init(settings.InitialConnCredit, 128<<20, 0)
+		m.HoleCredit = c.told
+		s := m.NewStream(1, false, 0)
+		data := make([]byte, 1000)
+		// The first kilobyte is lost; what follows arrives behind it.
+		most := uint64(0)
+		for off := uint64(1000); off+1000 <= s.recvMax; off += 1000 {
+			f := wire.Frame{Type: wire.FrameStream, StreamID: 1, Offset: off, Data: data}
+			if err := m.OnStreamFrame(&f, time.Second, 600*time.Millisecond); err != nil {
+				t.Fatalf("told %v: %v", told, err)
+			}
+			behind := s.highestRecv - s.Contiguous()
+			want := uint64(w)
+			if told && behind > w/4 {
+				want = w + min(behind-w/4, w/2)
+			}
+			if s.recvMax > want || s.recvMax+w/16 < want {
+				t.Fatalf("told %v: %d bytes behind the hole: credit %d, want %d less a sixteenth of the window at most", told, behind, s.recvMax, want)
+			}
+			most = max(most, s.recvMax)
+		}
+		if !told && most != w || told && (most > w+w/2 || most+w/16 < w+w/2) {
+			t.Errorf("told %v: credit reached %d", told, most)
+		}
+		// The repair arrives; reading it all moves the credit on.
+		f := wire.Frame{Type: wire.FrameStream, StreamID: 1, Offset: 0, Data: data}
+		if err := m.OnStreamFrame(&f, 2*time.Second, 600*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 64<<10)
+		for s.readOff < s.highestRecv {
+			if _, err := m.Read(s.id, buf, 2*time.Second, 600*time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if s.recvMax < s.readOff+w*3/4 {
+			t.Errorf("told %v: after the repair, credit %d with %d read", told, s.recvMax, s.readOff)
+		}
+	}
+}
