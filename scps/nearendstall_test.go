@@ -39,3 +39,38 @@ func TestToldNearEndStalls(t *testing.T) {
 		}
 	}
 }
+
+// TestUntoldThinReturnPacerHoldsTheEstimate: 20M/64k told nothing (the
+// bench's start: both sides ask for a path train, the server's times the
+// link), the link's near end stalling for 20 ms every 300 ms. Slow start
+// paces at the rate the train timed within its one ACK packet until the
+// rounds' delivery rate carries it. Each later ACK comes in a packet of
+// its own, and on the 64 kbit/s return link a packet's own delays (7-8
+// ms to serialize it, the queue behind the one before, a stall on the
+// way) are in every span across packets: a span over a stall arrived
+// over twice its sending, a train by the rule, and lowered the estimate
+// to half, so the pacer fell to 10.3 Mbit/s for a tenth of a second 1.4
+// s after the request (through the binary 9-13 Mbit/s at 1.5 s in a
+// fifth of the runs). A later train across ACK packets no longer moves
+// an estimate timed within one (capacity.pktTimed).
+func TestUntoldThinReturnPacerHoldsTheEstimate(t *testing.T) {
+	c := nearEndStalls(trainDownload(condAsym(), true, false), 300*time.Millisecond, 20*time.Millisecond)
+	c.dur = 2500 * time.Millisecond
+	r := measure(t, c, "hybrid", LossAuto, 1)
+	link := c.fwd.Rate / 8 // wire bytes/s, as the pacer counts
+	timed := false
+	for _, s := range r.series {
+		if !s.sent.InSlowStart && timed {
+			break
+		}
+		if s.sent.PacingRate >= 0.9*link {
+			timed = true
+		}
+		if timed && s.sent.PacingRate < 0.9*link {
+			t.Errorf("at %v in slow start the pacer ran at %.1f Mbit/s, below the %.1f Mbit/s timed", s.at, 8*s.sent.PacingRate/1e6, 8*link/1e6)
+		}
+	}
+	if !timed {
+		t.Errorf("the pacer never reached the link's rate in slow start")
+	}
+}

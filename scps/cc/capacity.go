@@ -52,16 +52,16 @@ type capacity struct {
 	rising bool
 	// estBytes is how many bytes the train of the estimate spanned.
 	estBytes int64
-	// pkt is the received packet (AckEvent.Packet) the last ACK frame
-	// came in, and pktFirst the first point of that packet's frames.
-	// Spans within one packet are timed by one send of the peer's;
-	// across packets each ACK's own return delay adds in. pktTimed:
-	// the current train was timed within one packet, and a span across
-	// packets no longer moves the estimate. On a thin return link the
-	// receiver's window updates (10 ms each at 64 kbit/s) queued ahead
-	// of the flight's ACK with its points, and the train from the ACK
-	// at once of its first packet, sent alone on an idle link, timed
-	// 20 Mbit/s at 8 and 50 at 20 (the binary, GEO-50/0.5 and 20M/64k).
+	// pkt is the received packet (AckEvent.Packet) the last ACK frame came
+	// in, and pktFirst the first point of that packet's frames. Spans
+	// within one packet are timed by one send of the peer's; across
+	// packets each ACK's own return delay adds in. pktTimed: the estimate
+	// was timed within one packet, and a span across packets no longer
+	// moves it, in this train or a later one (take). On a thin return link
+	// the receiver's window updates (10 ms each at 64 kbit/s) queued ahead
+	// of the flight's ACK with its points, and the train from the ACK at
+	// once of its first packet, sent alone on an idle link, timed 20
+	// Mbit/s at 8 and 50 at 20 (the binary, GEO-50/0.5 and 20M/64k).
 	pkt      uint64
 	pktFirst trainPoint
 	pktTimed bool
@@ -89,7 +89,7 @@ func (c *capacity) onAck(now time.Time, ev AckEvent, delivered int64, mss int) {
 		return
 	}
 	if !c.span(c.first, p, mss, false) {
-		c.first, c.pktTimed = p, false // the sender's own pacing spaced these: a new train
+		c.first = p // the sender's own pacing spaced these: a new train
 	}
 	if inPkt {
 		c.span(c.pktFirst, p, mss, true)
@@ -127,8 +127,8 @@ func (c *capacity) span(from, to trainPoint, mss int, inPkt bool) bool {
 
 // take makes b bytes that arrived over arrived, sent over sent, the
 // estimate, if they are enough to time; too short a span only says the
-// train was fast. Once the train was timed within one ACK packet
-// (inPkt), only such spans move it.
+// train was fast. Once the estimate was timed within one ACK packet
+// (inPkt), only such spans move it, in later trains too (below).
 //
 // A path delivers a span no faster than it was sent: arrivals closer
 // than that were batched on the way (an emulator's writer, a host's
@@ -141,6 +141,23 @@ func (c *capacity) span(from, to trainPoint, mss int, inPkt bool) bool {
 // binary on a loaded host (LEO, 97 Mbit/s) spans of 10-40 kB sent at 6
 // Mbit/s arrived over twice their sending and took the estimate from
 // 39 to 1-3 Mbit/s, which paced the page's objects.
+//
+// Spans across ACK packets carry each packet's own delays on the way back.
+// On a 64 kbit/s return link an ACK packet takes 7-8 ms, so two the
+// receiver sent 2 ms of data apart arrive 7.8 ms apart, and one a stall on
+// the way held (the emulator's, either direction) arrives 15-30 ms late
+// with the next ones at the data's pace: spans across them arrive over
+// twice their sending, trains by the rule. Through the binary (20M/64k
+// told nothing, traced) such spans took the flight's 2.42 MB/s, timed
+// within its one ACK packet, to 0.3-1.2 MB/s 34-61 times in 30 s, and
+// raised it as falsely (14.5 kB arriving over 5.4 ms: 2.69 MB/s); before
+// the rounds' delivery rate carried slow start (1.4-1.6 s after connect())
+// the pacer fell to 9-13 Mbit/s for 100 ms in a fifth of the runs (scps
+// TestUntoldThinReturnPacerHoldsTheEstimate: 10.3 Mbit/s). Only the train
+// the estimate came from used to keep to spans within one packet. Such a
+// span still moves it: the points' spread is the link's alone; and a link
+// slower than the flight showed ends slow start by the delay signal as any
+// overshoot does.
 func (c *capacity) take(b int64, arrived, sent time.Duration, mss int, inPkt bool) {
 	if b < int64(capacityMinPackets*mss) || c.pktTimed && !inPkt {
 		return
