@@ -51,7 +51,7 @@ func TestToldNearEndStalls(t *testing.T) {
 // over twice its sending, a train by the rule, and lowered the estimate
 // to half, so the pacer fell to 10.3 Mbit/s for a tenth of a second 1.4
 // s after the request (through the binary 9-13 Mbit/s at 1.5 s in a
-// fifth of the runs). A later train across ACK packets no longer moves
+// fifth to a half of the runs). A later train across ACK packets no longer moves
 // an estimate timed within one (capacity.pktTimed).
 func TestUntoldThinReturnPacerHoldsTheEstimate(t *testing.T) {
 	c := nearEndStalls(trainDownload(condAsym(), true, false), 300*time.Millisecond, 20*time.Millisecond)

@@ -144,15 +144,15 @@ func (c *capacity) span(from, to trainPoint, mss int, inPkt bool) bool {
 //
 // Spans across ACK packets carry each packet's own delays on the way back.
 // On a 64 kbit/s return link an ACK packet takes 7-8 ms, so two the
-// receiver sent 2 ms of data apart arrive 7.8 ms apart, and one a stall on
-// the way held (the emulator's, either direction) arrives 15-30 ms late
-// with the next ones at the data's pace: spans across them arrive over
-// twice their sending, trains by the rule. Through the binary (20M/64k
-// told nothing, traced) such spans took the flight's 2.42 MB/s, timed
-// within its one ACK packet, to 0.3-1.2 MB/s 34-61 times in 30 s, and
-// raised it as falsely (14.5 kB arriving over 5.4 ms: 2.69 MB/s); before
-// the rounds' delivery rate carried slow start (1.4-1.6 s after connect())
-// the pacer fell to 9-13 Mbit/s for 100 ms in a fifth of the runs (scps
+// receiver sent 2 ms of data apart arrive 7.8 ms apart, and one held on
+// the way (a stall, its own size) arrives 15-30 ms late with the next
+// right behind it: spans across them arrive over twice their sending,
+// trains by the rule. Through the binary (20M/64k told nothing, traced)
+// such spans took the flight's 2.42 MB/s, timed within its one ACK packet,
+// to 0.3-1.2 MB/s 34-108 times in 30 s, and raised it as falsely (14.5 kB
+// arriving over 5.4 ms: 2.69 MB/s); before the rounds' delivery rate
+// carried slow start (1.4-1.6 s after connect()) the pacer fell to 9-13
+// Mbit/s for 100 ms in a fifth to a half of the runs (scps
 // TestUntoldThinReturnPacerHoldsTheEstimate: 10.3 Mbit/s). Only the train
 // the estimate came from used to keep to spans within one packet. Such a
 // span still moves it: the points' spread is the link's alone; and a link

@@ -283,12 +283,12 @@ func TestCapacityNoFasterThanSent(t *testing.T) {
 // paced at that rate, each later ACK in a packet of its own. On the 64
 // kbit/s return link each ACK packet takes 7-8 ms, so two that left the
 // receiver 2 ms of data apart arrive 7.8 ms apart, and one held 20-30 ms
-// (behind a larger packet, by the emulator) arrives that much later than
-// the data's pace; spans across them arrived over twice their sending,
+// on the way (a stall, its own size) arrives that much later than the
+// data's pace; spans across them arrived over twice their sending,
 // trains by the rule, and lowered the estimate to 0.3-1.2 MB/s all
-// through the binary's runs (traced: 34-61 times in 30 s), or raised it
+// through the binary's runs (traced: 34-108 times in 30 s), or raised it
 // beyond the link. Through the binary the pacer then fell to 9-13 Mbit/s
-// for 100 ms at 1.5 s in a fifth of the runs. The spread of points
+// for 100 ms at 1.5 s in a fifth to a half of the runs. The spread of points
 // within one ACK packet is the link's alone: such a span still lowers
 // the estimate.
 func TestCapacityNotLoweredAcrossAckPackets(t *testing.T) {
