@@ -40,4 +40,6 @@
 //	                send buffers
 //	readerstall.go  the cut of a stream's credit when its reader falls
 //	                behind
+//	holecredit.go   the credit a told stream gets beyond its window while
+//	                a hole (a repair lost once or twice) holds its reader
 package streams
