@@ -26,10 +26,10 @@ package scps
 //     backup; on a side that only learned them from the peer's packets,
 //     the working path the peer last sent other than probes on (it follows
 //     the peer's choice), and one its probes call the peer's backup
-//     (PATH_ROLE) only while the peer moved there or none of its primaries
-//     works here (learnedBackupOK). When the data path changes because it went down,
-//     what was in flight on it is lost to the failover (no window change)
-//     and repaired at once on the new one;
+//     (PATH_ROLE) only while the peer moved there or none of its
+//     primaries works here (learnedBackupOK). When the data path changes
+//     because it went down, what was in flight on it is lost to the
+//     failover (no window change) and repaired at once on the new one;
 //   - in outage mode (every path silent) the outage probes go round the
 //     paths, so whichever link returns first is found;
 //   - a learned path that is down and has not been heard for pathForget is

@@ -1,10 +1,11 @@
 package ackhandler
 
 // This file owns bucket, the token bucket behind the pacer and the ACK
-// budget: tokens in bytes that refill at a rate and hold at most a burst. The pacer releases packets at
-// min(SendRate, congestion controller's pacing rate), charging each packet
-// with its wire overhead; the ACK budget keeps our ACK traffic within a
-// fraction of the peer's link.
+// budget: tokens in bytes that refill at a rate and hold at most a burst
+// (the pacer, woken late, the time it lost as well, up to catchUp). The
+// pacer releases packets at min(SendRate, congestion controller's pacing
+// rate), charging each packet with its wire overhead; the ACK budget
+// keeps our ACK traffic within a fraction of the peer's link.
 
 import (
 	"math"
@@ -40,7 +41,8 @@ type bucket struct {
 	rate     float64 // bytes per second
 	last     time.Duration
 	// due is when the sender, with data waiting, was told it could send
-	// next (readyAt through the pacer's PacedAt); 0 when it was not.
+	// next (SentPacketHandler.PacedWake); 0 when it was not. The ACK
+	// budget leaves due and catchUp zero.
 	// A refill past it is a late wake-up: told the link's rate, the
 	// pacer keeps no queue at the bottleneck, so that time was the link's
 	// idle time, and the bucket may then hold up to catchUp of it more

@@ -23,15 +23,18 @@ package streams
 // configured cap, its share of the memory budget: RecvWindowLimit), and
 // the association's credit and budget bound them all as before
 // (connflow.go, memory.go). Credit so granted is not taken back; once
-// the repair arrives the reads move the credit on as before. A window made larger instead (six products, or moved by
-// eighths) let in more than the congestion controllers of a fading or a
-// bonded link hold back (TestFadeSmallQueue, TestBondHybla), and moved
-// by eighths it cost a told link with stalls at its near end and untold
-// downloads a little (TestToldNearEndStalls, TestUntoldDownloadNearItsBound,
+// the repair arrives the reads move the credit on as before.
+//
+// A window made larger instead (six products, or moved by eighths) let in
+// more than the congestion controllers of a fading or a bonded link hold
+// back (TestFadeSmallQueue, TestBondHybla), and moved by eighths it cost
+// a told link with stalls at its near end and untold downloads a little
+// (TestToldNearEndStalls, TestUntoldDownloadNearItsBound,
 // TestPathTrainFromTheInitiator); a hole that holds the reader long is
-// rare, and the extra credit comes only then. Untold, the same rule let one association of two sharing a
-// beam take more than its share (TestTwoSitesFillBeam), as a window that
-// grew while holes held it did before (docs/pageload.md).
+// rare, and the extra credit comes only then. Untold, the same rule let
+// one association of two sharing a beam take more than its share
+// (TestTwoSitesFillBeam), as a window that grew while holes held it did
+// before (docs/pageload.md).
 
 const (
 	// holeFree: bytes behind a hole up to Size/holeFree take their
